@@ -1,0 +1,35 @@
+"""causal_client: a Python client for a Saturn causally consistent, geo-replicated store."""
+
+from causal_client.client import CausalClient, RegionInfo, Session
+from causal_client.data import Cell, Mutation, ReadSpec, Row
+from causal_client.errors import (
+    CausalError,
+    InvalidLabel,
+    InvalidRequest,
+    NotReplicatedHere,
+    RegionUnavailable,
+    ServerError,
+    StoreTimeout,
+    UnknownRegion,
+)
+from causal_client.label import Label, LabelType
+
+__all__ = [
+    "CausalClient",
+    "CausalError",
+    "Cell",
+    "InvalidLabel",
+    "InvalidRequest",
+    "Label",
+    "LabelType",
+    "Mutation",
+    "NotReplicatedHere",
+    "ReadSpec",
+    "RegionInfo",
+    "RegionUnavailable",
+    "Row",
+    "ServerError",
+    "Session",
+    "StoreTimeout",
+    "UnknownRegion",
+]

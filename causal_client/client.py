@@ -1,0 +1,268 @@
+"""The client library: sessions that carry a Saturn label through every call (DESIGN §9).
+
+    client = CausalClient.connect("127.0.0.1:7200")      # learns every region from one
+    session = client.session("virginia")
+    session.write("all", "user:alice", {"name": "Alice"})
+    row = session.read("all", "user:alice")
+    session.migrate("frankfurt")                          # the causal past comes along
+
+Every reply's label is merged into the session's label, so the session's causal past always
+includes what it has read and written: the bug of never sending the label back is not possible.
+Synchronous gRPC, so it works from Django, Celery and (with gevent's gRPC support) Locust.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import grpc
+
+from causal_client.data import Mutation, ReadSpec, Row, Value
+from causal_client.errors import NotReplicatedHere, UnknownRegion, from_rpc_error
+from causal_client.label import Label
+from causal_client.proto import store_pb2, store_pb2_grpc
+from causal_client.wan import Link
+
+R = TypeVar("R")
+
+DEFAULT_TIMEOUT_S = 10.0
+ATTACH_TIMEOUT_S = 60.0
+_OPTIONS = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
+
+
+@dataclass(frozen=True)
+class RegionInfo:
+    name: str
+    site: str
+    endpoint: str
+
+
+class CausalClient:
+    """Knows the regions, holds one gRPC channel per region, and makes sessions.
+
+    ``site`` is where this client runs: calls to a region at another site are delayed by the
+    emulated one-way latency each way (WAN emulation, DESIGN §8). ``None`` = no emulation.
+    """
+
+    def __init__(
+        self,
+        regions: Sequence[RegionInfo],
+        groups: Mapping[str, Sequence[str]] | None = None,
+        latencies_ms: Mapping[tuple[str, str], float] | None = None,
+        site: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ):
+        self.regions = {r.name: r for r in regions}
+        self.groups = {g: tuple(members) for g, members in (groups or {}).items()}
+        self.latencies_ms = dict(latencies_ms or {})
+        self.site = site
+        self.timeout = timeout
+        self._stubs: dict[str, store_pb2_grpc.StoreStub] = {}
+        self._channels: list[grpc.Channel] = []
+        self._links: dict[str, Link] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def connect(
+        cls, endpoint: str, site: str | None = None, timeout: float = DEFAULT_TIMEOUT_S
+    ) -> CausalClient:
+        """Builds a client from any one region's frontend (it describes the whole topology)."""
+        with grpc.insecure_channel(endpoint) as channel:
+            try:
+                reply = store_pb2_grpc.StoreStub(channel).Describe(
+                    store_pb2.DescribeRequest(), timeout=timeout
+                )
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc) from None
+        regions = [RegionInfo(r.name, r.site, r.endpoint) for r in reply.regions]
+        groups = {g.name: list(g.regions) for g in reply.groups}
+        latencies = {(x.from_site, x.to_site): x.one_way_ms for x in reply.latencies}
+        return cls(regions, groups, latencies, site=site, timeout=timeout)
+
+    def region(self, name: str) -> RegionInfo:
+        try:
+            return self.regions[name]
+        except KeyError:
+            raise UnknownRegion(f"unknown region {name!r} (known: {', '.join(self.regions)})") from None
+
+    def stub(self, region: str) -> store_pb2_grpc.StoreStub:
+        with self._lock:
+            if region not in self._stubs:
+                channel = grpc.insecure_channel(self.region(region).endpoint, options=_OPTIONS)
+                self._channels.append(channel)
+                self._stubs[region] = store_pb2_grpc.StoreStub(channel)
+            return self._stubs[region]
+
+    def link_to(self, region: str) -> Link:
+        """The emulated link from this client's site to a region's site."""
+        with self._lock:
+            if region not in self._links:
+                target = self.region(region).site
+                latency = (
+                    0.0 if self.site in (None, target) else self.latencies_ms.get((self.site, target), 0)
+                )
+                self._links[region] = Link(latency)
+            return self._links[region]
+
+    def replicas(self, group: str) -> tuple[str, ...]:
+        return self.groups.get(group, ())
+
+    def session(self, region: str, label: Label | str | None = None, auto_migrate: bool = True) -> Session:
+        """A new session attached to ``region``; pass a label (or token) to resume a causal past."""
+        if isinstance(label, str):
+            label = Label.from_token(label)
+        session = Session(self, region, label or Label.zero(), auto_migrate=auto_migrate)
+        session.attach(region)
+        return session
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._channels:
+                channel.close()
+            self._channels.clear()
+            self._stubs.clear()
+
+    def __enter__(self) -> CausalClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Session:
+    """One client's causal session: its label, and the region it is attached to.
+
+    Not thread-safe: one session per logical client (a web session, a Locust user, a task).
+    ``auto_migrate``: touching a group not replicated where the session is attached migrates
+    it to the closest replica (False: raise :class:`NotReplicatedHere`).
+    """
+
+    def __init__(self, client: CausalClient, region: str, label: Label, auto_migrate: bool = True):
+        self.client = client
+        self.region = region
+        self.label = label
+        self.auto_migrate = auto_migrate
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _call(self, method: str, request, timeout: float | None = None, region: str | None = None):
+        region = region or self.region
+        link = self.client.link_to(region)
+        link.sleep_one_way()
+        try:
+            reply = getattr(self.client.stub(region), method)(request, timeout=timeout or self.client.timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        finally:
+            link.sleep_one_way()
+        if reply.HasField("label"):
+            self.label = self.label.merge(Label.from_proto(reply.label))
+        return reply
+
+    def _local(self, groups: Sequence[str], action: Callable[[], R]) -> R:
+        try:
+            return action()
+        except NotReplicatedHere as exc:
+            if not self.auto_migrate:
+                raise
+            target = self._closest_replica(exc.group or groups[0])
+            if target is None:
+                raise
+            self.migrate(target)
+            return action()
+
+    def _closest_replica(self, group: str) -> str | None:
+        replicas = [r for r in self.client.replicas(group) if r != self.region]
+        if not replicas:
+            return None
+        here = self.client.region(self.region).site
+        return min(
+            replicas, key=lambda r: self.client.latencies_ms.get((here, self.client.region(r).site), 0)
+        )
+
+    # -- session -----------------------------------------------------------------------------
+    @property
+    def token(self) -> str:
+        """The session's causal past as a string, for cookies and hand-offs."""
+        return self.label.to_token()
+
+    def attach(self, region: str | None = None, timeout: float = ATTACH_TIMEOUT_S) -> None:
+        """Attaches to ``region`` (default: the current one), waiting until the session's causal
+        past is visible there (paper Alg. 1)."""
+        region = region or self.region
+        self.client.region(region)
+        self._call("Attach", store_pb2.AttachRequest(label=self.label.to_proto()), timeout, region)
+        self.region = region
+
+    def migrate(self, target: str, timeout: float = ATTACH_TIMEOUT_S) -> None:
+        """Moves the session to another region (paper §4.3): a migration label made here, then
+        an attach there presenting it."""
+        self.client.region(target)
+        if target == self.region:
+            return
+        reply = self._call(
+            "Migrate", store_pb2.MigrateRequest(label=self.label.to_proto(), target_region=target)
+        )
+        migration = Label.from_proto(reply.label)
+        self._call("Attach", store_pb2.AttachRequest(label=migration.to_proto()), timeout, target)
+        self.region = target
+
+    # -- reads -------------------------------------------------------------------------------
+    def read(self, group: str, row: str, columns: Sequence[str] = ()) -> Row:
+        """Named columns of a row, or the whole row when none are named."""
+        return self._read_one(ReadSpec(group, row, tuple(columns)))
+
+    def slice(
+        self, group: str, row: str, limit: int = 40, after: str | None = None, reverse: bool = True
+    ) -> Row:
+        """A page of a row's sorted columns, newest (greatest) first by default."""
+        return self._read_one(ReadSpec(group, row, limit=limit, after=after, reverse=reverse))
+
+    def _read_one(self, spec: ReadSpec) -> Row:
+        def action() -> Row:
+            request = store_pb2.ReadRequest(label=self.label.to_proto(), op=spec.to_proto())
+            return Row.from_proto(self._call("Read", request).row)
+
+        return self._local([spec.group], action)
+
+    def multi_read(self, specs: Sequence[ReadSpec]) -> list[Row]:
+        """Several reads in one round trip, results in the same order."""
+
+        def action() -> list[Row]:
+            request = store_pb2.MultiReadRequest(
+                label=self.label.to_proto(), ops=[s.to_proto() for s in specs]
+            )
+            return [Row.from_proto(r) for r in self._call("MultiRead", request).rows]
+
+        return self._local([s.group for s in specs], action)
+
+    # -- writes ------------------------------------------------------------------------------
+    def write(self, group: str, row: str, values: Mapping[str, Value]) -> Label:
+        """Sets columns of one row (one update, one label); returns the update's label."""
+        return self.apply(Mutation(group, row).update(values))
+
+    def delete(self, group: str, row: str, columns: Sequence[str]) -> Label:
+        return self.apply(Mutation(group, row).delete(*columns))
+
+    def increment(self, group: str, row: str, column: str, amount: int = 1) -> Label:
+        return self.apply(Mutation(group, row).increment(column, amount))
+
+    def apply(self, mutation: Mutation) -> Label:
+        def action() -> Label:
+            request = store_pb2.WriteRequest(label=self.label.to_proto(), mutation=mutation.to_proto())
+            return Label.from_proto(self._call("Write", request).label)
+
+        return self._local([mutation.group], action)
+
+    def batch(self, mutations: Sequence[Mutation]) -> Label:
+        """Several rows in one round trip; each row gets its own label."""
+
+        def action() -> Label:
+            request = store_pb2.BatchRequest(
+                label=self.label.to_proto(), mutations=[m.to_proto() for m in mutations]
+            )
+            return Label.from_proto(self._call("Batch", request).label)
+
+        return self._local([m.group for m in mutations], action)

@@ -1,0 +1,122 @@
+"""Saturn labels (paper §3): ``(type, src, ts, target)``, ordered by ``ts`` then ``src``.
+
+A client's whole causal past is one label: the greatest it has observed. Keeping it small and
+constant in size is the point of Saturn, so this is a frozen dataclass with a compact token form
+that fits in a signed cookie.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+from dataclasses import dataclass
+from functools import total_ordering
+
+from causal_client.errors import InvalidLabel
+from causal_client.proto import store_pb2
+
+MAX_TARGET_BYTES = 512
+
+
+class LabelType(enum.IntEnum):
+    UPDATE = store_pb2.LABEL_UPDATE
+    MIGRATION = store_pb2.LABEL_MIGRATION
+
+
+@total_ordering
+@dataclass(frozen=True, slots=True)
+class Label:
+    """One label. ``Label.zero()`` is the empty causal past (below every real label)."""
+
+    ts: int
+    src: str
+    type: LabelType = LabelType.UPDATE
+    target: str = ""
+
+    @staticmethod
+    def zero() -> Label:
+        return _ZERO
+
+    @property
+    def is_zero(self) -> bool:
+        return self.ts == 0 and not self.src
+
+    @property
+    def region(self) -> str:
+        """The region of the gear that made this label ("" for the zero label)."""
+        return self.src.split("/", 1)[0]
+
+    def sort_key(self) -> tuple[int, str]:
+        return (self.ts, self.src)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Label):
+            return NotImplemented
+        return self.sort_key() < other.sort_key()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Label):
+            return NotImplemented
+        return self.sort_key() == other.sort_key() and self.type == other.type
+
+    def __hash__(self) -> int:
+        return hash((self.ts, self.src, self.type))
+
+    def merge(self, other: Label | None) -> Label:
+        """The greater of two labels: how a client folds a returned label into its past."""
+        if other is None or other <= self:
+            return self
+        return other
+
+    # -- wire forms -------------------------------------------------------------------------
+    def to_proto(self) -> store_pb2.Label:
+        return store_pb2.Label(type=int(self.type), src=self.src, ts=self.ts, target=self.target)
+
+    @staticmethod
+    def from_proto(msg: store_pb2.Label | None) -> Label:
+        """Validates what came off the wire; raises :class:`InvalidLabel` with the reason."""
+        if msg is None:
+            return _ZERO
+        if msg.ts < 0:
+            raise InvalidLabel(f"label timestamp must be >= 0, got {msg.ts}")
+        if msg.type not in (store_pb2.LABEL_UPDATE, store_pb2.LABEL_MIGRATION):
+            raise InvalidLabel(f"unknown label type {msg.type}")
+        if msg.ts == 0 and not msg.src:
+            return _ZERO
+        if not msg.src or "/" not in msg.src:
+            raise InvalidLabel(f"label source must look like 'region/shard', got {msg.src!r}")
+        if len(msg.target.encode()) > MAX_TARGET_BYTES:
+            raise InvalidLabel(f"label target longer than {MAX_TARGET_BYTES} bytes")
+        return Label(ts=msg.ts, src=msg.src, type=LabelType(msg.type), target=msg.target)
+
+    def to_token(self) -> str:
+        """A URL-safe string (for cookies and hand-offs); ``from_token`` reverses it."""
+        raw = self.to_proto().SerializeToString()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @staticmethod
+    def from_token(token: str) -> Label:
+        if not token:
+            return _ZERO
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            msg = store_pb2.Label.FromString(raw)
+        except (binascii.Error, ValueError, Exception) as exc:  # protobuf raises DecodeError
+            raise InvalidLabel(f"not a label token: {token[:40]!r}") from exc
+        return Label.from_proto(msg)
+
+    def __str__(self) -> str:
+        kind = "mig" if self.type == LabelType.MIGRATION else "upd"
+        return f"{kind}({self.ts}@{self.src or '-'}{' → ' + self.target if self.target else ''})"
+
+
+_ZERO = Label(ts=0, src="")
+
+
+def max_label(labels: list[Label] | tuple[Label, ...]) -> Label:
+    """The greatest of several labels (the zero label for none)."""
+    best = _ZERO
+    for label in labels:
+        best = best.merge(label)
+    return best

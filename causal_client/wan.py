@@ -1,0 +1,75 @@
+"""WAN emulation (DESIGN §8): hold each cross-site message for the one-way latency of its link.
+
+One small layer used by every component that sends across sites: bulk-data streams, their acks,
+label streams and client calls to a remote region. FIFO order is kept even with jitter, because a
+message is never released before the one sent ahead of it. No root or kernel features are needed,
+and with zero latency it adds nothing. It lives in the client library because client calls to a
+remote region need it too; the services import it from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Link:
+    """The emulated properties of one directed site-to-site link."""
+
+    __slots__ = ("_last_release", "jitter_s", "latency_s")
+
+    def __init__(self, latency_ms: float, jitter_ms: float = 0.0):
+        self.latency_s = latency_ms / 1000.0
+        self.jitter_s = jitter_ms / 1000.0
+        self._last_release = 0.0
+
+    @property
+    def is_instant(self) -> bool:
+        return self.latency_s == 0 and self.jitter_s == 0
+
+    def release_time(self, sent_at: float) -> float:
+        """When a message sent at ``sent_at`` (monotonic seconds) arrives; never before the last."""
+        jitter = random.uniform(0, self.jitter_s) if self.jitter_s else 0.0
+        self._last_release = max(self._last_release, sent_at + self.latency_s + jitter)
+        return self._last_release
+
+    def sleep_one_way(self) -> None:
+        """Blocking delay for a synchronous call crossing the link (gevent-friendly when patched)."""
+        if not self.is_instant:
+            delay = self.release_time(time.monotonic()) - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+
+
+class DelayLine(Generic[T]):
+    """An asyncio FIFO whose items come out one link-latency after they went in."""
+
+    def __init__(self, link: Link):
+        self.link = link
+        self._items: deque[tuple[float, T]] = deque()
+        self._wakeup = asyncio.Event()
+
+    def put(self, item: T) -> None:
+        self._items.append((self.link.release_time(time.monotonic()), item))
+        self._wakeup.set()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    async def get(self) -> T:
+        while True:
+            if self._items:
+                release, item = self._items[0]
+                delay = release - time.monotonic()
+                if delay <= 0:
+                    self._items.popleft()
+                    return item
+                await asyncio.sleep(delay)  # later items are never due before the head
+            else:
+                self._wakeup.clear()
+                await self._wakeup.wait()

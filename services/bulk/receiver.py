@@ -1,0 +1,107 @@
+"""Bulk-data transfer, receiving side: takes payload batches from remote regions' senders.
+
+Exactly-once: each local shard stores, in the same Lua call that applies a batch, how far it has
+got in the origin gear's stream. A sender that (re)connects is told that position and resumes
+after it, so a crash on either side neither loses nor doubles an update.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import grpc
+
+from causal_client.wan import DelayLine, Link
+from services import metrics, runtime
+from services.proto import bulk_pb2, bulk_pb2_grpc
+from services.protocols import Protocol, protocol_for
+from services.region.store import RegionStore, RemoteUpdate
+from services.topology import Topology
+
+log = logging.getLogger("bulk-receiver")
+
+
+class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
+    def __init__(self, topology: Topology, region: str, store: RegionStore, protocol: Protocol):
+        self.topology = topology
+        self.region = region
+        self.store = store
+        self.protocol = protocol
+        self.local_groups = topology.groups_at(region)
+        self.remote_gears = {g: r for r in topology.region_names if r != region for g in topology.gear_ids(r)}
+
+    def _on_applied(self, origin_region: str, updates: list[RemoteUpdate]) -> None:
+        now_us = time.time() * 1e6
+        visibility = metrics.VISIBILITY.labels(self.region, origin_region)
+        for update in updates:
+            visibility.observe(max(0.0, (now_us - update.origin_time_us) / 1e6))
+        metrics.REMOTE_APPLIED.labels(self.region, origin_region).inc(len(updates))
+
+    async def Ship(self, request_iterator, context: grpc.aio.ServicerContext):
+        try:
+            first = await anext(request_iterator)
+        except StopAsyncIteration:
+            return
+        if first.WhichOneof("kind") != "hello":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a hello")
+        gear = first.hello.origin_gear
+        origin = self.remote_gears.get(gear)
+        if origin is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown or local origin gear {gear!r}")
+        link = Link(self.topology.region_latency_ms(self.region, origin), self.topology.jitter_ms)
+        acks: DelayLine[bulk_pb2.Position | None] = DelayLine(link)
+        position = await self.store.position(gear)
+        log.info("%s connected; resuming after ts %d", gear, position)
+        acks.put(bulk_pb2.Position(through_ts=position))
+        received = metrics.BULK_RECEIVED.labels(self.region, origin)
+
+        def applied(updates: list[RemoteUpdate]) -> None:
+            self._on_applied(origin, updates)
+
+        async def consume() -> None:
+            try:
+                async for message in request_iterator:
+                    batch = message.batch
+                    updates = [RemoteUpdate.unpack(p.body) for p in batch.payloads]
+                    foreign = [u for u in updates if u.group not in self.local_groups]
+                    if foreign:
+                        log.error("%s sent %d updates of groups not replicated here", gear, len(foreign))
+                        updates = [u for u in updates if u.group in self.local_groups]
+                    received.inc(len(updates))
+                    await self.protocol.accept_payloads(gear, batch.through_ts, updates, applied)
+                    acks.put(bulk_pb2.Position(through_ts=batch.through_ts))
+            finally:
+                acks.put(None)
+
+        consumer = asyncio.create_task(consume())
+        try:
+            while (ack := await acks.get()) is not None:
+                yield ack
+        finally:
+            consumer.cancel()
+        await consumer  # re-raises a failure to apply, which ends the stream with an error
+
+
+async def serve(topology: Topology, region: str, stop: asyncio.Event) -> None:
+    store = RegionStore(topology, region)
+    servicer = BulkReceiverServicer(topology, region, store, protocol_for(topology.protocol, store))
+    server, health = runtime.new_server(topology.bulk_port(region), topology.host)
+    bulk_pb2_grpc.add_BulkReceiverServicer_to_server(servicer, server)
+    await server.start()
+    runtime.mark_serving(health)
+    log.info("bulk receiver %s on %s", region, topology.bulk_endpoint(region))
+    await stop.wait()
+    await server.stop(grace=1)
+    await store.close()
+
+
+def main() -> None:
+    args = runtime.parse_args("bulk-receiver: applies payloads shipped from other regions")
+    topology = runtime.load_topology(args.topology)
+    runtime.run_until_stopped(lambda stop: serve(topology, args.region, stop))
+
+
+if __name__ == "__main__":
+    main()

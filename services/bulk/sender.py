@@ -1,0 +1,168 @@
+"""Bulk-data transfer, sending side: ships each local gear's outgoing stream to the regions that
+replicate the rows' groups (and to no other region: genuine partial replication).
+
+One stream per (local gear, destination). On (re)connect the receiver says how far it is; the
+sender reads the gear's Redis stream from there. Acknowledged entries are trimmed from the stream
+once every destination has them, so a crash of the sender loses nothing either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import grpc
+import redis.asyncio as aioredis
+
+from causal_client.wan import DelayLine, Link
+from services import metrics, runtime
+from services.proto import bulk_pb2, bulk_pb2_grpc
+from services.region import gears
+from services.topology import Topology
+
+log = logging.getLogger("bulk-sender")
+
+READ_COUNT = 512  # stream entries per batch at most
+WINDOW = 64  # batches in flight per destination
+RETRY_S = (0.1, 0.2, 0.5, 1.0, 2.0)
+
+
+class GearShipper:
+    """Ships one local gear's stream to one destination region, resuming after crashes."""
+
+    def __init__(self, topology: Topology, region: str, shard: int, destination: str, trimmer: Trimmer):
+        self.topology = topology
+        self.region = region
+        self.gear = topology.gear_ids(region)[shard]
+        self.destination = destination
+        self.groups = {g.encode() for g in topology.groups_at(region) & topology.groups_at(destination)}
+        self.redis = aioredis.Redis.from_url(topology.redis_url(region, shard), socket_timeout=30)
+        self.trimmer = trimmer
+        self.sent = metrics.BULK_SENT.labels(region, destination)
+        self.link = Link(topology.region_latency_ms(region, destination), topology.jitter_ms)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        attempt = 0
+        while not stop.is_set():
+            try:
+                await self._session(stop)
+                attempt = 0
+            except (grpc.aio.AioRpcError, ConnectionError, OSError) as exc:
+                delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
+                attempt += 1
+                log.warning("%s → %s: %s; retrying in %.1fs", self.gear, self.destination, _why(exc), delay)
+                await runtime.sleep_or_stop(stop, delay)
+
+    async def _session(self, stop: asyncio.Event) -> None:
+        async with grpc.aio.insecure_channel(
+            self.topology.bulk_endpoint(self.destination), options=runtime.GRPC_OPTIONS
+        ) as channel:
+            outbox: DelayLine[bulk_pb2.ShipMessage | None] = DelayLine(self.link)
+            outbox.put(
+                bulk_pb2.ShipMessage(hello=bulk_pb2.Hello(origin_gear=self.gear, origin_region=self.region))
+            )
+
+            async def requests():
+                while (message := await outbox.get()) is not None:
+                    yield message
+
+            call = bulk_pb2_grpc.BulkReceiverStub(channel).Ship(requests())
+            replies = call.__aiter__()
+            start = await anext(replies)  # the receiver's durable position
+            log.info(
+                "%s → %s: connected, resuming after ts %d", self.gear, self.destination, start.through_ts
+            )
+            self.trimmer.acked(self.gear, self.destination, start.through_ts)
+            in_flight = asyncio.Semaphore(WINDOW)
+            reader = asyncio.create_task(self._read_stream(start.through_ts, outbox, in_flight, stop))
+            try:
+                async for ack in replies:
+                    in_flight.release()
+                    self.trimmer.acked(self.gear, self.destination, ack.through_ts)
+            finally:
+                reader.cancel()
+                call.cancel()
+            if reader.done() and not reader.cancelled() and reader.exception():
+                raise reader.exception()  # type: ignore[misc]
+
+    async def _read_stream(
+        self, after_ts: int, outbox: DelayLine, in_flight: asyncio.Semaphore, stop: asyncio.Event
+    ) -> None:
+        cursor = f"{after_ts}-0"
+        while not stop.is_set():
+            await in_flight.acquire()
+            reply = await self.redis.xread({gears.BULK_STREAM: cursor}, count=READ_COUNT, block=500)
+            if not reply:
+                in_flight.release()
+                continue
+            entries = reply[0][1]
+            batch = bulk_pb2.PayloadBatch(sent_at=time.time())
+            for entry_id, fields in entries:
+                if fields[b"g"] in self.groups:
+                    batch.payloads.add(ts=int(entry_id.split(b"-", 1)[0]), body=fields[b"p"])
+            cursor = entries[-1][0].decode()
+            batch.through_ts = int(cursor.split("-", 1)[0])
+            outbox.put(bulk_pb2.ShipMessage(batch=batch))
+            self.sent.inc(len(batch.payloads))
+        outbox.put(None)
+
+
+class Trimmer:
+    """Trims each gear's stream below what every destination has acknowledged."""
+
+    def __init__(self, topology: Topology, region: str, destinations: list[str]):
+        self.destinations = set(destinations)
+        self.positions: dict[str, dict[str, int]] = {g: {} for g in topology.gear_ids(region)}
+        self.clients = {
+            g: aioredis.Redis.from_url(topology.redis_url(region, k))
+            for k, g in enumerate(topology.gear_ids(region))
+        }
+
+    def acked(self, gear: str, destination: str, ts: int) -> None:
+        known = self.positions[gear]
+        known[destination] = max(ts, known.get(destination, 0))
+
+    async def run(self, stop: asyncio.Event, period_s: float = 1.0) -> None:
+        trimmed: dict[str, int] = {}
+        while not stop.is_set():
+            await runtime.sleep_or_stop(stop, period_s)
+            for gear, known in self.positions.items():
+                if set(known) != self.destinations:
+                    continue  # a destination has not told us its position yet
+                floor = min(known.values())
+                if floor > trimmed.get(gear, 0):
+                    try:
+                        await self.clients[gear].xtrim(gears.BULK_STREAM, minid=f"{floor + 1}-0")
+                        trimmed[gear] = floor
+                    except (ConnectionError, OSError) as exc:
+                        log.warning("trim %s: %s", gear, exc)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name} {exc.details()}"
+    return str(exc) or type(exc).__name__
+
+
+async def serve(topology: Topology, region: str, stop: asyncio.Event) -> None:
+    local = topology.groups_at(region)
+    destinations = [r for r in topology.region_names if r != region and local & topology.groups_at(r)]
+    trimmer = Trimmer(topology, region, destinations)
+    shippers = [
+        GearShipper(topology, region, shard, dest, trimmer)
+        for shard in range(topology.region(region).shards)
+        for dest in destinations
+    ]
+    log.info("bulk sender %s → %s", region, ", ".join(destinations) or "(nobody)")
+    await asyncio.gather(trimmer.run(stop), *(s.run(stop) for s in shippers))
+
+
+def main() -> None:
+    args = runtime.parse_args("bulk-sender: ships this region's payloads to replica regions")
+    topology = runtime.load_topology(args.topology)
+    runtime.run_until_stopped(lambda stop: serve(topology, args.region, stop))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Command line: start a topology, report its status, or stop it.
+
+python -m services.launcher up topologies/demo-3region.toml
+python -m services.launcher status
+python -m services.launcher down
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from services.launcher.cluster import Cluster, LaunchError, _grpc_serving, _redis_ping, pid_alive, read_state
+from services.launcher.redis_binary import RedisNotFound
+from services.topology import Topology, TopologyError
+
+DEFAULT_RUN_DIR = Path(".run")
+
+
+def _load(args: argparse.Namespace) -> Topology:
+    topology = Topology.load(args.topology)
+    overrides = {}
+    if args.base_port:
+        overrides["base_port"] = args.base_port
+    if args.protocol:
+        overrides["protocol"] = args.protocol
+    if overrides:
+        topology = Topology.from_dict({**topology.model_dump(), **overrides}, source=topology.source)
+    return topology
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    topology = _load(args)
+    cluster = Cluster(topology, args.run_dir)
+    print(f"starting {topology.name!r} ({topology.protocol}) in {cluster.run_dir} ...", flush=True)
+    started = time.monotonic()
+    cluster.start(timeout=args.timeout)
+    print(f"all {len(cluster.processes)} processes healthy in {time.monotonic() - started:.1f}s")
+    for what, where in cluster.endpoints():
+        print(f"  {what:<32} {where}")
+    print(f"  logs: {cluster.run_dir / 'logs'}")
+    print("press Ctrl-C to stop everything", flush=True)
+    stopping = False
+
+    def request_stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    reported: set[str] = set()
+    try:
+        while not stopping:
+            time.sleep(0.5)
+            for name, running in cluster.processes.items():
+                if running.popen.poll() is not None and name not in reported:
+                    reported.add(name)
+                    print(f"warning: {name} exited with code {running.popen.returncode} "
+                          f"(log {running.log_path})", flush=True)  # fmt: skip
+    finally:
+        print("stopping ...", flush=True)
+        cluster.stop()
+        print("stopped; no process left behind")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    state = read_state(args.run_dir)
+    if not state:
+        print(f"nothing running from {args.run_dir} (no state file)")
+        return 1
+    print(f"topology {state['topology']} (launcher pid {state['launcher_pid']})")
+    host = "127.0.0.1"
+    bad = 0
+    for name, proc in state["processes"].items():
+        alive = pid_alive(proc["pid"])
+        if not alive:
+            health = "DEAD"
+        elif proc["kind"] == "redis":
+            health = "healthy" if _redis_ping(host, proc["port"]) else "unhealthy"
+        elif proc["kind"] == "grpc":
+            health = "healthy" if _grpc_serving(f"{host}:{proc['port']}") else "unhealthy"
+        else:
+            health = "running"
+        bad += health in ("DEAD", "unhealthy")
+        port = proc["port"] or "-"
+        print(f"  {name:<28} pid {proc['pid']:<8} port {port!s:<6} {health}")
+    return 1 if bad else 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    state = read_state(args.run_dir)
+    if not state:
+        print(f"nothing running from {args.run_dir}")
+        return 0
+    if pid_alive(state["launcher_pid"]):
+        os.kill(state["launcher_pid"], signal.SIGTERM)  # it stops its children itself
+    else:
+        for proc in state["processes"].values():
+            if pid_alive(proc["pid"]):
+                os.kill(proc["pid"], signal.SIGTERM)
+    print("stop requested")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m services.launcher", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--run-dir", type=Path, default=DEFAULT_RUN_DIR, help="logs, state, data")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start every process of a topology and wait for Ctrl-C")
+    up.add_argument("topology")
+    up.add_argument("--base-port", type=int, default=0, help="override the file's base port")
+    up.add_argument("--protocol", choices=["eventual", "saturn", "gentlerain", "cure"])
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for health")
+    sub.add_parser("status", help="report the processes of the running topology")
+    sub.add_parser("down", help="stop the running topology")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return {"up": cmd_up, "status": cmd_status, "down": cmd_down}[args.command](args)
+    except (TopologyError, LaunchError, RedisNotFound) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

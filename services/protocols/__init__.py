@@ -1,0 +1,5 @@
+"""Consistency protocols as plug-ins over one data path (DESIGN §7)."""
+
+from services.protocols.base import Protocol, protocol_for
+
+__all__ = ["Protocol", "protocol_for"]

@@ -1,0 +1,44 @@
+"""What a protocol decides: the metadata gears emit, when a remote update becomes visible, and
+when an attach may return. Everything else (store, gears, bulk transfer, client API) is shared,
+so that protocols are compared on the same data path, as in the paper's §7.3."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+from causal_client.label import Label
+from services.region.store import RegionStore, RemoteUpdate
+
+AppliedCallback = Callable[[list[RemoteUpdate]], None]
+
+
+class Protocol(ABC):
+    name: str = ""
+    #: gears append every label to the region's label stream (for the label sink)
+    emits_labels: bool = False
+
+    def __init__(self, store: RegionStore):
+        self.store = store
+
+    @abstractmethod
+    async def wait_attach(self, label: Label) -> None:
+        """Returns once the client's causal past (``label``) is visible in this region."""
+
+    @abstractmethod
+    async def accept_payloads(
+        self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate], on_applied: AppliedCallback
+    ) -> None:
+        """Takes a batch from bulk transfer; must make it durable before returning (the sender
+        is then told it may forget it). Calls ``on_applied`` with updates made visible."""
+
+
+def protocol_for(name: str, store: RegionStore) -> Protocol:
+    from services.protocols.eventual import Eventual
+
+    known: dict[str, type[Protocol]] = {"eventual": Eventual}
+    if name not in known:
+        raise NotImplementedError(
+            f"protocol {name!r} is not implemented yet (available: {', '.join(sorted(known))})"
+        )
+    return known[name](store)

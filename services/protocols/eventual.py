@@ -1,0 +1,22 @@
+"""Eventual consistency: apply on arrival. The throughput upper bound and visibility lower bound."""
+
+from __future__ import annotations
+
+from causal_client.label import Label
+from services.protocols.base import AppliedCallback, Protocol
+from services.region.store import RemoteUpdate
+
+
+class Eventual(Protocol):
+    name = "eventual"
+    emits_labels = False
+
+    async def wait_attach(self, label: Label) -> None:
+        return None
+
+    async def accept_payloads(
+        self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate], on_applied: AppliedCallback
+    ) -> None:
+        applied = await self.store.apply_remote(origin_gear, through_ts, updates)
+        if applied:
+            on_applied(applied)

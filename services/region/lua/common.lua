@@ -1,0 +1,53 @@
+-- Shared by every gear script: cells, LWW by label, counters.
+-- A cell is the string "ts|src|flag|value": flag 'v' value, 't' tombstone, 'c' counter column.
+-- Counter partial sums live in a hash field "<region>|<column>" as "ts|src|partial".
+
+-- Integers (microsecond timestamps) as digits: Lua would print large numbers as 1.7e+15.
+local function I(x) return string.format("%d", x) end
+
+local function parse_cell(cell)
+  local ts, src, flag = string.match(cell, '^(%d+)|([^|]*)|(%a)|')
+  return tonumber(ts), src, flag
+end
+
+-- true when the stored label (ts, src) is newer than (ts2, src2): the incoming write loses.
+local function stored_is_newer(stored, ts2, src2)
+  if not stored then return false end
+  local ts, src = parse_cell(stored)
+  if ts ~= ts2 then return ts > ts2 end
+  return src > src2
+end
+
+local function put_value(dkey, ikey, column, ts, src, value)
+  if stored_is_newer(redis.call('HGET', dkey, column), ts, src) then return end
+  redis.call('HSET', dkey, column, I(ts) .. '|' .. src .. '|v|' .. value)
+  redis.call('ZADD', ikey, 0, column)
+end
+
+local function put_tombstone(dkey, ikey, column, ts, src)
+  if stored_is_newer(redis.call('HGET', dkey, column), ts, src) then return end
+  redis.call('HSET', dkey, column, I(ts) .. '|' .. src .. '|t|')
+  redis.call('ZREM', ikey, column)
+end
+
+-- Sets one region's partial sum of a counter column if the label is newer than the stored one.
+local function put_partial(dkey, ikey, ckey, column, region, ts, src, partial)
+  local field = region .. '|' .. column
+  local cur = redis.call('HGET', ckey, field)
+  if cur then
+    local cts, csrc = string.match(cur, '^(%d+)|([^|]*)|')
+    cts = tonumber(cts)
+    if cts > ts or (cts == ts and csrc >= src) then return end
+  end
+  redis.call('HSET', ckey, field, I(ts) .. '|' .. src .. '|' .. partial)
+  if not stored_is_newer(redis.call('HGET', dkey, column), ts, src) then
+    redis.call('HSET', dkey, column, I(ts) .. '|' .. src .. '|c|')
+  end
+  redis.call('ZADD', ikey, 0, column)
+end
+
+local function partial_of(ckey, region, column)
+  local cur = redis.call('HGET', ckey, region .. '|' .. column)
+  if not cur then return 0 end
+  return tonumber(string.match(cur, '|(-?%d+)$'))
+end

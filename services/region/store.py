@@ -1,0 +1,199 @@
+"""A region's view of its shards: reads, gear writes, migrations and remote applies over Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import msgpack
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from causal_client.label import Label, LabelType
+from causal_client.proto import store_pb2
+from services.region import gears
+from services.topology import Topology
+
+ROW_LIMIT = 10_000  # a whole-row read returns at most this many columns
+
+
+class ColumnTypeError(ValueError):
+    """A set on a counter column or an increment on a value column."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteUpdate:
+    """One payload as the origin gear packed it (see write.lua)."""
+
+    ts: int
+    src: str
+    origin_time_us: int
+    group: str
+    row: str
+    changes: tuple[gears.ColumnChange, ...]
+
+    @staticmethod
+    def unpack(body: bytes) -> RemoteUpdate:
+        ts, src, origin_time, group, row, ops = msgpack.unpackb(body, raw=True)
+        changes = tuple(gears.ColumnChange(k.decode(), c.decode(), a) for k, c, a in ops)
+        return RemoteUpdate(ts, src.decode(), origin_time, group.decode(), row.decode(), changes)
+
+
+class Shard:
+    """One shard: a Redis server and the gear that owns it."""
+
+    def __init__(self, url: str, gear_id: str, region: str):
+        self.gear_id = gear_id
+        self.region = region
+        self.redis = aioredis.Redis.from_url(url, socket_timeout=30, max_connections=256)
+        self._write = self.redis.register_script(gears.script_source("write"))
+        self._read = self.redis.register_script(gears.script_source("read"))
+        self._migrate = self.redis.register_script(gears.script_source("migrate"))
+        self._apply = self.redis.register_script(gears.script_source("apply"))
+
+    async def write(self, client_ts: int, rows: list[gears.RowChange], emit_label: bool) -> int:
+        keys, args = gears.write_args(client_ts, self.gear_id, self.region, emit_label, rows)
+        try:
+            return int(await self._write(keys=keys, args=args))
+        except ResponseError as exc:
+            if str(exc).startswith("TYPE "):
+                raise ColumnTypeError(str(exc)[5:]) from None
+            raise
+
+    async def migrate(self, client_ts: int, target: str, emit_label: bool) -> int:
+        args = [client_ts, self.gear_id, target, int(emit_label)]
+        return int(await self._migrate(keys=[gears.GEAR_KEY, gears.LABEL_STREAM], args=args))
+
+    async def read(self, ops: list[store_pb2.ReadOp], default_limit: int) -> list:
+        pipe = self.redis.pipeline(transaction=False)
+        for op in ops:
+            after = op.slice.after if op.HasField("slice") else None
+            limit = (op.slice.limit or default_limit) if op.HasField("slice") else ROW_LIMIT
+            args = gears.read_args(list(op.columns), after, limit, op.slice.reverse)
+            await self._read(keys=gears.row_keys(op.group, op.row), args=args, client=pipe)
+        return await pipe.execute()
+
+    async def apply(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> list[int]:
+        """Applies updates of one origin gear exactly once; returns the ts of those applied."""
+        keys: list[str] = [gears.POSITION_KEY]
+        args: list = [origin_gear, origin_gear.split("/", 1)[0], through_ts, len(updates)]
+        for update in updates:
+            keys += gears.row_keys(update.group, update.row)
+            args += [update.ts, update.src, len(update.changes)]
+            for change in update.changes:
+                args += [change.kind, change.column, change.arg]
+        return [int(ts) for ts in await self._apply(keys=keys, args=args)]
+
+    async def position(self, origin_gear: str) -> int:
+        value = await self.redis.hget(gears.POSITION_KEY, origin_gear)
+        return int(value) if value else 0
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+
+class RegionStore:
+    """All shards of one region, routing each row to its shard."""
+
+    def __init__(self, topology: Topology, region: str):
+        self.topology = topology
+        self.region = region
+        self.shards = [
+            Shard(topology.redis_url(region, k), gear_id, region)
+            for k, gear_id in enumerate(topology.gear_ids(region))
+        ]
+
+    def shard_for(self, group: str, row: str) -> Shard:
+        return self.shards[self.topology.shard_of(self.region, group, row)]
+
+    async def write(self, client: Label, rows: list[gears.RowChange], emit_label: bool) -> Label:
+        by_shard: dict[int, list[gears.RowChange]] = {}
+        for row in rows:
+            by_shard.setdefault(self.topology.shard_of(self.region, row.group, row.row), []).append(row)
+        results = await asyncio.gather(
+            *(self.shards[k].write(client.ts, part, emit_label) for k, part in by_shard.items())
+        )
+        best = Label.zero()
+        for k, ts in zip(by_shard, results, strict=True):
+            best = best.merge(Label(ts=ts, src=self.shards[k].gear_id, target=_target(by_shard[k][-1])))
+        return best
+
+    async def migrate(self, client: Label, target_region: str, emit_label: bool) -> Label:
+        shard = self.shards[0]
+        ts = await shard.migrate(client.ts, target_region, emit_label)
+        return Label(ts=ts, src=shard.gear_id, type=LabelType.MIGRATION, target=target_region)
+
+    async def read(
+        self, ops: list[store_pb2.ReadOp], default_limit: int
+    ) -> tuple[list[store_pb2.RowResult], Label]:
+        by_shard: dict[int, list[int]] = {}
+        for i, op in enumerate(ops):
+            by_shard.setdefault(self.topology.shard_of(self.region, op.group, op.row), []).append(i)
+        replies = await asyncio.gather(
+            *(self.shards[k].read([ops[i] for i in idx], default_limit) for k, idx in by_shard.items())
+        )
+        results: list[store_pb2.RowResult | None] = [None] * len(ops)
+        best = Label.zero()
+        for idx, reply in zip(by_shard.values(), replies, strict=True):
+            for i, raw in zip(idx, reply, strict=True):
+                results[i], label = _row_result(ops[i], raw)
+                best = best.merge(label)
+        return results, best  # type: ignore[return-value]
+
+    async def apply_remote(
+        self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]
+    ) -> list[RemoteUpdate]:
+        """Applies one origin gear's updates; each local shard records ``through_ts`` atomically
+        with its part, so a re-sent batch is skipped shard by shard. Returns those applied."""
+        parts: list[list[RemoteUpdate]] = [[] for _ in self.shards]
+        for update in updates:
+            parts[self.topology.shard_of(self.region, update.group, update.row)].append(update)
+        applied_ts = await asyncio.gather(
+            *(
+                shard.apply(origin_gear, through_ts, part)
+                for shard, part in zip(self.shards, parts, strict=True)
+            )
+        )
+        done = {ts for shard_ts in applied_ts for ts in shard_ts}
+        return [u for u in updates if u.ts in done]
+
+    async def position(self, origin_gear: str) -> int:
+        """Everything of ``origin_gear`` up to this ts is applied at every local shard."""
+        return min(await asyncio.gather(*(s.position(origin_gear) for s in self.shards)))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(s.close() for s in self.shards))
+
+
+def _target(row: gears.RowChange) -> str:
+    return f"{row.group}/{row.row}"
+
+
+def _row_result(op: store_pb2.ReadOp, raw: list) -> tuple[store_pb2.RowResult, Label]:
+    """Parses what read.lua returned into cells; returns the row and its greatest label."""
+    columns, cells, counter_flat, next_cursor = raw
+    counters: dict[str, int] = {}
+    for field, value in zip(counter_flat[::2], counter_flat[1::2], strict=True):
+        column = field.split(b"|", 1)[1].decode()
+        counters[column] = counters.get(column, 0) + int(value.rsplit(b"|", 1)[1])
+    result = store_pb2.RowResult(group=op.group, row=op.row, next_cursor=_text(next_cursor))
+    best = Label.zero()
+    for column, cell in zip(columns, cells, strict=True):
+        if cell is None:
+            continue
+        ts, src, flag, value = cell.split(b"|", 3)
+        label = Label(ts=int(ts), src=src.decode(), target=f"{op.group}/{op.row}")
+        best = best.merge(label)
+        if flag == b"t":
+            continue
+        name = column.decode() if isinstance(column, bytes) else column
+        pb_label = store_pb2.Label(ts=label.ts, src=label.src, target=label.target)
+        if flag == b"c":
+            result.cells.add(column=name, label=pb_label, is_counter=True, counter=counters.get(name, 0))
+        else:
+            result.cells.add(column=name, value=value, label=pb_label)
+    return result, best
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,78 @@
+"""What every service process shares: arguments, logging, gRPC server start-up, graceful stop."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from services.topology import Topology
+
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 << 20),
+    ("grpc.max_send_message_length", 64 << 20),
+    ("grpc.so_reuseport", 1),
+]
+
+
+def parse_args(description: str, with_region: bool = True) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--topology", required=True, help="topology file (.toml or launcher's .json)")
+    if with_region:
+        parser.add_argument("--region", required=True)
+    parser.add_argument("--index", type=int, default=0, help="which of several identical processes")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=args.log_level,
+        format=f"%(asctime)s %(levelname)s {description.split(':')[0]} %(name)s: %(message)s",
+    )
+    return args
+
+
+def load_topology(path: str) -> Topology:
+    if path.endswith(".json"):
+        import json
+        from pathlib import Path
+
+        return Topology.from_dict(json.loads(Path(path).read_text()), source=path)
+    return Topology.load(path)
+
+
+def new_server(port: int, host: str = "127.0.0.1") -> tuple[grpc.aio.Server, health.HealthServicer]:
+    """A grpc.aio server on host:port with the standard health service (SERVING once started)."""
+    server = grpc.aio.server(options=GRPC_OPTIONS)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    if server.add_insecure_port(f"{host}:{port}") == 0:
+        raise OSError(f"cannot listen on {host}:{port}")
+    return server, health_servicer
+
+
+def mark_serving(health_servicer: health.HealthServicer) -> None:
+    health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+
+
+def run_until_stopped(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Runs ``main(stop_event)``; SIGTERM and SIGINT set the event for a graceful stop."""
+
+    async def runner() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await main(stop)
+
+    asyncio.run(runner())
+
+
+async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    """Sleeps, but wakes at once when the process is asked to stop."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)

@@ -1,0 +1,295 @@
+"""The topology file: the single source of truth for regions, sites, latencies, groups, tree.
+
+Everything (launcher, services, tests, benchmark, compose) reads the same TOML file through
+``Topology.load``. A malformed file raises :class:`TopologyError` naming the field and the fault.
+"""
+
+from __future__ import annotations
+
+import tomllib
+import zlib
+from collections import defaultdict
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+ALL_REGIONS = "*"
+
+
+class TopologyError(ValueError):
+    """The topology file is missing, unreadable or inconsistent; the message says where."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RegionPorts(_Strict):
+    frontend: int | None = Field(default=None, ge=1, le=65535)
+    bulk: int | None = Field(default=None, ge=1, le=65535)
+    metrics: int | None = Field(default=None, ge=1, le=65535)
+    redis: int | None = Field(default=None, ge=1, le=65535, description="first shard's port")
+
+
+class Region(_Strict):
+    name: str = Field(pattern=NAME_PATTERN)
+    site: str = Field(pattern=NAME_PATTERN)
+    shards: int = Field(default=1, ge=1, le=64)
+    frontends: int = Field(default=1, ge=1, le=32, description="frontend processes (SO_REUSEPORT)")
+    ports: RegionPorts = RegionPorts()
+
+
+class Serializer(_Strict):
+    name: str = Field(pattern=NAME_PATTERN)
+    site: str = Field(pattern=NAME_PATTERN)
+    port: int | None = Field(default=None, ge=1, le=65535)
+
+
+class TreeEdge(_Strict):
+    a: str
+    b: str
+    delay_ms: float = Field(default=0.0, ge=0)
+
+
+class Topology(_Strict):
+    """A validated topology. Build it with :meth:`load` or :meth:`from_dict`."""
+
+    name: str
+    protocol: Literal["eventual", "saturn", "gentlerain", "cure"] = "eventual"
+    host: str = "127.0.0.1"
+    base_port: int = Field(default=7100, ge=1024, le=60000)
+    max_value_bytes: int = Field(default=1 << 20, ge=1, le=64 << 20)
+    jitter_ms: float = Field(default=0.0, ge=0)
+    latency_ms: dict[str, dict[str, float]] = Field(default_factory=dict)
+    regions: list[Region] = Field(min_length=1)
+    groups: dict[str, list[str]] = Field(default_factory=dict)
+    serializers: list[Serializer] = Field(default_factory=list)
+    tree: list[TreeEdge] = Field(default_factory=list)
+    source: str = Field(default="<memory>", exclude=True)
+
+    # -- validation --------------------------------------------------------------------------
+    @field_validator("groups")
+    @classmethod
+    def _group_names(cls, groups: dict[str, list[str]]) -> dict[str, list[str]]:
+        import re
+
+        for name, members in groups.items():
+            if not re.match(NAME_PATTERN, name):
+                raise ValueError(f"group name {name!r} must match {NAME_PATTERN}")
+            if not members:
+                raise ValueError(f"group {name!r} lists no regions")
+        return groups
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Topology:
+        names = [r.name for r in self.regions]
+        _no_duplicates("regions", names)
+        _no_duplicates("serializers", [s.name for s in self.serializers])
+        clash = set(names) & {s.name for s in self.serializers}
+        if clash:
+            raise ValueError(f"names used by both a region and a serializer: {sorted(clash)}")
+        for group, members in self.groups.items():
+            for member in members:
+                if member != ALL_REGIONS and member not in names:
+                    raise ValueError(f"groups.{group}: unknown region {member!r}")
+        self._check_latencies()
+        self._check_tree()
+        self._check_ports()
+        return self
+
+    def _check_latencies(self) -> None:
+        sites = self.sites
+        for a, row in self.latency_ms.items():
+            if a not in sites:
+                raise ValueError(f"latency_ms.{a}: no region or serializer is at site {a!r}")
+            for b, value in row.items():
+                if b not in sites:
+                    raise ValueError(f"latency_ms.{a}.{b}: no region or serializer at site {b!r}")
+                if value < 0:
+                    raise ValueError(f"latency_ms.{a}.{b}: latency must be >= 0, got {value}")
+        if not self.latency_ms:
+            return  # no emulation: a real deployment
+        for a in sites:
+            for b in sites:
+                if a != b and self._raw_latency(a, b) is None:
+                    raise ValueError(f"latency_ms: no latency given between sites {a!r} and {b!r}")
+
+    def _check_tree(self) -> None:
+        if not self.tree and not self.serializers:
+            if self.protocol == "saturn":
+                raise ValueError("protocol 'saturn' needs serializers and a tree")
+            return
+        nodes = {r.name for r in self.regions} | {s.name for s in self.serializers}
+        adjacency: dict[str, set[str]] = defaultdict(set)
+        for i, edge in enumerate(self.tree):
+            for end in (edge.a, edge.b):
+                if end not in nodes:
+                    raise ValueError(f"tree[{i}]: unknown node {end!r}")
+            if edge.a == edge.b or edge.b in adjacency[edge.a]:
+                raise ValueError(f"tree[{i}]: repeated or self edge {edge.a}-{edge.b}")
+            adjacency[edge.a].add(edge.b)
+            adjacency[edge.b].add(edge.a)
+        if len(self.tree) != len(nodes) - 1:
+            raise ValueError(
+                f"tree: {len(nodes)} nodes need exactly {len(nodes) - 1} edges to form a tree, "
+                f"got {len(self.tree)}"
+            )
+        seen, stack = set(), [next(iter(sorted(nodes)))]
+        while stack:
+            node = stack.pop()
+            if node not in seen:
+                seen.add(node)
+                stack.extend(adjacency[node] - seen)
+        if seen != nodes:
+            raise ValueError(f"tree: not connected; unreachable: {sorted(nodes - seen)}")
+        for region in self.regions:
+            if len(adjacency[region.name]) != 1:
+                raise ValueError(f"tree: region {region.name!r} must be a leaf (exactly one edge)")
+
+    def _check_ports(self) -> None:
+        used: dict[int, str] = {}
+        for owner, port in self.all_ports():
+            if port in used:
+                raise ValueError(f"port {port} used by both {used[port]} and {owner}")
+            used[port] = owner
+
+    # -- loading -----------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path) -> Topology:
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError as exc:
+            raise TopologyError(f"{path}: no such topology file") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise TopologyError(f"{path}: not valid TOML: {exc}") from exc
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "<memory>") -> Topology:
+        try:
+            return cls.model_validate({**data, "source": source})
+        except ValidationError as exc:
+            raise TopologyError(_explain(source, exc)) from None
+
+    # -- queries -----------------------------------------------------------------------------
+    @cached_property
+    def sites(self) -> list[str]:
+        seen = dict.fromkeys([r.site for r in self.regions] + [s.site for s in self.serializers])
+        return list(seen)
+
+    @cached_property
+    def region_names(self) -> list[str]:
+        return [r.name for r in self.regions]
+
+    @cached_property
+    def group_members(self) -> dict[str, tuple[str, ...]]:
+        """Each group's regions, in topology order; ``all`` exists unless the file defines it."""
+        groups = dict(self.groups) or {"all": [ALL_REGIONS]}
+        resolved = {}
+        for name, members in groups.items():
+            wanted = set(self.region_names) if ALL_REGIONS in members else set(members)
+            resolved[name] = tuple(r for r in self.region_names if r in wanted)
+        return resolved
+
+    def region(self, name: str) -> Region:
+        for region in self.regions:
+            if region.name == name:
+                return region
+        raise TopologyError(f"{self.source}: unknown region {name!r} (have {self.region_names})")
+
+    def groups_at(self, region: str) -> frozenset[str]:
+        return frozenset(g for g, members in self.group_members.items() if region in members)
+
+    def _raw_latency(self, a: str, b: str) -> float | None:
+        if b in self.latency_ms.get(a, {}):
+            return self.latency_ms[a][b]
+        return self.latency_ms.get(b, {}).get(a)
+
+    def latency_ms_between(self, site_a: str, site_b: str) -> float:
+        """One-way emulated latency between two sites (0 for the same site or no emulation)."""
+        if site_a == site_b:
+            return 0.0
+        value = self._raw_latency(site_a, site_b)
+        return float(value) if value is not None else 0.0
+
+    def region_latency_ms(self, a: str, b: str) -> float:
+        return self.latency_ms_between(self.region(a).site, self.region(b).site)
+
+    def gear_ids(self, region: str) -> list[str]:
+        return [f"{region}/{shard}" for shard in range(self.region(region).shards)]
+
+    def shard_of(self, region: str, group: str, row: str) -> int:
+        shards = self.region(region).shards
+        return 0 if shards == 1 else zlib.crc32(f"{group}/{row}".encode()) % shards
+
+    # -- ports -------------------------------------------------------------------------------
+    def _index(self, region: str) -> int:
+        return self.region_names.index(region)
+
+    def frontend_port(self, region: str) -> int:
+        r = self.region(region)
+        return r.ports.frontend or self.base_port + 20 * self._index(region)
+
+    def bulk_port(self, region: str) -> int:
+        r = self.region(region)
+        return r.ports.bulk or self.base_port + 20 * self._index(region) + 1
+
+    def metrics_port(self, region: str) -> int:
+        r = self.region(region)
+        return r.ports.metrics or self.base_port + 20 * self._index(region) + 2
+
+    def redis_port(self, region: str, shard: int = 0) -> int:
+        r = self.region(region)
+        return (r.ports.redis or self.base_port + 20 * self._index(region) + 10) + shard
+
+    def serializer_port(self, name: str) -> int:
+        for i, s in enumerate(self.serializers):
+            if s.name == name:
+                return s.port or self.base_port + 1000 + i
+        raise TopologyError(f"{self.source}: unknown serializer {name!r}")
+
+    def frontend_endpoint(self, region: str) -> str:
+        return f"{self.host}:{self.frontend_port(region)}"
+
+    def bulk_endpoint(self, region: str) -> str:
+        return f"{self.host}:{self.bulk_port(region)}"
+
+    def redis_url(self, region: str, shard: int = 0) -> str:
+        return f"redis://{self.host}:{self.redis_port(region, shard)}/0"
+
+    def all_ports(self) -> list[tuple[str, int]]:
+        ports = []
+        for r in self.regions:
+            ports += [
+                (f"{r.name}.frontend", self.frontend_port(r.name)),
+                (f"{r.name}.bulk", self.bulk_port(r.name)),
+                (f"{r.name}.metrics", self.metrics_port(r.name)),
+            ]
+            ports += [(f"{r.name}.redis{k}", self.redis_port(r.name, k)) for k in range(r.shards)]
+        ports += [(f"serializer {s.name}", self.serializer_port(s.name)) for s in self.serializers]
+        return ports
+
+
+def _no_duplicates(what: str, names: list[str]) -> None:
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{what}: duplicate names {dupes}")
+
+
+def _explain(source: str, exc: ValidationError) -> str:
+    """Turns pydantic's report into 'file: field.path: what is wrong' lines."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(f"[{part}]" if isinstance(part, int) else str(part) for part in err["loc"]).replace(
+            ".[", "["
+        )
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown field"
+        lines.append(f"{loc}: {message}" if loc else message)
+    return f"{source}: " + "; ".join(lines)
