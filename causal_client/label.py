@@ -10,13 +10,18 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import re
 from dataclasses import dataclass
 from functools import total_ordering
+
+from google.protobuf import unknown_fields
 
 from causal_client.errors import InvalidLabel
 from causal_client.proto import store_pb2
 
 MAX_TARGET_BYTES = 512
+# What ``to_token`` produces: URL-safe base64, padding stripped (tolerated if present).
+_TOKEN_PATTERN = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 
 
 class LabelType(enum.IntEnum):
@@ -99,11 +104,17 @@ class Label:
     def from_token(token: str) -> Label:
         if not token:
             return _ZERO
+        # b64decode silently drops characters outside the alphabet, and protobuf keeps fields
+        # it does not know: either would turn garbage into a (zero) label, so both are refused.
+        if not _TOKEN_PATTERN.fullmatch(token):
+            raise InvalidLabel(f"not a label token: {token[:40]!r}")
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
             msg = store_pb2.Label.FromString(raw)
         except (binascii.Error, ValueError, Exception) as exc:  # protobuf raises DecodeError
             raise InvalidLabel(f"not a label token: {token[:40]!r}") from exc
+        if len(unknown_fields.UnknownFieldSet(msg)):
+            raise InvalidLabel(f"not a label token: {token[:40]!r}")
         return Label.from_proto(msg)
 
     def __str__(self) -> str:

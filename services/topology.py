@@ -165,6 +165,10 @@ class Topology(_Strict):
             data = tomllib.loads(path.read_text())
         except FileNotFoundError as exc:
             raise TopologyError(f"{path}: no such topology file") from exc
+        except OSError as exc:  # a directory, no permission, ...
+            raise TopologyError(f"{path}: cannot read topology file: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise TopologyError(f"{path}: not valid TOML: not UTF-8 text ({exc.reason})") from exc
         except tomllib.TOMLDecodeError as exc:
             raise TopologyError(f"{path}: not valid TOML: {exc}") from exc
         return cls.from_dict(data, source=str(path))
@@ -250,7 +254,7 @@ class Topology(_Strict):
     def serializer_port(self, name: str) -> int:
         for i, s in enumerate(self.serializers):
             if s.name == name:
-                return s.port or self.base_port + 1000 + i
+                return s.port or self.base_port + 20 * len(self.regions) + i
         raise TopologyError(f"{self.source}: unknown serializer {name!r}")
 
     def frontend_endpoint(self, region: str) -> str:

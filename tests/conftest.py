@@ -29,12 +29,15 @@ def _block_free(base: int, span: int = 200) -> bool:
 
 
 def free_base_port() -> int:
-    """A base port whose block of 200 ports is unused (one block per cluster in this run)."""
-    start = 20000 + (os.getpid() % 50) * 400
+    """A base port whose block of 200 ports is unused (one block per cluster in this run).
+
+    Blocks stay below 32768, where Linux's ephemeral ports for outgoing connections start: an
+    outgoing connection (a health check, say) could otherwise take a port a cluster needs."""
+    start = 10000 + (os.getpid() % 20) * 1000
     while True:
         base = start + next(_port_blocks) * 200
-        if base > 60000:
-            raise RuntimeError("no free port block")
+        if base + 200 > 32768:
+            base = 10000 + (base % 22000)
         if _block_free(base):
             return base
 

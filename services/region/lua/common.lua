@@ -40,10 +40,12 @@ local function put_partial(dkey, ikey, ckey, column, region, ts, src, partial)
     if cts > ts or (cts == ts and csrc >= src) then return end
   end
   redis.call('HSET', ckey, field, I(ts) .. '|' .. src .. '|' .. partial)
+  -- A newer cell keeps its place in the index (none for a tombstone): an older partial sum
+  -- arriving after a delete must not put the deleted column back into slices.
   if not stored_is_newer(redis.call('HGET', dkey, column), ts, src) then
     redis.call('HSET', dkey, column, I(ts) .. '|' .. src .. '|c|')
+    redis.call('ZADD', ikey, 0, column)
   end
-  redis.call('ZADD', ikey, 0, column)
 end
 
 local function partial_of(ckey, region, column)
