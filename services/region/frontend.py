@@ -44,6 +44,14 @@ def rpc(op: str):
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 metrics.OP_ERRORS.labels(self.region, op, "UNAVAILABLE").inc()
                 await context.abort(grpc.StatusCode.UNAVAILABLE, f"region {self.region} store: {exc}")
+            except asyncio.CancelledError:
+                raise  # the client went away
+            except grpc.aio.AbortError:
+                raise  # an abort from the handler itself (e.g. a protocol refusing an attach)
+            except Exception as exc:
+                log.exception("%s failed", op)
+                metrics.OP_ERRORS.labels(self.region, op, "INTERNAL").inc()
+                await context.abort(grpc.StatusCode.INTERNAL, f"{op} failed in region {self.region}: {exc}")
             metrics.OPS.labels(self.region, op).inc()
             return reply
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import msgpack
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
 from causal_client.label import Label, LabelType
 from causal_client.proto import store_pb2
@@ -65,13 +65,27 @@ class Shard:
         return int(await self._migrate(keys=[gears.GEAR_KEY, gears.LABEL_STREAM], args=args))
 
     async def read(self, ops: list[store_pb2.ReadOp], default_limit: int) -> list:
-        pipe = self.redis.pipeline(transaction=False)
+        """One round trip for any number of reads (a pipeline of EVALSHA)."""
+        calls = []
         for op in ops:
             after = op.slice.after if op.HasField("slice") else None
             limit = (op.slice.limit or default_limit) if op.HasField("slice") else ROW_LIMIT
             args = gears.read_args(list(op.columns), after, limit, op.slice.reverse)
-            await self._read(keys=gears.row_keys(op.group, op.row), args=args, client=pipe)
-        return await pipe.execute()
+            calls.append((gears.row_keys(op.group, op.row), args))
+        if len(calls) == 1:
+            return [await self._read(keys=calls[0][0], args=calls[0][1])]
+        # Not Script-in-pipeline: redis-py would add a SCRIPT EXISTS round trip to every execute.
+        for attempt in (1, 2):
+            pipe = self.redis.pipeline(transaction=False)
+            for keys, args in calls:
+                pipe.evalsha(self._read.sha, len(keys), *keys, *args)
+            try:
+                return await pipe.execute()
+            except NoScriptError:
+                if attempt == 2:
+                    raise
+                await self.redis.script_load(self._read.script)  # e.g. Redis was restarted
+        raise AssertionError("unreachable")
 
     async def apply(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> list[int]:
         """Applies updates of one origin gear exactly once; returns the ts of those applied."""
