@@ -7,9 +7,10 @@ prometheus_client's multiprocess mode: each process writes to the region's
 
 from __future__ import annotations
 
+import glob
 import os
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess, start_http_server
 
 # Fine buckets: the benchmark estimates percentiles of visibility latency from them.
 VISIBILITY_BUCKETS = tuple(
@@ -40,12 +41,19 @@ BULK_RECEIVED = Counter(
 )
 
 
+class _TornFileTolerantCollector(multiprocess.MultiProcessCollector):
+    """Skips metric files too short to hold a header: a process killed while creating one leaves
+    it empty, and prometheus_client would otherwise fail every scrape of the region."""
+
+    def collect(self):
+        files = [f for f in glob.glob(os.path.join(self._path, "*.db")) if os.path.getsize(f) >= 8]
+        return self.merge(files, accumulate=True)
+
+
 def serve(port: int, host: str = "127.0.0.1") -> None:
     """Serves /metrics, summing every process of the region when in multiprocess mode."""
     registry = None
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
-
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        _TornFileTolerantCollector(registry)
     start_http_server(port, addr=host, registry=registry) if registry else start_http_server(port, addr=host)

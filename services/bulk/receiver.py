@@ -70,7 +70,11 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
                         log.error("%s sent %d updates of groups not replicated here", gear, len(foreign))
                         updates = [u for u in updates if u.group in self.local_groups]
                     received.inc(len(updates))
-                    await self.protocol.accept_payloads(gear, batch.through_ts, updates, applied)
+                    # Shielded: if the sender goes away mid-apply (the stream is cancelled), the
+                    # batch the store may already have applied is still counted as applied.
+                    await asyncio.shield(
+                        self.protocol.accept_payloads(gear, batch.through_ts, updates, applied)
+                    )
                     acks.put(bulk_pb2.Position(through_ts=batch.through_ts))
             finally:
                 acks.put(None)

@@ -39,7 +39,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     cluster = Cluster(topology, args.run_dir)
     print(f"starting {topology.name!r} ({topology.protocol}) in {cluster.run_dir} ...", flush=True)
     started = time.monotonic()
-    cluster.start(timeout=args.timeout)
+    try:
+        cluster.start(timeout=args.timeout)  # stops what it started if it fails
+    except KeyboardInterrupt:
+        print("interrupted while starting; stopped everything")
+        return 130
     print(f"all {len(cluster.processes)} processes healthy in {time.monotonic() - started:.1f}s")
     for what, where in cluster.endpoints():
         print(f"  {what:<32} {where}")

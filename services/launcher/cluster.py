@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import logging
 import os
@@ -37,10 +38,12 @@ class LaunchError(RuntimeError):
     """A process did not start or did not become healthy; the message names it and its log."""
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def _die_with_parent(launcher_pid: int) -> None:  # pragma: no cover - runs between fork and exec
     """Children get SIGTERM if the launcher dies, so that none is ever left behind."""
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != launcher_pid:  # it died before prctl: no signal will come
+        os._exit(1)
 
 
 @dataclass
@@ -150,7 +153,8 @@ class Cluster:
         with open(log_path, "ab") as log_file:
             popen = subprocess.Popen(
                 spec.argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=self.run_dir, preexec_fn=_die_with_parent, start_new_session=True,
+                env=env, cwd=self.run_dir, preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+                start_new_session=True,
             )  # fmt: skip
         self.processes[spec.name] = Running(spec, popen, log_path)
 
