@@ -59,6 +59,16 @@ def mark_serving(health_servicer: health.HealthServicer) -> None:
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
 
 
+Serve = Callable[[Topology, str, int, asyncio.Event], Awaitable[None]]
+
+
+def service_main(description: str, serve: Serve) -> None:
+    """The ``main()`` of every region service: ``serve(topology, region, index, stop_event)``."""
+    args = parse_args(description)
+    topology = load_topology(args.topology)
+    run_until_stopped(lambda stop: serve(topology, args.region, args.index, stop))
+
+
 def run_until_stopped(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
     """Runs ``main(stop_event)``; SIGTERM and SIGINT set the event for a graceful stop."""
 

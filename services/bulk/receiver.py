@@ -88,7 +88,7 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
         await consumer  # re-raises a failure to apply, which ends the stream with an error
 
 
-async def serve(topology: Topology, region: str, stop: asyncio.Event) -> None:
+async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event) -> None:
     store = RegionStore(topology, region)
     servicer = BulkReceiverServicer(topology, region, store, protocol_for(topology.protocol, store))
     server, health = runtime.new_server(topology.bulk_port(region), topology.host)
@@ -102,9 +102,7 @@ async def serve(topology: Topology, region: str, stop: asyncio.Event) -> None:
 
 
 def main() -> None:
-    args = runtime.parse_args("bulk-receiver: applies payloads shipped from other regions")
-    topology = runtime.load_topology(args.topology)
-    runtime.run_until_stopped(lambda stop: serve(topology, args.region, stop))
+    runtime.service_main("bulk-receiver: applies payloads shipped from other regions", serve)
 
 
 if __name__ == "__main__":

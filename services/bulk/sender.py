@@ -145,7 +145,7 @@ def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-async def serve(topology: Topology, region: str, stop: asyncio.Event) -> None:
+async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event) -> None:
     local = topology.groups_at(region)
     destinations = [r for r in topology.region_names if r != region and local & topology.groups_at(r)]
     trimmer = Trimmer(topology, region, destinations)
@@ -159,9 +159,7 @@ async def serve(topology: Topology, region: str, stop: asyncio.Event) -> None:
 
 
 def main() -> None:
-    args = runtime.parse_args("bulk-sender: ships this region's payloads to replica regions")
-    topology = runtime.load_topology(args.topology)
-    runtime.run_until_stopped(lambda stop: serve(topology, args.region, stop))
+    runtime.service_main("bulk-sender: ships this region's payloads to replica regions", serve)
 
 
 if __name__ == "__main__":

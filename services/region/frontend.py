@@ -174,9 +174,7 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
 
 
 def main() -> None:
-    args = runtime.parse_args("frontend: a region's client-facing gRPC service")
-    topology = runtime.load_topology(args.topology)
-    runtime.run_until_stopped(lambda stop: serve(topology, args.region, args.index, stop))
+    runtime.service_main("frontend: a region's client-facing gRPC service", serve)
 
 
 if __name__ == "__main__":
