@@ -39,11 +39,12 @@ class Link:
         return self._last_release
 
     def sleep_one_way(self) -> None:
-        """Blocking delay for a synchronous call crossing the link (gevent-friendly when patched)."""
+        """Blocking delay for one leg of a synchronous call (gevent-friendly when patched).
+
+        Calls are independent of each other, so no FIFO coupling here: concurrent calls from
+        several threads each pay one latency, not the sum."""
         if not self.is_instant:
-            delay = self.release_time(time.monotonic()) - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+            time.sleep(self.latency_s + (random.uniform(0, self.jitter_s) if self.jitter_s else 0.0))
 
 
 class DelayLine(Generic[T]):
