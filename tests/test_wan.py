@@ -1,0 +1,93 @@
+"""WAN emulation: latency per link, FIFO under jitter, and its effect end to end."""
+
+import asyncio
+import time
+import urllib.request
+
+from conftest import eventually, unique
+from prometheus_client.parser import text_string_to_metric_families
+
+from causal_client.wan import DelayLine, Link
+
+
+def test_delay_line_holds_each_item_for_the_latency_and_keeps_order():
+    async def run() -> list[tuple[int, float]]:
+        line: DelayLine[int] = DelayLine(Link(latency_ms=30, jitter_ms=20))
+        sent = {}
+        for i in range(50):
+            sent[i] = time.monotonic()
+            line.put(i)
+            await asyncio.sleep(0.001)
+        out = []
+        for _ in range(50):
+            item = await line.get()
+            out.append((item, time.monotonic() - sent[item]))
+        return out
+
+    out = asyncio.run(run())
+    assert [item for item, _ in out] == list(range(50)), "jitter must not reorder a link"
+    assert min(delay for _, delay in out) >= 0.030
+    assert max(delay for _, delay in out) < 0.030 + 0.020 + 0.060  # jitter bound plus slack
+
+
+def test_zero_latency_link_adds_nothing():
+    link = Link(0)
+    assert link.is_instant
+    started = time.monotonic()
+    for _ in range(1000):
+        link.sleep_one_way()
+    assert time.monotonic() - started < 0.05
+
+
+def test_synchronous_call_pays_one_latency_per_leg():
+    link = Link(latency_ms=25)
+    started = time.monotonic()
+    link.sleep_one_way()
+    assert 0.025 <= time.monotonic() - started < 0.1
+
+
+def _visibility(cluster, region: str, origin: str) -> tuple[float, float]:
+    url = f"http://{cluster.topology.host}:{cluster.topology.metrics_port(region)}/metrics"
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    total = count = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("region") == region and sample.labels.get("origin") == origin:
+                if sample.name == "causal_visibility_seconds_sum":
+                    total = sample.value
+                elif sample.name == "causal_visibility_seconds_count":
+                    count = sample.value
+    return total, count
+
+
+def test_remote_updates_take_the_configured_latency(two_regions, client_for):
+    """a and b are 20 ms apart: visibility at b of a's writes is at least that, and not much more."""
+    client = client_for(two_regions)
+    writer, reader = client.session("a"), client.session("b")
+    before_sum, before_count = _visibility(two_regions, "b", "a")
+    row = unique("wan")
+    for i in range(20):
+        writer.write("all", row, {f"c{i}": "x"})
+        time.sleep(0.005)
+    eventually(lambda: len(reader.read("all", row)) == 20)
+    after_sum, after_count = eventually(
+        lambda: (v := _visibility(two_regions, "b", "a"))[1] >= before_count + 20 and v
+    )
+    mean_ms = (after_sum - before_sum) / (after_count - before_count) * 1000
+    assert 20 <= mean_ms < 20 + 40, f"mean visibility {mean_ms:.1f} ms on a 20 ms link"
+
+
+def test_client_at_another_site_pays_the_round_trip(two_regions, client_for):
+    near = client_for(two_regions, site="A").session("a")
+    far = client_for(two_regions, site="B").session("a")
+    row = unique("site")
+
+    def timed(session) -> float:
+        started = time.monotonic()
+        session.read("all", row)
+        return time.monotonic() - started
+
+    near_s = min(timed(near) for _ in range(5))
+    far_s = min(timed(far) for _ in range(5))
+    assert far_s >= 0.040  # 20 ms each way
+    assert near_s < far_s - 0.030
