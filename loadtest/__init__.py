@@ -1,0 +1,1 @@
+"""Load generation and measurement for the store: ``python -m loadtest.bench`` (see its docstring)."""

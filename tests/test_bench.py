@@ -1,0 +1,126 @@
+"""The benchmark command: percentile estimation, /metrics parsing, and a quick real run."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from conftest import TOPOLOGIES, free_base_port
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import Histogram as PromHistogram
+
+from loadtest import bench
+from services import metrics
+
+INF = math.inf
+
+
+def synthetic() -> bench.Histogram:
+    """10 observations in (0, 10 ms], 20 in (10, 20 ms], 10 in (20, 50 ms], none above."""
+    return bench.Histogram(((0.01, 10), (0.02, 30), (0.05, 40), (INF, 40)), sum=0.8, count=40)
+
+
+def test_histogram_quantiles_interpolate_linearly_inside_the_bucket():
+    h = synthetic()
+    assert h.quantile(0.1) == pytest.approx(0.004)  # rank 4 of 10 in (0, 10 ms]
+    assert h.quantile(0.25) == pytest.approx(0.010)  # rank 10: the top of the first bucket
+    assert h.quantile(0.5) == pytest.approx(0.015)  # rank 20: half-way through (10, 20 ms]
+    assert h.quantile(0.9) == pytest.approx(0.038)  # rank 36: 6 of 10 into (20, 50 ms]
+    assert h.quantile(1.0) == pytest.approx(0.050)
+    assert h.mean == pytest.approx(0.02)
+
+
+def test_histogram_quantile_in_the_inf_bucket_is_the_highest_finite_bound():
+    h = bench.Histogram(((0.01, 10), (0.02, 30), (INF, 40)), sum=1.0, count=40)
+    assert h.quantile(0.9) == pytest.approx(0.02)
+
+
+def test_empty_histogram_has_no_quantiles():
+    h = bench.Histogram(((0.01, 0), (INF, 0)))
+    assert h.quantile(0.5) is None and h.mean is None
+
+
+def test_histogram_difference_is_what_was_observed_in_between():
+    earlier = bench.Histogram(((0.01, 10), (0.02, 10), (0.05, 10), (INF, 10)), sum=0.05, count=10)
+    between = synthetic().minus(earlier)
+    assert between.count == 30 and between.sum == pytest.approx(0.75)
+    assert between.buckets == ((0.01, 0), (0.02, 20), (0.05, 30), (INF, 30))
+    assert between.quantile(0.5) == pytest.approx(0.0175)  # rank 15 of 20 in (10, 20 ms]
+
+
+def test_sample_percentiles():
+    assert bench.percentile([1.0, 2.0, 3.0, 4.0], 0.5) == pytest.approx(2.5)
+    assert bench.percentile([1.0, 2.0, 3.0, 4.0], 0.99) == pytest.approx(3.97)
+    assert bench.percentile([], 0.5) is None
+
+
+def test_parses_the_services_visibility_histogram_from_metrics_text():
+    (family,) = metrics.VISIBILITY.describe()
+    registry = CollectorRegistry()
+    histogram = PromHistogram(
+        family.name, "test", ["region", "origin"], buckets=metrics.VISIBILITY_BUCKETS, registry=registry
+    )
+    for i in range(100):  # uniform in [41, 44) ms
+        histogram.labels("ireland", "virginia").observe(0.041 + 0.003 * i / 100)
+    histogram.labels("virginia", "ireland").observe(0.2)
+
+    parsed = bench.parse_visibility(generate_latest(registry).decode())
+
+    assert set(parsed) == {("virginia", "ireland"), ("ireland", "virginia")}  # (origin, region)
+    to_ireland = parsed["virginia", "ireland"]
+    assert to_ireland.count == 100
+    assert to_ireland.mean == pytest.approx(0.0425, abs=1e-4)
+    assert 0.040 < to_ireland.quantile(0.5) <= 0.045  # inside the (40, 45 ms] bucket
+    assert parsed["ireland", "virginia"].count == 1
+
+
+def test_bench_runs_end_to_end_on_two_regions(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    code = bench.main([
+        "--topology", str(TOPOLOGIES / "two-region.toml"), "--base-port", str(free_base_port()),
+        "--clients", "2", "--duration", "1", "--warmup", "0.2", "--keys", "50",
+        "--probe-writes", "40", "--probe-rate", "200", "--out", str(tmp_path),
+    ])  # fmt: skip
+
+    assert code == 0
+    results = json.loads((tmp_path / "two-region.json").read_text())
+    assert results["errors"] == {}
+    (run,) = results["runs"]
+    assert run["protocol"] == "eventual"
+    phases = {(p["system"], p["op"]): p for p in run["throughput"]}
+    assert set(phases) == {(system, op) for system in ("causal", "raw") for op in bench.OPS}
+    for phase in phases.values():
+        assert phase["ops_per_s"] > 0 and phase["errors"] == 0 and phase["p99_ms"] >= phase["p50_ms"] > 0
+    assert all(ratio > 0 for ratio in run["ratios"].values())
+
+    pairs = {(row["origin"], row["region"]): row for row in run["visibility"]}
+    assert set(pairs) == {("a", "b"), ("b", "a")}
+    for row in pairs.values():
+        assert row["updates"] >= 40
+        assert row["configured_ms"] == 20
+        # Nothing crosses the emulated link faster than its latency.
+        assert row["mean_ms"] >= row["configured_ms"] and row["p99_ms"] >= row["p50_ms"] > 0
+    assert [(r["origin"], r["region"]) for r in run["visibility_under_load"]] == [("a", "b")]
+    assert run["missing_updates"] == {}
+    assert (tmp_path / "two-region.png").stat().st_size > 0
+
+    out = capsys.readouterr().out
+    assert "causal/raw" in out and "a -> b" in out and "b -> a" in out
+    assert f"wrote {tmp_path / 'two-region.json'}" in out
+
+
+def test_unimplemented_protocol_fails_with_the_services_error(tmp_path: Path):
+    code = bench.main([
+        "--topology", str(TOPOLOGIES / "two-region.toml"), "--base-port", str(free_base_port()),
+        "--protocols", "saturn", "--duration", "1", "--out", str(tmp_path),
+    ])  # fmt: skip
+
+    assert code == 1
+    errors = json.loads((tmp_path / "two-region.json").read_text())["errors"]
+    assert "not implemented" in errors["saturn"]
+
+
+def test_unknown_protocol_is_refused_before_starting_anything(tmp_path: Path):
+    code = bench.main(["--topology", str(TOPOLOGIES / "two-region.toml"), "--protocols", "nope"])
+    assert code == 2
