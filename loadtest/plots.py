@@ -19,7 +19,8 @@ matplotlib.use("Agg")  # files only: no display needed (servers, CI)
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-OP_TITLES = {"read": "read", "write": "write", "mix": "mix 9:1"}
+from loadtest.bench.results import OP_TITLES
+
 CAUSAL, RAW, CONFIGURED, P99 = "#1f77b4", "#bbbbbb", "#555555", "#ff7f0e"
 
 

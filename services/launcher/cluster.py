@@ -6,9 +6,6 @@ The same class serves the command line (`python -m services.launcher up ...`) an
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import functools
 import json
 import logging
 import os
@@ -31,19 +28,10 @@ log = logging.getLogger("launcher")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STATE_FILE = "state.json"
-_PR_SET_PDEATHSIG = 1
 
 
 class LaunchError(RuntimeError):
     """A process did not start or did not become healthy; the message names it and its log."""
-
-
-def _die_with_parent(launcher_pid: int) -> None:  # pragma: no cover - runs between fork and exec
-    """Children get SIGTERM if the launcher dies, so that none is ever left behind."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != launcher_pid:  # it died before prctl: no signal will come
-        os._exit(1)
 
 
 @dataclass
@@ -152,9 +140,9 @@ class Cluster:
             env["PROMETHEUS_MULTIPROC_DIR"] = str(self.metrics_dir(spec.region))
         with open(log_path, "ab") as log_file:
             popen = subprocess.Popen(
-                spec.argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=self.run_dir, preexec_fn=functools.partial(_die_with_parent, os.getpid()),
-                start_new_session=True,
+                [sys.executable, "-m", "services.launcher.orphan_guard", str(os.getpid()), "--", *spec.argv],
+                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, cwd=self.run_dir, start_new_session=True,
             )  # fmt: skip
         self.processes[spec.name] = Running(spec, popen, log_path)
 

@@ -1,0 +1,152 @@
+"""The command line: arguments checked against the topology before anything starts, one run per
+protocol, then the tables, the files and the exit status (see the package docstring)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import redis
+
+from causal_client import CausalError
+from loadtest.bench.cluster import BenchError, find_base_port, running_protocol, started, with_overrides
+from loadtest.bench.measure import bench_protocol
+from loadtest.bench.report import report, results_json, say, write_outputs
+from loadtest.bench.results import ProtocolRun, Settings
+from services.launcher.cluster import LaunchError
+from services.launcher.redis_binary import RedisNotFound
+from services.topology import Topology, TopologyError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_TOPOLOGY = PROJECT_ROOT / "topologies" / "demo-3region.toml"
+
+
+def _positive(kind: type) -> Callable[[str], float]:
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    return parse
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.bench",
+        description="Causal store vs raw Redis throughput and latency; remote-update visibility per pair.",
+    )
+    add = parser.add_argument
+    add(
+        "--topology",
+        default=str(DEFAULT_TOPOLOGY),
+        help="topology file (default: topologies/demo-3region.toml)",
+    )
+    add("--clients", type=_positive(int), default=8, help="concurrent closed-loop clients (default: 8)")
+    add("--duration", type=_positive(float), default=10.0, help="measured seconds per phase (default: 10)")
+    add("--warmup", type=float, default=1.0, help="unmeasured seconds before each phase (default: 1)")
+    add("--value-size", type=_positive(int), default=2, help="value bytes, 2 as in the paper (default: 2)")
+    add("--keys", type=_positive(int), default=1000, help="distinct rows, chosen uniformly (default: 1000)")
+    add("--protocols", help="comma-separated, one run each (default: the topology's protocol)")
+    add("--region", help="where the load clients attach (default: the topology's first region)")
+    add("--group", default="all", help="replication group written (default: all)")
+    add(
+        "--probe-writes",
+        type=_positive(int),
+        default=300,
+        help="visibility probe writes per region (default: 300)",
+    )
+    add("--probe-rate", type=_positive(float), default=100.0, help="visibility probe writes/s (default: 100)")
+    add("--base-port", type=int, help="first port of the started cluster (default: a free block)")
+    add("--attach", action="store_true", help="measure the cluster already running at the topology's ports")
+    add("--out", default="bench-results", help="where results and cluster logs go (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if args.warmup < 0:
+        parser.error("--warmup must be >= 0")
+    return args
+
+
+def settings_for(args: argparse.Namespace, topology: Topology) -> Settings:
+    """Checks the arguments against the topology before anything starts."""
+    region = args.region or topology.region_names[0]
+    topology.region(region)  # raises TopologyError naming the known regions
+    members = topology.group_members.get(args.group)
+    if members is None:
+        raise BenchError(
+            f"no group {args.group!r} in {topology.source} (have {sorted(topology.group_members)})"
+        )
+    if region not in members:
+        raise BenchError(f"group {args.group!r} is not replicated at {region!r} (only at {list(members)})")
+    if args.value_size > topology.max_value_bytes:
+        raise BenchError(f"--value-size {args.value_size} exceeds the topology's max_value_bytes")
+    return Settings(
+        clients=args.clients, duration=args.duration, warmup=args.warmup, value_size=args.value_size,
+        keys=args.keys, group=args.group, region=region, probe_writes=args.probe_writes,
+        probe_rate=args.probe_rate,
+    )  # fmt: skip
+
+
+def run_protocol(
+    args: argparse.Namespace, topology: Topology, protocol: str | None, settings: Settings
+) -> ProtocolRun:
+    """One protocol: a cluster of its own (or the attached one), measured."""
+    if args.attach:
+        actual = running_protocol(topology, settings.region)
+        if protocol not in (None, actual):
+            raise BenchError(f"--attach: the running cluster runs {actual!r}, not {protocol!r}")
+        say(f"[{actual}] attached to {topology.name} at {topology.frontend_endpoint(settings.region)}")
+        return bench_protocol(topology, actual, settings)
+    assert protocol is not None
+    configured = with_overrides(
+        topology, protocol=protocol, base_port=args.base_port or find_base_port(topology)
+    )
+    with started(configured, Path(args.out) / f"run-{protocol}"):
+        return bench_protocol(configured, protocol, settings)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit status: 0, 1 when a protocol could not be measured, 2 on bad arguments, 130 on Ctrl-C."""
+    args = parse_args(argv)
+    try:
+        topology = Topology.load(args.topology)
+        if args.base_port:
+            topology = with_overrides(topology, base_port=args.base_port)
+        settings = settings_for(args, topology)
+        protocols: list[str | None] = [p.strip() for p in (args.protocols or "").split(",") if p.strip()]
+        for protocol in protocols:
+            with_overrides(topology, protocol=protocol)  # an unknown name fails here, before any start
+    except (TopologyError, BenchError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not protocols:
+        protocols = [None if args.attach else topology.protocol]
+
+    names = ", ".join(p or "as running" for p in protocols)
+    say(
+        f"bench: {topology.name} ({topology.source}), protocols {names}; "
+        f"{settings.clients} clients at {settings.region}, {settings.duration:g} s per phase "
+        f"(+{settings.warmup:g} s warm-up), {settings.value_size}-byte values, {settings.keys:,} keys"
+    )
+    runs: list[ProtocolRun] = []
+    errors: dict[str, str] = {}
+    try:
+        for protocol in protocols:
+            try:
+                runs.append(run_protocol(args, topology, protocol, settings))
+            except (BenchError, LaunchError, RedisNotFound, CausalError, redis.RedisError, OSError) as exc:
+                errors[protocol or "running"] = str(exc)
+                say(f"[{protocol or 'running'}] FAILED: {exc}")
+    except KeyboardInterrupt:
+        say("interrupted: everything started was stopped; no results written")
+        return 130
+
+    for run in runs:
+        say("\n" + report(run, settings))
+    for path in write_outputs(Path(args.out), results_json(topology, settings, runs, errors)):
+        say(f"wrote {path}")
+    if errors:
+        # The last line of a launch failure is the service's own exception: the part worth repeating.
+        say("failed: " + "; ".join(f"{p}: {e.strip().splitlines()[-1]}" for p, e in errors.items()))
+    return 1 if errors else 0

@@ -1,0 +1,69 @@
+"""The cluster under test: started with the project's launcher on a free block of ports and
+always stopped again, or the one already running (``--attach``) identified by its protocol."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from causal_client import CausalClient
+from causal_client.proto import store_pb2
+from loadtest.bench.report import say
+from services.launcher.cluster import Cluster
+from services.topology import Topology
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot run as asked; the message says why."""
+
+
+def with_overrides(topology: Topology, **overrides: object) -> Topology:
+    """The topology with some fields replaced, validated again (an unknown protocol fails here)."""
+    return Topology.from_dict({**topology.model_dump(), **overrides}, source=topology.source)
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex((host, port)) != 0
+
+
+def find_base_port(topology: Topology) -> int:
+    """A base port where every port of the topology is free. Searched away from the topology's
+    own ports (someone may be running it by hand) and from the test suite's blocks (20000-40000),
+    with a per-process offset so that two benchmarks started together do not pick the same."""
+    for base in range(41000 + (os.getpid() % 40) * 400, 60001, 200):
+        candidate = with_overrides(topology, base_port=base)
+        if all(_port_free(candidate.host, port) for _, port in candidate.all_ports()):
+            return base
+    raise BenchError("no free block of ports between 41000 and 60000; pass --base-port")
+
+
+def running_protocol(topology: Topology, region: str) -> str:
+    """The protocol of the cluster already running at the topology's ports (for --attach)."""
+    with CausalClient.connect(topology.frontend_endpoint(region)) as client:
+        reply = client.stub(region).Describe(store_pb2.DescribeRequest(), timeout=client.timeout)
+    return reply.protocol
+
+
+@contextlib.contextmanager
+def started(topology: Topology, run_dir: Path) -> Iterator[None]:
+    """Runs the topology with the project's launcher for the duration of the block; stops every
+    process on the way out, whatever happens (Ctrl-C and failures included)."""
+    cluster = Cluster(topology, run_dir)
+    say(
+        f"[{topology.protocol}] starting {topology.name} with ports from {topology.base_port} "
+        f"(logs in {cluster.run_dir / 'logs'}) ..."
+    )
+    began = time.monotonic()
+    cluster.start()  # stops what it started if it fails
+    try:
+        elapsed = time.monotonic() - began
+        say(f"[{topology.protocol}] {len(cluster.processes)} processes healthy in {elapsed:.1f} s")
+        yield
+    finally:
+        say(f"[{topology.protocol}] stopping the cluster ...")
+        cluster.stop()

@@ -1,0 +1,104 @@
+"""The closed-loop runner: a fixed number of clients, one request in flight each, measured only
+inside a window after a warm-up, so that connection set-up and the ramp are not in the figures."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import redis
+
+from causal_client import CausalError
+from loadtest.bench.results import PhaseResult
+from loadtest.bench.stats import percentile, to_ms
+
+ERROR_PAUSE_S = 0.01
+
+Op = Callable[[], bool]  # one operation; returns True when it was a write
+
+
+@dataclass
+class ThreadStats:
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    writes: int = 0
+    first_error: str | None = None
+
+
+def run_closed_loop(ops: Sequence[Op], warmup: float, duration: float) -> list[ThreadStats]:
+    """Runs each op back to back in its own thread (a closed loop: one request in flight per
+    client, as in the paper), for ``warmup`` unmeasured seconds then ``duration`` measured ones.
+
+    Only operations that start and finish inside the measured window count, so the figures do
+    not include connection set-up or the ramp."""
+    stats = [ThreadStats() for _ in ops]
+    window = [0.0, 0.0]
+    stop = threading.Event()
+
+    def open_window() -> None:
+        window[0] = time.perf_counter() + warmup
+        window[1] = window[0] + duration
+
+    barrier = threading.Barrier(len(ops) + 1, action=open_window)
+
+    def loop(op: Op, mine: ThreadStats) -> None:
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            return  # interrupted before the start
+        begin, end = window
+        while not stop.is_set():
+            started = time.perf_counter()
+            try:
+                wrote = op()
+            except (CausalError, redis.RedisError) as exc:
+                mine.errors += started >= begin
+                mine.first_error = mine.first_error or f"{type(exc).__name__}: {exc}"
+                time.sleep(ERROR_PAUSE_S)  # a failing region is not hammered in a tight loop
+                continue
+            finished = time.perf_counter()
+            mine.writes += wrote
+            if started >= begin and finished <= end:
+                mine.latencies.append(finished - started)
+            if finished >= end:
+                return
+
+    threads = [
+        threading.Thread(target=loop, args=(op, mine), daemon=True, name=f"bench-client-{i}")
+        for i, (op, mine) in enumerate(zip(ops, stats, strict=True))
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        barrier.wait()
+        while time.perf_counter() < window[1]:
+            time.sleep(min(0.2, max(0.0, window[1] - time.perf_counter())))
+    finally:
+        stop.set()  # on Ctrl-C too: clients finish their current call and exit
+        barrier.abort()
+        for thread in threads:
+            thread.join(timeout=15)
+    return stats
+
+
+def summarize(system: str, op: str, stats: list[ThreadStats], seconds: float) -> PhaseResult:
+    """The clients' samples pooled into one phase's figures."""
+    latencies = sorted(x for s in stats for x in s.latencies)
+    errors = [s.first_error for s in stats if s.first_error]
+    p50, p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+    return PhaseResult(
+        system=system,
+        op=op,
+        clients=len(stats),
+        seconds=seconds,
+        ops=len(latencies),
+        errors=sum(s.errors for s in stats),
+        ops_per_s=len(latencies) / seconds,
+        mean_ms=1000 * sum(latencies) / len(latencies) if latencies else None,
+        p50_ms=to_ms(p50),
+        p99_ms=to_ms(p99),
+        writes_issued=sum(s.writes for s in stats),
+        first_error=errors[0] if errors else None,
+    )

@@ -1,0 +1,128 @@
+"""One protocol measured on a running cluster: the load phases (causal then raw, per operation),
+then the visibility probe from each region in turn, each followed by waiting for replication."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import redis
+
+from causal_client import CausalClient
+from loadtest.bench.loop import Op, run_closed_loop, summarize
+from loadtest.bench.metrics import Pair, scrape_visibility
+from loadtest.bench.report import num, say
+from loadtest.bench.results import OP_TITLES, OPS, PhaseResult, ProtocolRun, Settings, VisibilityRow
+from loadtest.bench.stats import Histogram
+from loadtest.bench.visibility import (
+    DRAIN_TIMEOUT_S,
+    expected_visible,
+    probe_writes,
+    remote_pairs,
+    visibility_rows,
+    wait_replicated,
+)
+from loadtest.bench.workload import Workload, causal_op, preload, raw_op
+from services.topology import Topology
+
+
+def measure_phase(
+    run: ProtocolRun, system: str, kind: str, make_op: Callable[[int], Op], settings: Settings
+) -> PhaseResult:
+    """One closed-loop phase, said before and after, recorded in ``run``."""
+    label = f"[{run.protocol}] {system:<6} {OP_TITLES[kind]:<7}"
+    say(f"{label} {settings.clients} clients, {settings.warmup:g} s warm-up + {settings.duration:g} s ...")
+    ops = [make_op(i) for i in range(settings.clients)]
+    stats = run_closed_loop(ops, settings.warmup, settings.duration)
+    result = summarize(system, kind, stats, settings.duration)
+    errors = f", {result.errors} errors (first: {result.first_error})" if result.errors else ""
+    say(
+        f"{label} {result.ops_per_s:,.0f} ops/s, p50 {num(result.p50_ms, 2)} ms, "
+        f"p99 {num(result.p99_ms, 2)} ms{errors}"
+    )
+    run.phases.append(result)
+    return result
+
+
+def load_phases(
+    run: ProtocolRun, client: CausalClient, db: redis.Redis, work: Workload, settings: Settings
+) -> int:
+    """Each operation through the client library, then raw, back to back (same machine state);
+    returns how many causal writes were made (replication owes them to every other replica)."""
+    for n, kind in enumerate(OPS):
+        seed = 1000 * n  # the same key sequence for causal and raw
+        causal = measure_phase(
+            run, "causal", kind, partial(causal_op, client, run.region, kind, work, seed), settings
+        )
+        measure_phase(run, "raw", kind, partial(raw_op, db, kind, work, seed), settings)
+        run.load_writes += causal.writes_issued
+    return run.load_writes
+
+
+def drain(
+    run: ProtocolRun,
+    topology: Topology,
+    group: str,
+    baseline: dict[Pair, Histogram],
+    origin: str,
+    writes: int,
+) -> dict[Pair, Histogram]:
+    """Waits until ``origin``'s ``writes`` since ``baseline`` are visible at every other replica and
+    returns the snapshot; what is still missing at the deadline is recorded and said at once."""
+    expected = expected_visible(topology, group, {origin: writes})
+    snapshot, short = wait_replicated(topology, baseline, expected, DRAIN_TIMEOUT_S)
+    run.note_missing(short)
+    for (source, region), missing in short.items():
+        say(f"[{run.protocol}] WARNING: {missing} updates from {source} still not visible at {region} "
+            f"after {DRAIN_TIMEOUT_S:g} s")  # fmt: skip
+    return snapshot
+
+
+def probe_visibility(
+    run: ProtocolRun,
+    topology: Topology,
+    client: CausalClient,
+    work: Workload,
+    origin: str,
+    settings: Settings,
+) -> list[VisibilityRow]:
+    """Visibility of ``origin``'s updates at every other replica. Origins take turns (each one's
+    updates drained before the next starts): with all writing at once, a small machine running
+    every region's processes queues updates on its CPUs, which is not what this measures."""
+    say(
+        f"[{run.protocol}] visibility probe from {origin}: {settings.probe_writes} writes "
+        f"at {settings.probe_rate:g}/s ..."
+    )
+    before = scrape_visibility(topology)
+    probe_writes(client, origin, work, settings.probe_writes, settings.probe_rate)
+    after = drain(run, topology, work.group, before, origin, settings.probe_writes)
+    return visibility_rows(topology, after, before, remote_pairs(topology, work.group, origin))
+
+
+def bench_protocol(topology: Topology, protocol: str, settings: Settings) -> ProtocolRun:
+    """Every measurement against one running cluster: the load phases, then the visibility probe."""
+    region, group = settings.region, settings.group
+    work = Workload(group, settings.keys, b"x" * settings.value_size)
+    run = ProtocolRun(protocol, region)
+    client = CausalClient.connect(topology.frontend_endpoint(region))
+    db = redis.Redis(
+        host=topology.host, port=topology.redis_port(region, 0), max_connections=settings.clients
+    )
+    try:
+        say(f"[{protocol}] preloading {work.keys:,} keys ({settings.value_size}-byte values) at {region} ...")
+        before = scrape_visibility(topology)  # earlier traffic (--attach) is subtracted out
+        written = preload(client, db, region, work)
+        start = drain(run, topology, group, before, region, written)
+
+        load_writes = load_phases(run, client, db, work, settings)
+        say(f"[{protocol}] waiting for the {load_writes:,} load writes to be visible at every replica ...")
+        after_load = drain(run, topology, group, start, region, load_writes)
+        load_pairs = remote_pairs(topology, group, region)
+        run.visibility_load = visibility_rows(topology, after_load, start, load_pairs)
+
+        for origin in topology.group_members[group]:
+            run.visibility_probe += probe_visibility(run, topology, client, work, origin, settings)
+    finally:
+        client.close()
+        db.close()
+    return run

@@ -1,0 +1,136 @@
+"""What the benchmark prints and writes: progress lines, aligned tables, the results JSON and
+the figure (drawn by ``loadtest.plots`` from that JSON)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from loadtest.bench.results import OP_TITLES, OPS, ProtocolRun, Settings, VisibilityRow
+from services.topology import Topology
+
+
+def say(message: str) -> None:
+    """A progress line, flushed at once: runs are long and their output is often piped."""
+    print(message, flush=True)
+
+
+def num(value: float | None, digits: int = 1, sign: bool = False) -> str:
+    """A number as shown: thousands separated, "-" where there is no value."""
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:+,.{digits}f}" if sign else f"{value:,.{digits}f}"
+
+
+def render_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Plain text, first column left-aligned, the others right-aligned (numbers line up)."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = (c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))
+        return "  ".join([first, *rest]).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([title, line(headers), rule, *(line(r) for r in rows)])
+
+
+def throughput_table(run: ProtocolRun, settings: Settings) -> str:
+    title = (
+        f"Throughput and latency, protocol {run.protocol}: {settings.clients} closed-loop clients at "
+        f"{run.region}, {settings.duration:g} s per phase, {settings.value_size}-byte values, "
+        f"{settings.keys:,} keys, {os.cpu_count()} CPUs"
+    )
+    headers = ["op", "causal ops/s", "p50 ms", "p99 ms", "raw ops/s", "p50 ms", "p99 ms", "causal/raw"]
+    rows = []
+    for op in OPS:
+        causal, raw = run.phase("causal", op), run.phase("raw", op)
+        if not causal or not raw:
+            continue
+        rows.append([
+            OP_TITLES[op],
+            num(causal.ops_per_s, 0), num(causal.p50_ms, 2), num(causal.p99_ms, 2),
+            num(raw.ops_per_s, 0), num(raw.p50_ms, 2), num(raw.p99_ms, 2),
+            num(run.ratio(op), 3),
+        ])  # fmt: skip
+    table = render_table(title, headers, rows)
+    errors = [f"{p.system} {OP_TITLES[p.op]}: {p.errors} ({p.first_error})" for p in run.phases if p.errors]
+    return table + ("\nerrors: " + "; ".join(errors) if errors else "")
+
+
+def visibility_table(title: str, rows: Sequence[VisibilityRow]) -> str:
+    headers = [
+        "origin -> region",
+        "updates",
+        "configured ms",
+        "mean ms",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "extra ms",
+    ]
+    cells = [
+        [
+            f"{r.origin} -> {r.region}", f"{r.updates:,}", num(r.configured_ms), num(r.mean_ms),
+            num(r.p50_ms), num(r.p90_ms), num(r.p99_ms), num(r.extra_ms, sign=True),
+        ]
+        for r in rows
+    ]  # fmt: skip
+    return render_table(title, headers, cells)
+
+
+def report(run: ProtocolRun, settings: Settings) -> str:
+    """The tables of one protocol, as printed (and as they go into the README)."""
+    probe = visibility_table(
+        f"Remote-update visibility, protocol {run.protocol}: {settings.probe_writes} writes paced at "
+        f"{settings.probe_rate:g}/s from each region in turn (extra = mean - configured one-way latency; "
+        f"percentiles interpolated in histogram buckets)",
+        run.visibility_probe,
+    )
+    load = visibility_table(
+        f"Remote-update visibility during the load phases, protocol {run.protocol}: "
+        f"{run.load_writes:,} closed-loop writes from {run.region}",
+        run.visibility_load,
+    )
+    return "\n\n".join([throughput_table(run, settings), probe, load])
+
+
+def results_json(
+    topology: Topology, settings: Settings, runs: Sequence[ProtocolRun], errors: dict[str, str]
+) -> dict:
+    """Everything measured, with what it was measured on: the figure is redrawn from this alone."""
+    return {
+        "topology": topology.name,
+        "topology_file": topology.source,
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "settings": asdict(settings),
+        "host": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "runs": [run.to_json() for run in runs],
+        "errors": errors,
+    }
+
+
+def write_outputs(out: Path, results: dict) -> list[Path]:
+    """The JSON always; the PNG when matplotlib is installed (the ``bench`` extra)."""
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = out / f"{results['topology']}.json"
+    json_path.write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
+    paths = [json_path]
+    if results["runs"]:
+        try:
+            from loadtest.plots import plot_results
+        except ImportError as exc:
+            say(f"no plot: {exc} (pip install -e '.[bench]')")
+        else:
+            paths.append(plot_results(results, out / f"{results['topology']}.png"))
+    return paths

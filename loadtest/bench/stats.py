@@ -1,0 +1,62 @@
+"""Latency statistics: percentiles of raw samples (the load phases) and of Prometheus histograms
+(visibility, which the services record and the benchmark only reads)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float | None:
+    """``q``-quantile (0..1) of already sorted samples, interpolating between neighbours."""
+    if not sorted_values:
+        return None
+    position = q * (len(sorted_values) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def to_ms(seconds: float | None) -> float | None:
+    """Seconds as milliseconds, keeping "no value" as None (reports show it as "-")."""
+    return None if seconds is None else 1000 * seconds
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A Prometheus histogram: cumulative counts per upper bound (ascending, last one +Inf)."""
+
+    buckets: tuple[tuple[float, float], ...]
+    sum: float = 0.0
+    count: float = 0.0
+
+    @property
+    def mean(self) -> float | None:
+        return self.sum / self.count if self.count > 0 else None
+
+    def minus(self, earlier: Histogram | None) -> Histogram:
+        """What was observed since ``earlier`` (counters only grow, so differences are exact)."""
+        if earlier is None:
+            return self
+        before = dict(earlier.buckets)
+        buckets = tuple((bound, count - before.get(bound, 0.0)) for bound, count in self.buckets)
+        return Histogram(buckets, self.sum - earlier.sum, self.count - earlier.count)
+
+    def quantile(self, q: float) -> float | None:
+        """Estimated like PromQL's histogram_quantile: linear interpolation inside the bucket
+        holding rank ``q * count``; a rank in the +Inf bucket gives the highest finite bound."""
+        if self.count <= 0:
+            return None
+        rank = q * self.count
+        lower_bound, lower_count = 0.0, 0.0
+        for bound, cumulative in self.buckets:
+            if cumulative >= rank:
+                if math.isinf(bound):
+                    return lower_bound
+                in_bucket = cumulative - lower_count
+                if in_bucket <= 0:
+                    return lower_bound
+                return lower_bound + (bound - lower_bound) * (rank - lower_count) / in_bucket
+            lower_bound, lower_count = bound, cumulative
+        return lower_bound

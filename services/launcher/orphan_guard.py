@@ -1,0 +1,30 @@
+"""Exec wrapper for every launched process: ``python -m services.launcher.orphan_guard PID -- CMD...``.
+
+Asks the kernel to SIGTERM this process when its parent (the launcher, PID) dies, checks the
+launcher did not die before that request, then becomes CMD (the request survives exec). Done in
+a wrapper rather than a ``preexec_fn``: running Python between fork and exec in a process with
+threads (tests, gRPC) can deadlock or abort the child.
+"""
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+
+PR_SET_PDEATHSIG = 1
+
+
+def main() -> None:
+    launcher_pid = int(sys.argv[1])
+    command = sys.argv[sys.argv.index("--") + 1 :]
+    # Not Linux (no libc.so.6): children then rely on the launcher stopping them.
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != launcher_pid:
+        sys.exit(1)  # the launcher died before the request: no signal would ever come
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    main()
