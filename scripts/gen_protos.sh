@@ -11,3 +11,4 @@ gen() {
 }
 gen causal_client/proto store
 gen services/proto bulk
+gen services/proto saturn

@@ -21,11 +21,10 @@ GRPC_OPTIONS = [
 ]
 
 
-def parse_args(description: str, with_region: bool = True) -> argparse.Namespace:
+def parse_args(description: str, node_flag: str = "--region") -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--topology", required=True, help="topology file (.toml or launcher's .json)")
-    if with_region:
-        parser.add_argument("--region", required=True)
+    parser.add_argument(node_flag, dest="node", required=True, help="which region (or serializer)")
     parser.add_argument("--index", type=int, default=0, help="which of several identical processes")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args()
@@ -62,11 +61,11 @@ def mark_serving(health_servicer: health.HealthServicer) -> None:
 Serve = Callable[[Topology, str, int, asyncio.Event], Awaitable[None]]
 
 
-def service_main(description: str, serve: Serve) -> None:
-    """The ``main()`` of every region service: ``serve(topology, region, index, stop_event)``."""
-    args = parse_args(description)
+def service_main(description: str, serve: Serve, node_flag: str = "--region") -> None:
+    """The ``main()`` of every service process: ``serve(topology, node, index, stop_event)``."""
+    args = parse_args(description, node_flag)
     topology = load_topology(args.topology)
-    run_until_stopped(lambda stop: serve(topology, args.region, args.index, stop))
+    run_until_stopped(lambda stop: serve(topology, args.node, args.index, stop))
 
 
 def run_until_stopped(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:

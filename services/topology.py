@@ -266,6 +266,76 @@ class Topology(_Strict):
     def redis_url(self, region: str, shard: int = 0) -> str:
         return f"redis://{self.host}:{self.redis_port(region, shard)}/0"
 
+    # -- the serializer tree (paper §5.3) ----------------------------------------------------
+    @cached_property
+    def tree_neighbours(self) -> dict[str, tuple[str, ...]]:
+        adjacency: dict[str, list[str]] = defaultdict(list)
+        for edge in self.tree:
+            adjacency[edge.a].append(edge.b)
+            adjacency[edge.b].append(edge.a)
+        return {node: tuple(sorted(n)) for node, n in adjacency.items()}
+
+    def node_site(self, node: str) -> str:
+        for r in self.regions:
+            if r.name == node:
+                return r.site
+        for s in self.serializers:
+            if s.name == node:
+                return s.site
+        raise TopologyError(f"{self.source}: unknown tree node {node!r}")
+
+    def edge_delay_ms(self, a: str, b: str) -> float:
+        """The artificial delay of the tree edge a-b (the same both ways)."""
+        for edge in self.tree:
+            if {edge.a, edge.b} == {a, b}:
+                return edge.delay_ms
+        raise TopologyError(f"{self.source}: no tree edge {a}-{b}")
+
+    def link_latency_ms(self, a: str, b: str) -> float:
+        """What a label pays on the tree link a→b: the WAN latency plus the artificial delay."""
+        return self.latency_ms_between(self.node_site(a), self.node_site(b)) + self.edge_delay_ms(a, b)
+
+    @cached_property
+    def regions_behind(self) -> dict[tuple[str, str], frozenset[str]]:
+        """(node, neighbour) → the regions reached through that neighbour: where a label may go."""
+        regions = set(self.region_names)
+        behind: dict[tuple[str, str], frozenset[str]] = {}
+        for node, neighbours in self.tree_neighbours.items():
+            for first in neighbours:
+                seen, stack = {node}, [first]
+                while stack:
+                    current = stack.pop()
+                    if current not in seen:
+                        seen.add(current)
+                        stack.extend(self.tree_neighbours.get(current, ()))
+                behind[(node, first)] = frozenset((seen - {node}) & regions)
+        return behind
+
+    def tree_endpoint(self, node: str) -> str:
+        """Where a tree node receives labels: a serializer's port, or a region's replication
+        endpoint (the bulk receiver's server, which also hosts the remote proxy)."""
+        if node in self.region_names:
+            return self.bulk_endpoint(node)
+        return f"{self.host}:{self.serializer_port(node)}"
+
+    def tree_path_ms(self, a: str, b: str) -> float:
+        """Label travel time from region a to region b along the tree (links plus delays)."""
+
+        def walk(node: str, previous: str | None, spent: float) -> float | None:
+            if node == b:
+                return spent
+            for nxt in self.tree_neighbours.get(node, ()):
+                if nxt != previous:
+                    found = walk(nxt, node, spent + self.link_latency_ms(node, nxt))
+                    if found is not None:
+                        return found
+            return None
+
+        found = walk(a, None, 0.0)
+        if found is None:
+            raise TopologyError(f"{self.source}: no tree path {a} → {b}")
+        return found
+
     def all_ports(self) -> list[tuple[str, int]]:
         ports = []
         for r in self.regions:

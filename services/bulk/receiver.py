@@ -15,9 +15,11 @@ import grpc
 
 from causal_client.wan import DelayLine, Link
 from services import metrics, runtime
-from services.proto import bulk_pb2, bulk_pb2_grpc
+from services.proto import bulk_pb2, bulk_pb2_grpc, saturn_pb2_grpc
 from services.protocols import Protocol, protocol_for
+from services.protocols.saturn import Saturn
 from services.region.store import RegionStore, RemoteUpdate
+from services.saturn.links import TreeNodeServicer
 from services.topology import Topology
 
 log = logging.getLogger("bulk-receiver")
@@ -32,7 +34,7 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
         self.local_groups = topology.groups_at(region)
         self.remote_gears = {g: r for r in topology.region_names if r != region for g in topology.gear_ids(r)}
 
-    def _on_applied(self, origin_region: str, updates: list[RemoteUpdate]) -> None:
+    def on_applied(self, origin_region: str, updates: list[RemoteUpdate]) -> None:
         now_us = time.time() * 1e6
         visibility = metrics.VISIBILITY.labels(self.region, origin_region)
         for update in updates:
@@ -58,7 +60,7 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
         received = metrics.BULK_RECEIVED.labels(self.region, origin)
 
         def applied(updates: list[RemoteUpdate]) -> None:
-            self._on_applied(origin, updates)
+            self.on_applied(origin, updates)
 
         async def consume() -> None:
             try:
@@ -90,14 +92,27 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
 
 async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event) -> None:
     store = RegionStore(topology, region)
-    servicer = BulkReceiverServicer(topology, region, store, protocol_for(topology.protocol, store))
+    protocol = protocol_for(topology.protocol, store)
+    servicer = BulkReceiverServicer(topology, region, store, protocol)
     server, health = runtime.new_server(topology.bulk_port(region), topology.host)
     bulk_pb2_grpc.add_BulkReceiverServicer_to_server(servicer, server)
+    tasks = []
+    if isinstance(protocol, Saturn):
+        # The remote proxy lives here: payloads reach it in memory, labels on the same server.
+        proxy = protocol.start_proxy(servicer.on_applied)
+        await proxy.load()
+        (parent,) = topology.tree_neighbours[region]
+        saturn_pb2_grpc.add_TreeNodeServicer_to_server(
+            TreeNodeServicer(region, (parent,), proxy.on_labels), server
+        )
+        tasks.append(asyncio.create_task(proxy.run(stop)))
     await server.start()
     runtime.mark_serving(health)
-    log.info("bulk receiver %s on %s", region, topology.bulk_endpoint(region))
+    log.info("bulk receiver %s on %s (%s)", region, topology.bulk_endpoint(region), protocol.name)
     await stop.wait()
     await server.stop(grace=1)
+    for task in tasks:
+        task.cancel()
     await store.close()
 
 

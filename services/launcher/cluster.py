@@ -68,7 +68,8 @@ class Cluster:
         ]  # fmt: skip
 
     def plan(self) -> list[ProcessSpec]:
-        """Every process, in start order: stores first, then receivers, frontends, senders."""
+        """Every process, in start order: stores, serializers (saturn), receivers (which host the
+        remote proxies), frontends, then bulk senders and label sinks (saturn)."""
         t = self.topology
         redis_bin = find_redis_server()
         specs: list[ProcessSpec] = []
@@ -81,6 +82,14 @@ class Cluster:
                      "--save", "", "--appendonly", "no", "--daemonize", "no",
                      "--dir", str(data_dir), "--protected-mode", "no"],
                     "redis", t.redis_port(r.name, k), r.name,
+                ))  # fmt: skip
+        if t.protocol == "saturn":
+            for sz in t.serializers:
+                specs.append(ProcessSpec(
+                    f"serializer.{sz.name}",
+                    [sys.executable, "-m", "services.saturn.serializer",
+                     "--topology", str(self.topology_file), "--name", sz.name],
+                    "grpc", t.serializer_port(sz.name), None,
                 ))  # fmt: skip
         for r in t.regions:
             specs.append(ProcessSpec(
@@ -98,6 +107,11 @@ class Cluster:
                 f"{r.name}.bulk-sender", self._service("services.bulk.sender", r.name),
                 "worker", None, r.name,
             ))  # fmt: skip
+            if t.protocol == "saturn":
+                specs.append(ProcessSpec(
+                    f"{r.name}.label-sink", self._service("services.saturn.label_sink", r.name),
+                    "worker", None, r.name,
+                ))  # fmt: skip
         return specs
 
     @property

@@ -22,8 +22,9 @@ class Protocol(ABC):
         self.store = store
 
     @abstractmethod
-    async def wait_attach(self, label: Label) -> None:
-        """Returns once the client's causal past (``label``) is visible in this region."""
+    async def wait_attach(self, label: Label, timeout: float | None = None) -> None:
+        """Returns once the client's causal past (``label``) is visible in this region; raises
+        TimeoutError after ``timeout`` seconds."""
 
     @abstractmethod
     async def accept_payloads(
@@ -35,8 +36,9 @@ class Protocol(ABC):
 
 def protocol_for(name: str, store: RegionStore) -> Protocol:
     from services.protocols.eventual import Eventual
+    from services.protocols.saturn import Saturn
 
-    known: dict[str, type[Protocol]] = {"eventual": Eventual}
+    known: dict[str, type[Protocol]] = {"eventual": Eventual, "saturn": Saturn}
     if name not in known:
         raise NotImplementedError(
             f"protocol {name!r} is not implemented yet (available: {', '.join(sorted(known))})"

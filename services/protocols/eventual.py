@@ -11,7 +11,7 @@ class Eventual(Protocol):
     name = "eventual"
     emits_labels = False
 
-    async def wait_attach(self, label: Label) -> None:
+    async def wait_attach(self, label: Label, timeout: float | None = None) -> None:
         return None
 
     async def accept_payloads(

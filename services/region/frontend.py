@@ -106,7 +106,11 @@ class StoreServicer(store_pb2_grpc.StoreServicer):
     @rpc("attach")
     async def Attach(self, request: store_pb2.AttachRequest, context):
         label = self.check.label(request.label)
-        await self.protocol.wait_attach(label)
+        remaining = context.time_remaining()
+        try:
+            await self.protocol.wait_attach(label, timeout=remaining)
+        except TimeoutError as exc:
+            raise RequestError(grpc.StatusCode.DEADLINE_EXCEEDED, str(exc)) from None
         return store_pb2.AttachReply(label=label.to_proto(), region=self.region)
 
     @rpc("read")

@@ -17,6 +17,9 @@ GEAR_KEY = "gear"
 BULK_STREAM = "bulk"
 LABEL_STREAM = "labels"
 POSITION_KEY = "pos"
+PENDING_KEY = "pend"  # saturn: payloads waiting for their labels, "<origin gear>|<ts>" → body
+WATERMARK_KEY = "wm"  # saturn: origin region → greatest label ts delivered here in Saturn's order
+SINK_POSITION_KEY = "sink_pos"  # saturn: the label sink's durable cursor in the label stream
 
 
 def row_keys(group: str, row: str) -> list[str]:
@@ -57,6 +60,14 @@ def write_args(
         for change in row.changes:
             args += [change.kind, change.column, change.arg]
     return keys, args
+
+
+def change_args(changes: tuple[ColumnChange, ...]) -> list:
+    """The flattened (kind, column, arg) triples the apply/deliver scripts read."""
+    args: list = []
+    for change in changes:
+        args += [change.kind, change.column, change.arg]
+    return args
 
 
 def read_args(columns: list[str], slice_after: str | None, limit: int, reverse: bool):

@@ -31,12 +31,22 @@ class RemoteUpdate:
     group: str
     row: str
     changes: tuple[gears.ColumnChange, ...]
+    body: bytes = b""  # as shipped, for stashing until the label arrives
+
+    @property
+    def origin_region(self) -> str:
+        return self.src.split("/", 1)[0]
+
+    @property
+    def pending_field(self) -> str:
+        """Its key in the pending hash while it waits for its label."""
+        return f"{self.src}|{self.ts}"
 
     @staticmethod
     def unpack(body: bytes) -> RemoteUpdate:
         ts, src, origin_time, group, row, ops = msgpack.unpackb(body, raw=True)
         changes = tuple(gears.ColumnChange(k.decode(), c.decode(), a) for k, c, a in ops)
-        return RemoteUpdate(ts, src.decode(), origin_time, group.decode(), row.decode(), changes)
+        return RemoteUpdate(ts, src.decode(), origin_time, group.decode(), row.decode(), changes, body)
 
 
 class Shard:
@@ -50,6 +60,9 @@ class Shard:
         self._read = self.redis.register_script(gears.script_source("read"))
         self._migrate = self.redis.register_script(gears.script_source("migrate"))
         self._apply = self.redis.register_script(gears.script_source("apply"))
+        self._stash = self.redis.register_script(gears.script_source("stash"))
+        self._deliver = self.redis.register_script(gears.script_source("deliver"))
+        self._heartbeat = self.redis.register_script(gears.script_source("heartbeat"))
 
     async def write(self, client_ts: int, rows: list[gears.RowChange], emit_label: bool) -> int:
         keys, args = gears.write_args(client_ts, self.gear_id, self.region, emit_label, rows)
@@ -93,10 +106,46 @@ class Shard:
         args: list = [origin_gear, origin_gear.split("/", 1)[0], through_ts, len(updates)]
         for update in updates:
             keys += gears.row_keys(update.group, update.row)
-            args += [update.ts, update.src, len(update.changes)]
-            for change in update.changes:
-                args += [change.kind, change.column, change.arg]
+            args += [update.ts, update.src, len(update.changes), *gears.change_args(update.changes)]
         return [int(ts) for ts in await self._apply(keys=keys, args=args)]
+
+    async def stash(self, origin_gear: str, through_ts: int, payloads: list[tuple[int, bytes]]) -> set[int]:
+        """Keeps payloads (ts, body) until their labels come, exactly once; returns ts stashed."""
+        args: list = [origin_gear, through_ts, len(payloads)]
+        for ts, body in payloads:
+            args += [ts, body]
+        keys = [gears.POSITION_KEY, gears.PENDING_KEY]
+        return {int(ts) for ts in await self._stash(keys=keys, args=args)}
+
+    async def deliver(self, updates: list[RemoteUpdate], marks: dict[str, int]) -> set[str]:
+        """Applies stashed updates in the given order and raises watermarks; returns the
+        pending fields it applied (an update already applied is skipped)."""
+        keys: list[str] = [gears.PENDING_KEY, gears.WATERMARK_KEY]
+        args: list = [len(updates)]
+        for u in updates:
+            keys += gears.row_keys(u.group, u.row)
+            args += [
+                u.pending_field,
+                u.ts,
+                u.src,
+                u.origin_region,
+                len(u.changes),
+                *gears.change_args(u.changes),
+            ]
+        args.append(len(marks))
+        for origin, ts in marks.items():
+            args += [origin, ts]
+        return {f.decode() for f in await self._deliver(keys=keys, args=args)}
+
+    async def heartbeat(self) -> int:
+        """A time below which this gear will never make another label (see heartbeat.lua)."""
+        return int(await self._heartbeat(keys=[gears.GEAR_KEY]))
+
+    async def pending(self) -> dict[str, bytes]:
+        return {k.decode(): v for k, v in (await self.redis.hgetall(gears.PENDING_KEY)).items()}
+
+    async def watermarks(self) -> dict[str, int]:
+        return {k.decode(): int(v) for k, v in (await self.redis.hgetall(gears.WATERMARK_KEY)).items()}
 
     async def position(self, origin_gear: str) -> int:
         value = await self.redis.hget(gears.POSITION_KEY, origin_gear)
@@ -169,6 +218,25 @@ class RegionStore:
             )
         )
         done = {ts for shard_ts in applied_ts for ts in shard_ts}
+        return [u for u in updates if u.ts in done]
+
+    async def stash_remote(
+        self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]
+    ) -> list[RemoteUpdate]:
+        """Saturn: keeps payloads until their labels arrive; exactly once, shard by shard like
+        :meth:`apply_remote`. Returns the updates newly stashed."""
+        parts: list[list[tuple[int, bytes]]] = [[] for _ in self.shards]
+        for update in updates:
+            parts[self.topology.shard_of(self.region, update.group, update.row)].append(
+                (update.ts, update.body)
+            )
+        stashed = await asyncio.gather(
+            *(
+                shard.stash(origin_gear, through_ts, part)
+                for shard, part in zip(self.shards, parts, strict=True)
+            )
+        )
+        done = set().union(*stashed)
         return [u for u in updates if u.ts in done]
 
     async def position(self, origin_gear: str) -> int:

@@ -12,17 +12,7 @@ for u = 1, n do
   local ts, src, nops = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
   local p = a + 3
   if ts > position then
-    for o = 1, nops do
-      local kind, column, arg = ARGV[p], ARGV[p + 1], ARGV[p + 2]
-      if kind == 's' then
-        put_value(KEYS[k], KEYS[k + 1], column, ts, src, arg)
-      elseif kind == 'd' then
-        put_tombstone(KEYS[k], KEYS[k + 1], column, ts, src)
-      else
-        put_partial(KEYS[k], KEYS[k + 1], KEYS[k + 2], column, origin_region, ts, src, arg)
-      end
-      p = p + 3
-    end
+    p = apply_ops(KEYS[k], KEYS[k + 1], KEYS[k + 2], origin_region, ts, src, p, nops)
     applied[#applied + 1] = ts
   else
     p = p + 3 * nops

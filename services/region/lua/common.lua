@@ -53,3 +53,20 @@ local function partial_of(ckey, region, column)
   if not cur then return 0 end
   return tonumber(string.match(cur, '|(-?%d+)$'))
 end
+
+-- Applies the replicated ops of one update found at ARGV[p..]; returns the index after them.
+-- kind 's' value, 'd' tombstone, 'p' the origin region's new partial counter sum.
+local function apply_ops(dkey, ikey, ckey, origin_region, ts, src, p, nops)
+  for o = 1, nops do
+    local kind, column, arg = ARGV[p], ARGV[p + 1], ARGV[p + 2]
+    if kind == 's' then
+      put_value(dkey, ikey, column, ts, src, arg)
+    elseif kind == 'd' then
+      put_tombstone(dkey, ikey, column, ts, src)
+    else
+      put_partial(dkey, ikey, ckey, column, origin_region, ts, src, arg)
+    end
+    p = p + 3
+  end
+  return p
+end

@@ -1,0 +1,53 @@
+"""Saturn (paper §3-§5): labels travel a tree of serializers; remote updates become visible in the
+order the tree delivers them; attaches wait for the client's label to be stable here (Alg. 1)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from causal_client.label import Label, LabelType
+from services.protocols.base import AppliedCallback, Protocol
+from services.region.store import RegionStore, RemoteUpdate
+from services.saturn.proxy import RemoteProxy
+
+ATTACH_POLL_S = 0.001
+
+
+class Saturn(Protocol):
+    name = "saturn"
+    emits_labels = True
+
+    def __init__(self, store: RegionStore):
+        super().__init__(store)
+        self.proxy: RemoteProxy | None = None  # only in the process that receives (bulk receiver)
+        self.remote_regions = [r for r in store.topology.region_names if r != store.region]
+
+    def stable_for(self, label: Label, watermarks: dict[str, int]) -> bool:
+        if label.type == LabelType.MIGRATION and label.target == self.store.region:
+            # Delivered in Saturn's order after everything the client had seen (§4.3).
+            return watermarks.get(label.region, 0) >= label.ts
+        # An update label from elsewhere: wait for every origin to have passed it (Alg. 1).
+        return all(watermarks.get(region, 0) >= label.ts for region in self.remote_regions)
+
+    async def wait_attach(self, label: Label, timeout: float | None = None) -> None:
+        if label.is_zero or label.region == self.store.region:
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        shard = self.store.shards[0]
+        while not self.stable_for(label, await shard.watermarks()):
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"label {label} not stable at {self.store.region} within {timeout:.1f}s")
+            await asyncio.sleep(ATTACH_POLL_S)
+
+    # -- receiving side (remote proxy) -------------------------------------------------------
+    def start_proxy(self, on_applied) -> RemoteProxy:
+        self.proxy = RemoteProxy(self.store, on_applied)
+        return self.proxy
+
+    async def accept_payloads(
+        self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate], on_applied: AppliedCallback
+    ) -> None:
+        assert self.proxy is not None, "payloads reach only the process that runs the proxy"
+        stashed = await self.store.stash_remote(origin_gear, through_ts, updates)
+        self.proxy.on_payloads(stashed)

@@ -1,0 +1,1 @@
+"""Saturn's metadata service (paper §5): label sink, serializers, remote proxy, tree links."""

@@ -1,0 +1,155 @@
+"""The label sink (paper §4): streams a region's labels to its serializer in timestamp order.
+
+Gears append every label to their shard's ``labels`` stream inside the write script. With one
+shard the stream is already in timestamp order and the sink forwards it as it grows. With several
+shards it merges them: every tick it asks each gear for a heartbeat (a time below which that gear
+will make no new label), and forwards, in (ts, src) order, the labels at or below the smallest.
+When idle it sends heartbeat labels, so that attaches elsewhere never wait on a quiet region.
+Only labels some other region cares about leave the region (genuine partial replication).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import redis.asyncio as aioredis
+
+from services import runtime
+from services.proto import saturn_pb2
+from services.region import gears
+from services.saturn.links import OutgoingLink
+from services.topology import Topology
+
+log = logging.getLogger("label-sink")
+
+HEARTBEAT_S = 0.010  # idle time after which a heartbeat label goes up the tree
+MERGE_TICK_S = 0.001  # several shards: how often stable time is recomputed (Saturn: 1 ms)
+READ_COUNT = 1000
+TRIM_EVERY_S = 1.0
+
+
+def parse_entry(raw: bytes) -> saturn_pb2.TreeLabel:
+    """A label-stream entry: 'u|ts|src|group/row' (update) or 'm|ts|src|region' (migration)."""
+    kind, ts, src, target = raw.decode().split("|", 3)
+    if kind == "u":
+        group = target.split("/", 1)[0]
+        return saturn_pb2.TreeLabel(
+            type=saturn_pb2.TREE_UPDATE, src=src, ts=int(ts), target=target, group=group
+        )
+    return saturn_pb2.TreeLabel(type=saturn_pb2.TREE_MIGRATION, src=src, ts=int(ts), target=target)
+
+
+class LabelSink:
+    def __init__(self, topology: Topology, region: str):
+        self.region = region
+        (parent,) = topology.tree_neighbours[region]  # a region is a leaf of the tree
+        self.link = OutgoingLink(topology, region, parent)
+        self.shards = [
+            aioredis.Redis.from_url(topology.redis_url(region, k), socket_timeout=30)
+            for k in range(topology.region(region).shards)
+        ]
+        self.heartbeat_scripts = [r.register_script(gears.script_source("heartbeat")) for r in self.shards]
+        others = set(topology.region_names) - {region}
+        self.shipped_groups = {g for g, members in topology.group_members.items() if others & set(members)}
+        self.last_sent = 0.0
+
+    def wanted(self, label: saturn_pb2.TreeLabel) -> bool:
+        if label.type == saturn_pb2.TREE_UPDATE:
+            return label.group in self.shipped_groups
+        return label.target != self.region
+
+    def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
+        labels = [label for label in labels if self.wanted(label)]
+        if labels:
+            self.link.send(labels)
+            self.last_sent = time.monotonic()
+
+    def send_heartbeat(self, ts: int) -> None:
+        self.link.send(
+            [saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src=f"{self.region}/sink", ts=ts)]
+        )
+        self.last_sent = time.monotonic()
+
+    async def cursors(self) -> list[int]:
+        """Where each shard's stream was forwarded up to before a restart (0 = never)."""
+        values = await asyncio.gather(*(r.get(gears.SINK_POSITION_KEY) for r in self.shards))
+        return [int(v) if v else 0 for v in values]
+
+    async def heartbeat(self, shard: int) -> int:
+        return int(await self.heartbeat_scripts[shard](keys=[gears.GEAR_KEY]))
+
+    async def read_until(self, shard: int, after: int, until: int | None) -> list[tuple[int, bytes]]:
+        high = f"{until}-0" if until is not None else "+"
+        entries = await self.shards[shard].xrange(gears.LABEL_STREAM, f"({after}-0", high, count=READ_COUNT)
+        return [(int(entry_id.split(b"-", 1)[0]), fields[b"l"]) for entry_id, fields in entries]
+
+    async def run(self, stop: asyncio.Event) -> None:
+        cursors = await self.cursors()
+        log.info("label sink %s → %s, resuming after %s", self.region, self.link.neighbour, cursors)
+        pump = self.pump_one if len(self.shards) == 1 else self.pump_merged
+        await asyncio.gather(self.link.run(stop), pump(cursors, stop), self.trim(cursors, stop))
+
+    async def pump_one(self, cursors: list[int], stop: asyncio.Event) -> None:
+        """One shard: the stream is in ts order; forward it as it grows (blocking read)."""
+        redis = self.shards[0]
+        while not stop.is_set():
+            timeout_ms = max(1, int((HEARTBEAT_S - (time.monotonic() - self.last_sent)) * 1000))
+            reply = await redis.xread(
+                {gears.LABEL_STREAM: f"{cursors[0]}-0"}, count=READ_COUNT, block=timeout_ms
+            )
+            if reply:
+                entries = reply[0][1]
+                self.send([parse_entry(fields[b"l"]) for _, fields in entries])
+                cursors[0] = int(entries[-1][0].split(b"-", 1)[0])
+                await redis.set(gears.SINK_POSITION_KEY, cursors[0])
+            elif time.monotonic() - self.last_sent >= HEARTBEAT_S:
+                stable = await self.heartbeat(0)
+                late = await self.read_until(0, cursors[0], stable)  # written just before the heartbeat
+                if late:
+                    self.send([parse_entry(raw) for _, raw in late])
+                    cursors[0] = late[-1][0]
+                    await redis.set(gears.SINK_POSITION_KEY, cursors[0])
+                self.send_heartbeat(stable)
+
+    async def pump_merged(self, cursors: list[int], stop: asyncio.Event) -> None:
+        """Several shards: forward, in (ts, src) order, what every shard has passed."""
+        shards = range(len(self.shards))
+        while not stop.is_set():
+            stable = min(await asyncio.gather(*(self.heartbeat(k) for k in shards)))
+            parts = await asyncio.gather(*(self.read_until(k, cursors[k], stable) for k in shards))
+            # A shard with more than one read's worth has only been seen up to its last entry.
+            stable = min([stable] + [part[-1][0] for part in parts if len(part) == READ_COUNT])
+            labels = []
+            for k, part in enumerate(parts):
+                taken = [(ts, raw) for ts, raw in part if ts <= stable]
+                if taken:
+                    labels += [parse_entry(raw) for _, raw in taken]
+                    cursors[k] = taken[-1][0]
+                    await self.shards[k].set(gears.SINK_POSITION_KEY, cursors[k])
+            labels.sort(key=lambda label: (label.ts, label.src))
+            self.send(labels)
+            if time.monotonic() - self.last_sent >= HEARTBEAT_S:
+                self.send_heartbeat(stable)
+            await runtime.sleep_or_stop(stop, MERGE_TICK_S)
+
+    async def trim(self, cursors: list[int], stop: asyncio.Event) -> None:
+        """Forwarded labels leave the stream (every second, not on the hot path)."""
+        while not stop.is_set():
+            await runtime.sleep_or_stop(stop, TRIM_EVERY_S)
+            for shard, cursor in zip(self.shards, cursors, strict=True):
+                if cursor:
+                    await shard.xtrim(gears.LABEL_STREAM, minid=f"{cursor + 1}-0")
+
+
+async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event) -> None:
+    await LabelSink(topology, region).run(stop)
+
+
+def main() -> None:
+    runtime.service_main("label-sink: streams this region's labels up the Saturn tree", serve)
+
+
+if __name__ == "__main__":
+    main()

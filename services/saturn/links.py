@@ -1,0 +1,114 @@
+"""Directed FIFO links of the serializer tree, with WAN emulation.
+
+A link u→v is one gRPC client stream from u to v's ``Deliver``: one stream, so one order. The
+sender holds batches in a :class:`DelayLine` for the link's latency (WAN latency between the two
+sites plus the edge's artificial delay, paper §5.4), then writes them to the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import grpc
+
+from causal_client.wan import DelayLine, Link
+from services import runtime
+from services.proto import saturn_pb2, saturn_pb2_grpc
+from services.topology import Topology
+
+log = logging.getLogger("tree-link")
+
+RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+OnBatch = Callable[[str, saturn_pb2.LabelBatch], Awaitable[None] | None]
+
+
+class OutgoingLink:
+    """The sending end of the tree link ``node → neighbour``; reconnects after failures."""
+
+    def __init__(self, topology: Topology, node: str, neighbour: str):
+        self.node = node
+        self.neighbour = neighbour
+        self.endpoint = topology.tree_endpoint(neighbour)
+        self.line: DelayLine[saturn_pb2.LabelBatch] = DelayLine(
+            Link(topology.link_latency_ms(node, neighbour), topology.jitter_ms)
+        )
+        self.connected = asyncio.Event()
+        self.sent_batches = 0
+
+    def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
+        if labels:
+            self.line.put(saturn_pb2.LabelBatch(labels=labels))
+
+    async def run(self, stop: asyncio.Event) -> None:
+        attempt = 0
+        while not stop.is_set():
+            try:
+                await self._stream(stop)
+                attempt = 0
+            except grpc.aio.AioRpcError as exc:
+                delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
+                attempt += 1
+                if not stop.is_set():
+                    log.warning("%s → %s: %s %s; retrying in %.2fs", self.node, self.neighbour,
+                                exc.code().name, exc.details(), delay)  # fmt: skip
+                await runtime.sleep_or_stop(stop, delay)
+            finally:
+                self.connected.clear()
+
+    async def _stream(self, stop: asyncio.Event) -> None:
+        async with grpc.aio.insecure_channel(self.endpoint, options=runtime.GRPC_OPTIONS) as channel:
+            await channel.channel_ready()
+
+            async def messages():
+                yield saturn_pb2.TreeMessage(hello=saturn_pb2.Hello(node=self.node))
+                self.connected.set()
+                log.info("%s → %s: connected", self.node, self.neighbour)
+                while not stop.is_set():
+                    batch = await self.line.get()
+                    self.sent_batches += 1
+                    yield saturn_pb2.TreeMessage(batch=batch)
+
+            call = saturn_pb2_grpc.TreeNodeStub(channel).Deliver(messages())
+            stopper = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait(
+                {asyncio.ensure_future(call), stopper}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if stopper in done:
+                call.cancel()
+            else:
+                stopper.cancel()
+                await call  # raises the stream's error, if any
+
+
+class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
+    """The receiving end of every link into a node: hands each batch, with its sender, on."""
+
+    def __init__(self, node: str, neighbours: tuple[str, ...], on_batch: OnBatch):
+        self.node = node
+        self.neighbours = set(neighbours)
+        self.on_batch = on_batch
+
+    async def Deliver(self, request_iterator, context: grpc.aio.ServicerContext):
+        first = await anext(request_iterator, None)
+        if first is None:
+            return saturn_pb2.DeliverReply()
+        if first.WhichOneof("kind") != "hello":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a hello")
+        sender = first.hello.node
+        if sender not in self.neighbours:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{sender!r} is not a tree neighbour of {self.node!r} "
+                f"(neighbours: {sorted(self.neighbours)})",
+            )
+        log.info("%s ← %s: link open", self.node, sender)
+        async for message in request_iterator:
+            if message.WhichOneof("kind") != "batch":
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected label batches after hello")
+            result = self.on_batch(sender, message.batch)
+            if asyncio.iscoroutine(result):
+                await result
+        log.info("%s ← %s: link closed", self.node, sender)
+        return saturn_pb2.DeliverReply()
