@@ -36,6 +36,14 @@ VISIBILITY = Histogram(
 BULK_SENT = Counter(
     "causal_bulk_payloads_sent_total", "Payloads shipped by bulk transfer", ["region", "destination"]
 )
+LABELS_RECEIVED = Counter(
+    "causal_labels_received_total",
+    "Saturn labels delivered to this region's remote proxy by the tree, by origin and type",
+    ["region", "origin", "type"],
+)
+LABELS_SENT = Counter(
+    "causal_labels_sent_total", "Labels this region's sink sent up the tree, by type", ["region", "type"]
+)
 BULK_RECEIVED = Counter(
     "causal_bulk_payloads_received_total", "Payloads received by bulk transfer", ["region", "origin"]
 )

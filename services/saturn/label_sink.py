@@ -16,7 +16,7 @@ import time
 
 import redis.asyncio as aioredis
 
-from services import runtime
+from services import metrics, runtime
 from services.proto import saturn_pb2
 from services.region import gears
 from services.saturn.links import OutgoingLink
@@ -65,6 +65,9 @@ class LabelSink:
         if labels:
             self.link.send(labels)
             self.last_sent = time.monotonic()
+            for label in labels:
+                kind = "update" if label.type == saturn_pb2.TREE_UPDATE else "migration"
+                metrics.LABELS_SENT.labels(self.region, kind).inc()
 
     def send_heartbeat(self, ts: int) -> None:
         self.link.send(

@@ -14,6 +14,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
+from services import metrics
 from services.proto import saturn_pb2
 from services.region.store import RegionStore, RemoteUpdate
 
@@ -49,6 +50,9 @@ class RemoteProxy:
     # -- inputs ------------------------------------------------------------------------------
     def on_labels(self, sender: str, batch: saturn_pb2.LabelBatch) -> None:
         self.labels.extend(batch.labels)
+        for label in batch.labels:
+            kind = saturn_pb2.TreeLabelType.Name(label.type).removeprefix("TREE_").lower()
+            metrics.LABELS_RECEIVED.labels(self.region, label.src.split("/", 1)[0], kind).inc()
         self.wakeup.set()
 
     def on_payloads(self, updates: list[RemoteUpdate]) -> None:
