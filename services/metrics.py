@@ -10,7 +10,7 @@ from __future__ import annotations
 import glob
 import os
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
 
 # Fine buckets: the benchmark estimates percentiles of visibility latency from them.
 VISIBILITY_BUCKETS = tuple(
@@ -43,6 +43,12 @@ LABELS_RECEIVED = Counter(
 )
 LABELS_SENT = Counter(
     "causal_labels_sent_total", "Labels this region's sink sent up the tree, by type", ["region", "type"]
+)
+PROXY_MODE = Gauge(
+    "causal_proxy_tree_mode",
+    "Saturn remote proxy: 1 while applying in the tree's order, 0 in timestamp order (tree down)",
+    ["region"],
+    multiprocess_mode="liveall",
 )
 BULK_RECEIVED = Counter(
     "causal_bulk_payloads_received_total", "Payloads received by bulk transfer", ["region", "origin"]

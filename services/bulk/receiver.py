@@ -12,6 +12,7 @@ import logging
 import time
 
 import grpc
+from grpc_health.v1 import health_pb2
 
 from causal_client.wan import DelayLine, Link
 from services import metrics, runtime
@@ -23,6 +24,7 @@ from services.saturn.links import TreeNodeServicer
 from services.topology import Topology
 
 log = logging.getLogger("bulk-receiver")
+PROXY_HEALTH = "proxy"
 
 
 class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
@@ -99,7 +101,18 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
     tasks = []
     if isinstance(protocol, Saturn):
         # The remote proxy lives here: payloads reach it in memory, labels on the same server.
-        proxy = protocol.start_proxy(servicer.on_applied)
+        # Health service "proxy": SERVING while the proxy applies in the tree's order.
+        health.set(PROXY_HEALTH, health_pb2.HealthCheckResponse.NOT_SERVING)
+
+        def on_mode(mode: str) -> None:
+            status = (
+                health_pb2.HealthCheckResponse.SERVING
+                if mode == "tree"
+                else health_pb2.HealthCheckResponse.NOT_SERVING
+            )
+            health.set(PROXY_HEALTH, status)
+
+        proxy = protocol.start_proxy(servicer.on_applied, on_mode)
         await proxy.load()
         (parent,) = topology.tree_neighbours[region]
         saturn_pb2_grpc.add_TreeNodeServicer_to_server(

@@ -25,6 +25,7 @@ log = logging.getLogger("bulk-sender")
 
 READ_COUNT = 512  # stream entries per batch at most
 WINDOW = 64  # batches in flight per destination
+HEARTBEAT_S = 0.010  # idle time after which an empty batch tells the receiver how far time got
 RETRY_S = (0.1, 0.2, 0.5, 1.0, 2.0)
 
 
@@ -38,6 +39,7 @@ class GearShipper:
         self.destination = destination
         self.groups = {g.encode() for g in topology.groups_at(region) & topology.groups_at(destination)}
         self.redis = aioredis.Redis.from_url(topology.redis_url(region, shard), socket_timeout=30)
+        self._heartbeat = self.redis.register_script(gears.script_source("heartbeat"))
         self.trimmer = trimmer
         self.sent = metrics.BULK_SENT.labels(region, destination)
         self.link = Link(topology.region_latency_ms(region, destination), topology.jitter_ms)
@@ -89,20 +91,29 @@ class GearShipper:
     async def _read_stream(
         self, after_ts: int, outbox: DelayLine, in_flight: asyncio.Semaphore, stop: asyncio.Event
     ) -> None:
-        cursor = f"{after_ts}-0"
+        """Ships the stream as it grows; when idle, a heartbeat: an empty batch whose through_ts
+        promises that this gear will write nothing at or below it (the receiver's stable time
+        in timestamp order needs it, paper §6.1)."""
+        cursor = after_ts
         while not stop.is_set():
             await in_flight.acquire()
-            reply = await self.redis.xread({gears.BULK_STREAM: cursor}, count=READ_COUNT, block=500)
-            if not reply:
-                in_flight.release()
-                continue
-            entries = reply[0][1]
+            reply = await self.redis.xread(
+                {gears.BULK_STREAM: f"{cursor}-0"}, count=READ_COUNT, block=int(HEARTBEAT_S * 1000)
+            )
+            if reply:
+                entries, through = reply[0][1], None
+            else:
+                through = await self._heartbeat(keys=[gears.GEAR_KEY])
+                # Entries written between the read and the heartbeat are at or below it.
+                entries = await self.redis.xrange(gears.BULK_STREAM, f"({cursor}-0", f"{through}-0")
             batch = bulk_pb2.PayloadBatch(sent_at=time.time())
             for entry_id, fields in entries:
                 if fields[b"g"] in self.groups:
                     batch.payloads.add(ts=int(entry_id.split(b"-", 1)[0]), body=fields[b"p"])
-            cursor = entries[-1][0].decode()
-            batch.through_ts = int(cursor.split("-", 1)[0])
+            if entries:
+                cursor = int(entries[-1][0].split(b"-", 1)[0])
+            batch.through_ts = max(cursor, through or 0)
+            cursor = batch.through_ts
             outbox.put(bulk_pb2.ShipMessage(batch=batch))
             self.sent.inc(len(batch.payloads))
         outbox.put(None)

@@ -138,6 +138,8 @@ class Cluster:
                     self._wait_healthy(spec, timeout)
             for spec in self.specs.values():
                 self._wait_healthy(spec, timeout)
+            if self.topology.protocol == "saturn":
+                self._wait_proxies_in_tree_order(timeout)
         except BaseException:
             self.stop()
             raise
@@ -174,6 +176,17 @@ class Cluster:
             time.sleep(0.05)
         raise LaunchError(f"{spec.name} not healthy after {timeout:.0f}s; log {running.log_path}")
 
+    def _wait_proxies_in_tree_order(self, timeout: float) -> None:
+        """Saturn's proxies start in timestamp order (§6.1) and switch to the tree's order once
+        it has caught up; a topology is ready when every region's proxy has."""
+        deadline = time.monotonic() + timeout
+        for region in self.topology.region_names:
+            endpoint = self.topology.bulk_endpoint(region)
+            while not _grpc_serving(endpoint, service="proxy"):
+                if time.monotonic() > deadline:
+                    raise LaunchError(f"{region}'s remote proxy did not reach tree order in {timeout:.0f}s")
+                time.sleep(0.05)
+
     def is_healthy(self, spec: ProcessSpec) -> bool:
         if spec.kind == "redis":
             return _redis_ping(self.topology.host, spec.port)
@@ -182,18 +195,23 @@ class Cluster:
         return True
 
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM in reverse start order, then SIGKILL whatever is still there."""
-        for running in reversed(list(self.processes.values())):
-            if running.popen.poll() is None:
-                running.popen.send_signal(signal.SIGTERM)
+        """SIGTERM to the services in reverse start order, then to the stores (so that no service
+        sees its store vanish while it drains); SIGKILL whatever is still there after ``timeout``."""
+        running = list(self.processes.values())
+        services = [r for r in running if r.spec.kind != "redis"]
+        stores = [r for r in running if r.spec.kind == "redis"]
         deadline = time.monotonic() + timeout
-        for running in self.processes.values():
-            try:
-                running.popen.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log.warning("%s ignored SIGTERM; killing it", running.spec.name)
-                running.popen.kill()
-                running.popen.wait()
+        for tier in (services, stores):
+            for proc in reversed(tier):
+                if proc.popen.poll() is None:
+                    proc.popen.send_signal(signal.SIGTERM)
+            for proc in tier:
+                try:
+                    proc.popen.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    log.warning("%s ignored SIGTERM; killing it", proc.spec.name)
+                    proc.popen.kill()
+                    proc.popen.wait()
         self.processes.clear()
         (self.run_dir / STATE_FILE).unlink(missing_ok=True)
 
@@ -265,10 +283,11 @@ def _redis_ping(host: str, port: int | None) -> bool:
         return False
 
 
-def _grpc_serving(endpoint: str) -> bool:
+def _grpc_serving(endpoint: str, service: str = "") -> bool:
     try:
         with grpc.insecure_channel(endpoint) as channel:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
+            request = health_pb2.HealthCheckRequest(service=service)
+            reply = health_pb2_grpc.HealthStub(channel).Check(request, timeout=0.5)
             return reply.status == health_pb2.HealthCheckResponse.SERVING
     except grpc.RpcError:
         return False

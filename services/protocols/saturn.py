@@ -41,8 +41,8 @@ class Saturn(Protocol):
             await asyncio.sleep(ATTACH_POLL_S)
 
     # -- receiving side (remote proxy) -------------------------------------------------------
-    def start_proxy(self, on_applied) -> RemoteProxy:
-        self.proxy = RemoteProxy(self.store, on_applied)
+    def start_proxy(self, on_applied, on_mode=None) -> RemoteProxy:
+        self.proxy = RemoteProxy(self.store, on_applied, on_mode)
         return self.proxy
 
     async def accept_payloads(
@@ -50,4 +50,4 @@ class Saturn(Protocol):
     ) -> None:
         assert self.proxy is not None, "payloads reach only the process that runs the proxy"
         stashed = await self.store.stash_remote(origin_gear, through_ts, updates)
-        self.proxy.on_payloads(stashed)
+        self.proxy.on_payloads(origin_gear, through_ts, stashed)

@@ -1,16 +1,31 @@
-"""The remote proxy (paper §4, §4.4): applies remote updates in the order Saturn delivers their
-labels, each once both its label (from the tree) and its payload (from bulk transfer) are here.
+"""The remote proxy (paper §4, §4.4, §6.1): applies remote updates in the order Saturn delivers
+their labels, each once both its label (from the tree) and its payload (from bulk transfer) are
+here; and in timestamp order while the tree is down.
 
-Runs inside the region's bulk-receiver process, so payloads reach it in memory; both payloads and
+Runs inside the region's bulk-receiver process, so payloads reach it in memory; payloads and
 progress are kept in Redis so that a restart resumes. Runs of ready labels are applied in one
 Redis call per shard. Per origin region it keeps a watermark, the greatest label ts delivered in
 order (heartbeats included): attaches wait on those (Alg. 1).
+
+Two modes:
+- ``tree``: Saturn's order. Labels at or below their origin's watermark are re-sent duplicates.
+- ``timestamp`` (§6.1): when some origin has been silent on the tree for ``TREE_SILENCE_S`` (a
+  serializer, sink or link is down: labels may have been lost), and at start-up (labels in flight
+  before a restart are gone). Updates are applied in (ts, src) order up to the stable time, the
+  least ``through_ts`` that bulk transfer has reported for every gear shipping here (senders send
+  heartbeats when idle). Labels keep arriving and are queued. The proxy returns to ``tree`` once
+  it has heard every origin on the tree since the switch and the stable time has passed the first
+  label each origin sent since then: every update before those was applied in timestamp order,
+  and every later label is on the tree, which delivers it in causal order (as in §6.2's slow
+  reconfiguration).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -21,12 +36,14 @@ from services.region.store import RegionStore, RemoteUpdate
 log = logging.getLogger("remote-proxy")
 
 MAX_RUN = 512  # labels applied per Redis call at most
+TREE_SILENCE_S = 0.3  # an origin silent this long on the tree (heartbeats every 10 ms) = tree down
+CHECK_EVERY_S = 0.05
 
 Applied = Callable[[str, list[RemoteUpdate]], None]
 
 
 class RemoteProxy:
-    def __init__(self, store: RegionStore, on_applied: Applied):
+    def __init__(self, store: RegionStore, on_applied: Applied, on_mode: Callable[[str], None] | None = None):
         self.store = store
         self.region = store.region
         self.local_groups = store.topology.groups_at(store.region)
@@ -36,6 +53,18 @@ class RemoteProxy:
         self.watermarks: dict[str, int] = {}
         self.wakeup = asyncio.Event()
         self.delivered = 0
+        topology = store.topology
+        self.origins = [r for r in topology.region_names if r != self.region]
+        local = topology.groups_at(self.region)
+        # Gears whose payloads come here: timestamp order must hear from all of them.
+        self.shipping_gears = [
+            g for r in self.origins if local & topology.groups_at(r) for g in topology.gear_ids(r)
+        ]
+        self.received: dict[str, int] = {}  # origin gear → bulk through_ts
+        self.last_heard: dict[str, float] = {}  # origin → when the tree last brought anything
+        self.first_since_switch: dict[str, int] = {}  # origin → ts of its first label since then
+        self.mode = "timestamp"  # until the tree has proved it delivers everything (see above)
+        self.on_mode = on_mode
 
     async def load(self) -> None:
         """After a restart: payloads stashed before it, and how far delivery had got."""
@@ -50,23 +79,78 @@ class RemoteProxy:
     # -- inputs ------------------------------------------------------------------------------
     def on_labels(self, sender: str, batch: saturn_pb2.LabelBatch) -> None:
         self.labels.extend(batch.labels)
+        now = time.monotonic()
         for label in batch.labels:
+            origin = label.src.split("/", 1)[0]
             kind = saturn_pb2.TreeLabelType.Name(label.type).removeprefix("TREE_").lower()
-            metrics.LABELS_RECEIVED.labels(self.region, label.src.split("/", 1)[0], kind).inc()
+            metrics.LABELS_RECEIVED.labels(self.region, origin, kind).inc()
+            self.last_heard[origin] = now
+            if self.mode == "timestamp":
+                self.first_since_switch.setdefault(origin, label.ts)
+        self.wakeup.set()
         self.wakeup.set()
 
-    def on_payloads(self, updates: list[RemoteUpdate]) -> None:
+    def on_payloads(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> None:
         for update in updates:
             self.ready[update.pending_field] = update
+        self.received[origin_gear] = max(through_ts, self.received.get(origin_gear, 0))
         self.wakeup.set()
 
     # -- delivery ----------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
+        log.info("proxy %s starts in timestamp order until the tree has caught up", self.region)
         while not stop.is_set():
-            await self.wakeup.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wakeup.wait(), CHECK_EVERY_S)
             self.wakeup.clear()
-            while await self.deliver_run():
-                pass
+            if self.mode == "tree":
+                if self.tree_silent():
+                    self.switch("timestamp")
+                else:
+                    while await self.deliver_run():
+                        pass
+            if self.mode == "timestamp":
+                await self.deliver_in_timestamp_order()
+                if self.tree_caught_up():
+                    self.switch("tree")
+                    self.wakeup.set()
+
+    # -- modes -------------------------------------------------------------------------------
+    def tree_silent(self) -> bool:
+        now = time.monotonic()
+        return any(now - self.last_heard.get(o, 0.0) > TREE_SILENCE_S for o in self.origins)
+
+    def stable_time(self) -> int:
+        """Every update shipped here with a ts at or below this has been received."""
+        return min((self.received.get(g, 0) for g in self.shipping_gears), default=2**62)
+
+    def tree_caught_up(self) -> bool:
+        if self.tree_silent() or set(self.first_since_switch) != set(self.origins):
+            return False
+        return self.stable_time() >= max(self.first_since_switch.values(), default=0)
+
+    def switch(self, mode: str) -> None:
+        log.warning("proxy %s: %s → %s order", self.region, self.mode, mode)
+        self.mode = mode
+        self.first_since_switch = {}
+        metrics.PROXY_MODE.labels(self.region).set(1 if mode == "tree" else 0)
+        if self.on_mode:
+            self.on_mode(mode)
+
+    async def deliver_in_timestamp_order(self) -> None:
+        """§6.1: everything stable, in (ts, src) order; the watermarks follow the stable time."""
+        stable = self.stable_time()
+        due = sorted((u for u in self.ready.values() if u.ts <= stable), key=lambda u: (u.ts, u.src))
+        marks = {o: stable for o in self.origins if stable > self.watermarks.get(o, 0)}
+        if stable >= 2**62:
+            marks = {}
+        for start in range(0, max(len(due), 1), MAX_RUN):
+            part = due[start : start + MAX_RUN]
+            last = start + MAX_RUN >= len(due)
+            if not part and not (last and marks):
+                continue
+            applied = await self.apply_in_order(part, marks if last else {})
+            self.finish(part, applied, marks if last else {})
 
     def next_run(self) -> tuple[list[RemoteUpdate], dict[str, int], int]:
         """The longest prefix of the label queue that can be delivered now (at most MAX_RUN)."""
@@ -98,16 +182,20 @@ class RemoteProxy:
         applied = await self.apply_in_order(updates, marks)
         for _ in range(taken):
             self.labels.popleft()
+        self.finish(updates, applied, marks)
+        return True
+
+    def finish(self, updates: list[RemoteUpdate], applied: list[RemoteUpdate], marks: dict[str, int]) -> None:
         for update in updates:
             self.ready.pop(update.pending_field, None)
-        self.watermarks.update(marks)
+        for origin, ts in marks.items():
+            self.watermarks[origin] = max(ts, self.watermarks.get(origin, 0))
         self.delivered += len(applied)
         by_origin: dict[str, list[RemoteUpdate]] = {}
         for update in applied:
             by_origin.setdefault(update.origin_region, []).append(update)
         for origin, group in by_origin.items():
             self.on_applied(origin, group)
-        return True
 
     async def apply_in_order(self, updates: list[RemoteUpdate], marks: dict[str, int]) -> list[RemoteUpdate]:
         """Consecutive updates of the same shard go in one call; shards one after the other, so
