@@ -4,7 +4,8 @@ Gears append every label to their shard's ``labels`` stream inside the write scr
 shard the stream is already in timestamp order and the sink forwards it as it grows. With several
 shards it merges them: every tick it asks each gear for a heartbeat (a time below which that gear
 will make no new label), and forwards, in (ts, src) order, the labels at or below the smallest.
-When idle it sends heartbeat labels, so that attaches elsewhere never wait on a quiet region.
+Every 10 ms it sends a heartbeat label (to every region), so that attaches elsewhere never wait
+on a region that sends them nothing, and proxies can tell a live tree from a broken one.
 Only labels some other region cares about leave the region (genuine partial replication).
 """
 
@@ -24,7 +25,7 @@ from services.topology import Topology
 
 log = logging.getLogger("label-sink")
 
-HEARTBEAT_S = 0.010  # idle time after which a heartbeat label goes up the tree
+HEARTBEAT_S = 0.010  # a heartbeat label goes up the tree this often
 MERGE_TICK_S = 0.001  # several shards: how often stable time is recomputed (Saturn: 1 ms)
 READ_COUNT = 1000
 TRIM_EVERY_S = 1.0
@@ -53,7 +54,7 @@ class LabelSink:
         self.heartbeat_scripts = [r.register_script(gears.script_source("heartbeat")) for r in self.shards]
         others = set(topology.region_names) - {region}
         self.shipped_groups = {g for g, members in topology.group_members.items() if others & set(members)}
-        self.last_sent = 0.0
+        self.last_heartbeat = 0.0
 
     def wanted(self, label: saturn_pb2.TreeLabel) -> bool:
         if label.type == saturn_pb2.TREE_UPDATE:
@@ -64,7 +65,6 @@ class LabelSink:
         labels = [label for label in labels if self.wanted(label)]
         if labels:
             self.link.send(labels)
-            self.last_sent = time.monotonic()
             for label in labels:
                 kind = "update" if label.type == saturn_pb2.TREE_UPDATE else "migration"
                 metrics.LABELS_SENT.labels(self.region, kind).inc()
@@ -73,7 +73,7 @@ class LabelSink:
         self.link.send(
             [saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src=f"{self.region}/sink", ts=ts)]
         )
-        self.last_sent = time.monotonic()
+        self.last_heartbeat = time.monotonic()
 
     async def cursors(self) -> list[int]:
         """Where each shard's stream was forwarded up to before a restart (0 = never)."""
@@ -95,19 +95,21 @@ class LabelSink:
         await asyncio.gather(self.link.run(stop), pump(cursors, stop), self.trim(cursors, stop))
 
     async def pump_one(self, cursors: list[int], stop: asyncio.Event) -> None:
-        """One shard: the stream is in ts order; forward it as it grows (blocking read)."""
+        """One shard: the stream is in ts order; forward it as it grows (blocking read), with a
+        heartbeat every HEARTBEAT_S even when busy (regions that get none of these labels still
+        need to hear that time has passed here)."""
         redis = self.shards[0]
         while not stop.is_set():
-            timeout_ms = max(1, int((HEARTBEAT_S - (time.monotonic() - self.last_sent)) * 1000))
+            wait_ms = max(1, int((HEARTBEAT_S - (time.monotonic() - self.last_heartbeat)) * 1000))
             reply = await redis.xread(
-                {gears.LABEL_STREAM: f"{cursors[0]}-0"}, count=READ_COUNT, block=timeout_ms
+                {gears.LABEL_STREAM: f"{cursors[0]}-0"}, count=READ_COUNT, block=wait_ms
             )
             if reply:
                 entries = reply[0][1]
                 self.send([parse_entry(fields[b"l"]) for _, fields in entries])
                 cursors[0] = int(entries[-1][0].split(b"-", 1)[0])
                 await redis.set(gears.SINK_POSITION_KEY, cursors[0])
-            elif time.monotonic() - self.last_sent >= HEARTBEAT_S:
+            if time.monotonic() - self.last_heartbeat >= HEARTBEAT_S:
                 stable = await self.heartbeat(0)
                 late = await self.read_until(0, cursors[0], stable)  # written just before the heartbeat
                 if late:
@@ -133,7 +135,7 @@ class LabelSink:
                     await self.shards[k].set(gears.SINK_POSITION_KEY, cursors[k])
             labels.sort(key=lambda label: (label.ts, label.src))
             self.send(labels)
-            if time.monotonic() - self.last_sent >= HEARTBEAT_S:
+            if time.monotonic() - self.last_heartbeat >= HEARTBEAT_S:
                 self.send_heartbeat(stable)
             await runtime.sleep_or_stop(stop, MERGE_TICK_S)
 
