@@ -25,7 +25,12 @@ log = logging.getLogger("bulk-sender")
 
 READ_COUNT = 512  # stream entries per batch at most
 WINDOW = 64  # batches in flight per destination
-HEARTBEAT_S = 0.010  # idle time after which an empty batch tells the receiver how far time got
+# Idle time after which an empty batch tells the receiver how far this gear's time got. Only
+# protocols that order by timestamp need it (Saturn's fallback, §6.1); each costs a Lua call on
+# both sides, so `eventual` sends none.
+HEARTBEAT_S = {"eventual": None}
+DEFAULT_HEARTBEAT_S = 0.1
+IDLE_BLOCK_S = 0.5
 RETRY_S = (0.1, 0.2, 0.5, 1.0, 2.0)
 
 
@@ -43,6 +48,7 @@ class GearShipper:
         self.trimmer = trimmer
         self.sent = metrics.BULK_SENT.labels(region, destination)
         self.link = Link(topology.region_latency_ms(region, destination), topology.jitter_ms)
+        self.heartbeat_s = HEARTBEAT_S.get(topology.protocol, DEFAULT_HEARTBEAT_S)
 
     async def run(self, stop: asyncio.Event) -> None:
         attempt = 0
@@ -97,11 +103,15 @@ class GearShipper:
         cursor = after_ts
         while not stop.is_set():
             await in_flight.acquire()
+            block_s = self.heartbeat_s or IDLE_BLOCK_S
             reply = await self.redis.xread(
-                {gears.BULK_STREAM: f"{cursor}-0"}, count=READ_COUNT, block=int(HEARTBEAT_S * 1000)
+                {gears.BULK_STREAM: f"{cursor}-0"}, count=READ_COUNT, block=int(block_s * 1000)
             )
             if reply:
                 entries, through = reply[0][1], None
+            elif not self.heartbeat_s:
+                in_flight.release()
+                continue
             else:
                 through = await self._heartbeat(keys=[gears.GEAR_KEY])
                 # Entries written between the read and the heartbeat are at or below it.
