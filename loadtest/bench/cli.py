@@ -12,6 +12,7 @@ import redis
 
 from causal_client import CausalError
 from loadtest.bench.cluster import BenchError, find_base_port, running_protocol, started, with_overrides
+from loadtest.bench.compare import comparison, comparison_tables
 from loadtest.bench.measure import bench_protocol
 from loadtest.bench.report import report, results_json, say, write_outputs
 from loadtest.bench.results import ProtocolRun, Settings
@@ -144,7 +145,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for run in runs:
         say("\n" + report(run, settings))
-    for path in write_outputs(Path(args.out), results_json(topology, settings, runs, errors)):
+    results = results_json(topology, settings, runs, errors)
+    compared = comparison(topology, runs)
+    if compared:
+        results["comparison"] = compared
+        say("\n" + comparison_tables(compared))
+    for path in write_outputs(Path(args.out), results):
         say(f"wrote {path}")
     if errors:
         # The last line of a launch failure is the service's own exception: the part worth repeating.
