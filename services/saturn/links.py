@@ -21,6 +21,7 @@ from services.topology import Topology
 log = logging.getLogger("tree-link")
 
 RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+KNOWN_TYPES = frozenset(saturn_pb2.TreeLabelType.values())
 OnBatch = Callable[[str, saturn_pb2.LabelBatch], Awaitable[None] | None]
 
 
@@ -48,6 +49,8 @@ class OutgoingLink:
                 await self._stream(stop)
                 attempt = 0
             except grpc.aio.AioRpcError as exc:
+                if self.connected.is_set():
+                    attempt = 0  # it had worked: retry fast (proxies fall back after 0.3 s)
                 delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
                 attempt += 1
                 if not stop.is_set():
@@ -107,6 +110,11 @@ class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
         async for message in request_iterator:
             if message.WhichOneof("kind") != "batch":
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected label batches after hello")
+            for label in message.batch.labels:
+                if label.type not in KNOWN_TYPES:
+                    await context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT, f"label of unknown type {label.type} from {sender}"
+                    )
             result = self.on_batch(sender, message.batch)
             if asyncio.iscoroutine(result):
                 await result

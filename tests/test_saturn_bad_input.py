@@ -1,0 +1,230 @@
+"""Bad input to Saturn's own surfaces on causality-3region: the tree's Deliver stream (on the
+serializer and on a region's remote proxy, hosted by its bulk receiver) and Attach at a saturn
+region. Each is refused with a clear status, and afterwards the system still delivers in causal
+order: the refused batches carry labels that would have wedged a proxy had they been accepted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from conftest import eventually, load_topology, unique
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from causal_client import CausalClient, InvalidLabel, Label, LabelType, StoreTimeout
+from causal_client.proto import store_pb2, store_pb2_grpc
+from services.launcher.cluster import Cluster
+from services.proto import saturn_pb2, saturn_pb2_grpc
+
+POLL_S = 0.001
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[Cluster]:
+    topology = load_topology("causality-3region.toml", protocol="saturn")
+    with Cluster(topology, tmp_path_factory.mktemp("saturn-bad-input")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def client(cluster) -> Iterator[CausalClient]:
+    with CausalClient.connect(cluster.topology.frontend_endpoint("a")) as client:
+        yield client
+
+
+def now_us(ahead_s: float = 0.0) -> int:
+    return int((time.time() + ahead_s) * 1e6)
+
+
+def poison() -> saturn_pb2.LabelBatch:
+    """An update label whose payload will never come: delivered, it would block its receiver's
+    queue (everything behind it waits for that payload), so nothing from b would show up again."""
+    return saturn_pb2.LabelBatch(
+        labels=[
+            saturn_pb2.TreeLabel(
+                type=saturn_pb2.TREE_UPDATE, src="b/0", ts=now_us(), target="all/poison", group="all"
+            )
+        ]
+    )
+
+
+def hello(node: str) -> saturn_pb2.TreeMessage:
+    return saturn_pb2.TreeMessage(hello=saturn_pb2.Hello(node=node))
+
+
+def batch() -> saturn_pb2.TreeMessage:
+    return saturn_pb2.TreeMessage(batch=poison())
+
+
+def deliver(endpoint: str, messages: list[saturn_pb2.TreeMessage]) -> grpc.RpcError | None:
+    """Opens one Deliver stream, sends ``messages``, closes it; the error, or None if accepted."""
+    with grpc.insecure_channel(endpoint) as channel:
+        try:
+            saturn_pb2_grpc.TreeNodeStub(channel).Deliver(iter(messages), timeout=5)
+        except grpc.RpcError as exc:
+            return exc
+    return None
+
+
+def tree_endpoints(cluster: Cluster) -> dict[str, str]:
+    """Where each kind of tree node listens: the serializer, and region a's remote proxy."""
+    t = cluster.topology
+    return {"serializer": f"{t.host}:{t.serializer_port('s-b')}", "proxy": t.bulk_endpoint("a")}
+
+
+NODES = ["serializer", "proxy"]
+
+
+# -- Deliver -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("node", NODES)
+@pytest.mark.parametrize(
+    "first", [batch(), saturn_pb2.TreeMessage()], ids=["batch-before-hello", "empty-message"]
+)
+def test_first_message_must_be_a_hello(cluster, node, first):
+    error = deliver(tree_endpoints(cluster)[node], [first, batch()])
+    assert error is not None and error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+    assert error.details() == "the first message must be a hello"
+
+
+@pytest.mark.parametrize(
+    ("node", "stranger", "own", "neighbours"),
+    [
+        ("serializer", "intruder", "s-b", ["a", "b", "c"]),
+        ("serializer", "s-b", "s-b", ["a", "b", "c"]),  # itself
+        ("serializer", "", "s-b", ["a", "b", "c"]),
+        ("proxy", "c", "a", ["s-b"]),  # a region, but not next to a in the tree
+        ("proxy", "b", "a", ["s-b"]),
+        ("proxy", "a", "a", ["s-b"]),
+    ],
+)
+def test_hello_from_a_node_that_is_not_a_neighbour(cluster, node, stranger, own, neighbours):
+    error = deliver(tree_endpoints(cluster)[node], [hello(stranger), batch()])
+    assert error is not None and error.code() == grpc.StatusCode.FAILED_PRECONDITION, error
+    assert error.details() == (f"{stranger!r} is not a tree neighbour of {own!r} (neighbours: {neighbours})")
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_a_second_hello_instead_of_a_batch(cluster, node):
+    neighbour = {"serializer": "c", "proxy": "s-b"}[node]
+    error = deliver(tree_endpoints(cluster)[node], [hello(neighbour), hello(neighbour)])
+    assert error is not None and error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+    assert error.details() == "expected label batches after hello"
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_an_empty_stream_is_accepted_and_does_nothing(cluster, node):
+    assert deliver(tree_endpoints(cluster)[node], []) is None
+
+
+def test_a_label_of_unknown_type_from_a_neighbour_is_refused_cleanly(cluster):
+    """A neighbour (here: someone saying hello as s-b) sends a label type the proto does not
+    define. Refusing it (INVALID_ARGUMENT) or ignoring it (OK) are both fine; crashing the
+    handler is not."""
+    strange = saturn_pb2.TreeMessage(
+        batch=saturn_pb2.LabelBatch(labels=[saturn_pb2.TreeLabel(type=7, src="b/0", ts=1)])
+    )
+    error = deliver(cluster.topology.bulk_endpoint("a"), [hello("s-b"), strange])
+    assert error is None or error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+
+
+def proxies_in_tree_order(cluster: Cluster) -> bool:
+    """Every region's proxy reports (health service "proxy") that it applies in the tree's order."""
+    for region in cluster.topology.region_names:
+        with grpc.insecure_channel(cluster.topology.bulk_endpoint(region)) as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service="proxy"), timeout=5
+            )
+            if reply.status != health_pb2.HealthCheckResponse.SERVING:
+                return False
+    return True
+
+
+def test_the_tree_still_delivers_in_causal_order_after_bad_input(cluster, client):
+    """Runs after the tests above (same module cluster), and sends the whole lot once more."""
+    endpoints = tree_endpoints(cluster)
+    for endpoint in endpoints.values():
+        assert deliver(endpoint, [batch()]) is not None
+        assert deliver(endpoint, [hello("intruder"), batch()]) is not None
+    assert proxies_in_tree_order(cluster)
+    writer, relay, observer = client.session("a"), client.session("b"), client.session("c")
+    for _ in range(8):
+        x, y = unique("x"), unique("y")
+        started = time.monotonic()
+        writer.write("all", x, {"v": "question"})
+        eventually(lambda x=x: relay.read("all", x), interval=POLL_S)
+        relay.write("all", y, {"v": "answer"})
+        eventually(lambda y=y: observer.read("all", y), interval=POLL_S)
+        assert len(observer.read("all", x)) == 1, "y visible at c without x"
+        assert time.monotonic() - started < 2.0
+    # b's updates still reach a: no poison label is stuck at the head of a's queue
+    row = unique("from-b")
+    relay.write("all", row, {"v": "hi"})
+    eventually(lambda: writer.read("all", row), timeout=2, interval=POLL_S)
+    assert proxies_in_tree_order(cluster)
+
+
+# -- Attach --------------------------------------------------------------------------------------
+@pytest.fixture
+def stub(cluster) -> Iterator[store_pb2_grpc.StoreStub]:
+    with grpc.insecure_channel(cluster.topology.frontend_endpoint("a")) as channel:
+        yield store_pb2_grpc.StoreStub(channel)
+
+
+MIGRATION_TO_A = {"type": store_pb2.LABEL_MIGRATION, "target": "a"}
+IMPOSSIBLE = [
+    pytest.param("b/0", 3600, {}, "s in the future", id="update-hour-ahead"),
+    pytest.param("b/0", 3600, MIGRATION_TO_A, "s in the future", id="migration-hour-ahead"),
+    pytest.param("zz/0", 0, {}, "unknown source gear 'zz/0'", id="unknown-region"),
+    pytest.param("zz/0", 0, MIGRATION_TO_A, "unknown source gear 'zz/0'", id="migration-unknown-region"),
+    pytest.param("b/1", 0, {}, "unknown source gear 'b/1'", id="unknown-shard"),
+    pytest.param("s-b/0", 0, {}, "unknown source gear 's-b/0'", id="serializer-as-gear"),
+    pytest.param("b/sink", 0, {}, "unknown source gear 'b/sink'", id="heartbeat-source"),
+]
+
+
+@pytest.mark.parametrize(("src", "ahead_s", "extra", "reason"), IMPOSSIBLE)
+def test_attach_refuses_impossible_labels(stub, src, ahead_s, extra, reason):
+    label = store_pb2.Label(ts=now_us(ahead_s), src=src, **extra)
+    started = time.monotonic()
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Attach(store_pb2.AttachRequest(label=label), timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value
+    assert info.value.details().startswith("label: ") and reason in info.value.details()
+    assert time.monotonic() - started < 1.0  # refused at once, not after waiting
+
+
+def test_attach_refuses_impossible_labels_through_the_client(client):
+    with pytest.raises(InvalidLabel, match="in the future"):
+        client.session("c", label=Label(ts=now_us(3600), src="a/0"))
+    with pytest.raises(InvalidLabel, match="unknown source gear 'zz/0'"):
+        client.session("c", label=Label(ts=now_us(), src="zz/0", type=LabelType.MIGRATION, target="c"))
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        pytest.param(lambda: Label(ts=now_us(30), src="b/0"), id="update"),
+        pytest.param(
+            lambda: Label(ts=now_us(30), src="b/0", type=LabelType.MIGRATION, target="a"), id="migration"
+        ),
+    ],
+)
+def test_attach_that_cannot_become_stable_times_out(client, label):
+    """A valid label from b, 30 s ahead: nothing from b reaches that time for 30 s, so the attach
+    waits, and the caller's deadline ends it with DEADLINE_EXCEEDED (StoreTimeout)."""
+    session = client.session("a")
+    session.label = label()
+    started = time.monotonic()
+    with pytest.raises(StoreTimeout):
+        session.attach("a", timeout=0.5)
+    assert 0.45 <= time.monotonic() - started < 2.0
+    # the region is not stuck: an attach with a label that is stable returns at once
+    past = client.session("b").write("all", unique("stable"), {"v": "1"})
+    fresh = client.session("a")
+    fresh.label = past
+    started = time.monotonic()
+    fresh.attach("a", timeout=5)
+    assert time.monotonic() - started < 1.0

@@ -1,0 +1,180 @@
+"""Saturn's reason to exist, checked end to end (paper §4-§5): the causality anomaly of the
+causality-3region topology, which `eventual` exhibits and `saturn` must never show.
+
+A→C is slow (100 ms), A→B and B→C are fast (5 ms), the only serializer sits beside B. A client in
+A writes x; a client in B reads x and answers with y. Under `eventual`, y reaches C over the fast
+path long before x: a reader in C sees the answer without the question. Under `saturn`, x's label
+reaches C first (through the serializer), so y waits for x's payload: never a violation, and y is
+still visible about when x's payload lands (~100 ms), not much later.
+
+Every check is run under both protocols: the same test that passes under `saturn` must catch the
+anomaly under `eventual`, otherwise it proves nothing.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from conftest import TOPOLOGIES, eventually, load_topology, unique
+
+from causal_client import CausalClient, Session
+from services.launcher.cluster import Cluster
+from services.topology import Topology
+
+TOPOLOGY = "causality-3region.toml"
+ROUNDS = 30
+CHAIN_ROUNDS = 12
+POLL_S = 0.001
+A_TO_C_S = 0.100  # the bulk latency of x from A to C in the topology file
+
+
+@pytest.fixture(scope="module", params=["eventual", "saturn"])
+def cluster(request, tmp_path_factory) -> Iterator[Cluster]:
+    """causality-3region under one protocol; tests are grouped per protocol (one cluster each)."""
+    topology = load_topology(TOPOLOGY, protocol=request.param)
+    with Cluster(topology, tmp_path_factory.mktemp(f"causality-{request.param}")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def client(cluster) -> Iterator[CausalClient]:
+    with CausalClient.connect(cluster.topology.frontend_endpoint("a")) as client:
+        yield client
+
+
+def test_topology_has_the_anomaly_built_in():
+    """The premise of every test below: the direct path A→C is much slower than A→B→C, both for
+    the payloads and, under saturn, far slower than the labels' path through the serializer."""
+    t = load_topology(TOPOLOGY)
+    fast_path_ms = t.region_latency_ms("a", "b") + t.region_latency_ms("b", "c")
+    assert t.region_latency_ms("a", "c") >= 10 * fast_path_ms
+    assert t.tree_neighbours["s-b"] == ("a", "b", "c")
+    assert t.tree_path_ms("a", "c") < t.region_latency_ms("a", "c") / 5
+
+
+def visible(session: Session, row: str) -> bool:
+    return len(session.read("all", row)) > 0
+
+
+def wait_visible(session: Session, row: str, timeout: float = 10.0) -> float:
+    """Polls until ``row`` is visible to ``session``; returns the monotonic time it was seen."""
+    eventually(lambda: visible(session, row), timeout=timeout, interval=POLL_S)
+    return time.monotonic()
+
+
+def question_and_answer(writer: Session, relay: Session, observer: Session) -> tuple[bool, float]:
+    """One round: x written in A, read in B, answered there with y; C waits for y and then looks
+    for x. Returns (violation: y seen without x, seconds from x's write to y visible at C)."""
+    x, y = unique("question"), unique("answer")
+    started = time.monotonic()
+    writer.write("all", x, {"text": "anyone?"})
+    wait_visible(relay, x)
+    relay.write("all", y, {"text": "yes!", "in-reply-to": x})
+    seen_y = wait_visible(observer, y)
+    violation = not visible(observer, x)
+    return violation, seen_y - started
+
+
+def test_answer_is_never_seen_before_the_question(cluster, client):
+    protocol = cluster.topology.protocol
+    writer, relay, observer = client.session("a"), client.session("b"), client.session("c")
+    outcomes = [question_and_answer(writer, relay, observer) for _ in range(ROUNDS)]
+    violations = sum(violation for violation, _ in outcomes)
+    if protocol == "eventual":
+        # The test can fail: it detects the anomaly when the protocol allows it.
+        assert violations >= 1, f"eventual: no violation in {ROUNDS} rounds; the test cannot see one"
+    else:
+        assert violations == 0, f"saturn: {violations} of {ROUNDS} rounds saw y in C without x"
+
+
+def test_answer_waits_for_the_question_but_not_much_longer(cluster, client):
+    """Liveness and ordering in time under saturn: y becomes visible at C only once x's payload
+    can have arrived (>= 100 ms after x, the A→C bulk latency) yet soon after (< 1 s, one
+    outlier allowed on a loaded machine), not blocked behind anything else. Under eventual y
+    shows up before x's payload could (the fast path): the lower bound tells them apart."""
+    protocol = cluster.topology.protocol
+    writer, relay, observer = client.session("a"), client.session("b"), client.session("c")
+    question_and_answer(writer, relay, observer)  # warm-up: connections, first scripts
+    delays = [question_and_answer(writer, relay, observer)[1] for _ in range(10)]
+    if protocol == "saturn":
+        assert min(delays) >= A_TO_C_S * 0.95, f"y visible at C before x could be: {delays}"
+        late = [d for d in delays if d >= 1.0]
+        assert len(late) <= 1, f"y held back far longer than x's payload needs: {delays}"
+        assert statistics.median(delays) < 0.5, delays
+    else:
+        assert min(delays) < A_TO_C_S, f"eventual never showed y before x's payload: {delays}"
+
+
+# -- a reply chain over several keys and shards -------------------------------------------------
+def row_on_shard(topology: Topology, shard: int, prefix: str) -> str:
+    """A fresh row key of group "all" that lives on ``shard`` (every region has the same shards)."""
+    while True:
+        row = unique(prefix)
+        if topology.shard_of("a", "all", row) == shard:
+            return row
+
+
+def sharded(protocol: str) -> dict:
+    """causality-3region with two shards (two gears) per region: the label sink merges two
+    streams and the remote proxy applies across shards, the paths one shard never takes."""
+    data = Topology.load(TOPOLOGIES / TOPOLOGY).model_dump()
+    data["regions"] = [{**region, "shards": 2} for region in data["regions"]]
+    data["protocol"] = protocol
+    return data
+
+
+def reply_chain(topology: Topology, alice: Session, bob: Session, observer: Session) -> list[list[bool]]:
+    """Alice (A) posts w1; Bob (B) reads it and replies w2; Alice reads the reply and answers w3.
+    Consecutive writes land on different shards. From before w1 until w3 is visible, an observer
+    in C keeps reading w3, w2, w1 in that order (visibility only grows, so a later write seen
+    first must have its past visible on the reads that follow). Returns every observation."""
+    w1, w2, w3 = (row_on_shard(topology, shard, f"chain{i}") for i, shard in ((1, 0), (2, 1), (3, 0)))
+    observations: list[list[bool]] = []
+    done = threading.Event()
+
+    def observe() -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            seen = [visible(observer, row) for row in (w3, w2, w1)][::-1]  # [w1, w2, w3]
+            observations.append(seen)
+            if seen[2]:
+                done.set()
+                return
+            time.sleep(POLL_S)
+
+    watcher = threading.Thread(target=observe, daemon=True)
+    watcher.start()
+    alice.write("all", w1, {"text": "post"})
+    wait_visible(bob, w1)
+    bob.write("all", w2, {"text": "reply", "to": w1})
+    wait_visible(alice, w2)
+    alice.write("all", w3, {"text": "reply to the reply", "to": w2})
+    watcher.join(15)
+    assert done.is_set(), f"w3 not visible at C within 10 s: {observations[-1:]}"
+    return observations
+
+
+def causally_closed(seen: list[bool]) -> bool:
+    """A write visible implies every write before it in the chain visible."""
+    return all(seen[i] for k in range(len(seen)) if seen[k] for i in range(k))
+
+
+@pytest.mark.parametrize("protocol", ["eventual", "saturn"])
+def test_reply_chain_across_regions_and_shards(launch, protocol):
+    cluster = launch(sharded(protocol))
+    topology = cluster.topology
+    assert all(topology.region(r).shards == 2 for r in topology.region_names)
+    with CausalClient.connect(topology.frontend_endpoint("a")) as client:
+        alice, bob, observer = client.session("a"), client.session("b"), client.session("c")
+        broken = 0
+        for _ in range(CHAIN_ROUNDS):
+            observations = reply_chain(topology, alice, bob, observer)
+            broken += any(not causally_closed(seen) for seen in observations)
+    if protocol == "eventual":
+        assert broken >= 1, f"eventual: no broken chain in {CHAIN_ROUNDS} rounds; the test cannot see one"
+    else:
+        assert broken == 0, f"saturn: {broken} of {CHAIN_ROUNDS} chains seen out of causal order at C"
