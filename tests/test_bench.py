@@ -113,12 +113,12 @@ def test_bench_runs_end_to_end_on_two_regions(tmp_path: Path, capsys: pytest.Cap
 def test_unimplemented_protocol_fails_with_the_services_error(tmp_path: Path):
     code = bench.main([
         "--topology", str(TOPOLOGIES / "two-region.toml"), "--base-port", str(free_base_port()),
-        "--protocols", "saturn", "--duration", "1", "--out", str(tmp_path),
+        "--protocols", "gentlerain", "--duration", "1", "--out", str(tmp_path),
     ])  # fmt: skip
 
     assert code == 1
     errors = json.loads((tmp_path / "two-region.json").read_text())["errors"]
-    assert "not implemented" in errors["saturn"]
+    assert "not implemented" in errors["gentlerain"]
 
 
 def test_unknown_protocol_is_refused_before_starting_anything(tmp_path: Path):

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from causal_client import CausalClient
 from services.launcher.cluster import Cluster
+from services.saturn.proxy import MAX_RUN
 
 
 def metric(cluster: Cluster, at: str, name: str, **labels: str) -> float:
@@ -112,7 +113,10 @@ def test_crash_and_restart_loses_and_doubles_nothing(saturn3, victims):
     assert all(c.text == str(int(c.column[1:])) for c in row)
     assert reader.read("all", writer.row + ":n").counter("count") == writer.n
     applied = metric(cluster, "c", "causal_remote_updates_applied_total", region="c", origin="a") - before
-    assert applied == 2 * writer.n, "every update applied exactly once at c"
+    # The count is kept by the proxy after Redis applied a run: a proxy killed in between leaves
+    # that run applied but uncounted. More than 2n would be an update applied twice.
+    slack = MAX_RUN if "c.bulk-receiver" in victims else 0
+    assert 2 * writer.n - slack <= applied <= 2 * writer.n, "every update applied exactly once at c"
     assert causal_rounds(client, 3)[0] == 0
 
 
