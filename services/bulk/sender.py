@@ -29,7 +29,7 @@ WINDOW = 64  # batches in flight per destination
 # protocols that order by timestamp need it (Saturn's fallback, §6.1); each costs a Lua call on
 # both sides, so `eventual` sends none.
 HEARTBEAT_S = {"eventual": None}
-DEFAULT_HEARTBEAT_S = 0.1
+DEFAULT_HEARTBEAT_S = 0.5
 IDLE_BLOCK_S = 0.5
 RETRY_S = (0.1, 0.2, 0.5, 1.0, 2.0)
 

@@ -4,7 +4,7 @@ Gears append every label to their shard's ``labels`` stream inside the write scr
 shard the stream is already in timestamp order and the sink forwards it as it grows. With several
 shards it merges them: every tick it asks each gear for a heartbeat (a time below which that gear
 will make no new label), and forwards, in (ts, src) order, the labels at or below the smallest.
-Every 50 ms it sends a heartbeat label (to every region), so that attaches elsewhere never wait
+Every 200 ms it sends a heartbeat label (to every region), so that attaches elsewhere never wait
 on a region that sends them nothing, and proxies can tell a live tree from a broken one.
 Only labels some other region cares about leave the region (genuine partial replication).
 """
@@ -25,7 +25,7 @@ from services.topology import Topology
 
 log = logging.getLogger("label-sink")
 
-HEARTBEAT_S = 0.05  # a heartbeat label goes up the tree this often
+HEARTBEAT_S = 0.2  # a heartbeat label goes up the tree this often
 MERGE_TICK_S = 0.001  # several shards: how often stable time is recomputed (Saturn: 1 ms)
 READ_COUNT = 1000
 TRIM_EVERY_S = 1.0

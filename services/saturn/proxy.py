@@ -36,7 +36,7 @@ from services.region.store import RegionStore, RemoteUpdate
 log = logging.getLogger("remote-proxy")
 
 MAX_RUN = 512  # labels applied per Redis call at most
-TREE_SILENCE_S = 0.3  # an origin silent this long on the tree (heartbeats every 50 ms) = tree down
+TREE_SILENCE_S = 1.0  # an origin silent this long on the tree (heartbeats every 200 ms) = tree down
 CHECK_EVERY_S = 0.05
 
 Applied = Callable[[str, list[RemoteUpdate]], None]
