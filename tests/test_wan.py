@@ -74,7 +74,10 @@ def test_remote_updates_take_the_configured_latency(two_regions, client_for):
         lambda: (v := _visibility(two_regions, "b", "a"))[1] >= before_count + 20 and v
     )
     mean_ms = (after_sum - before_sum) / (after_count - before_count) * 1000
-    assert 20 <= mean_ms < 20 + 40, f"mean visibility {mean_ms:.1f} ms on a 20 ms link"
+    assert mean_ms >= 20, f"mean visibility {mean_ms:.1f} ms: faster than the 20 ms link"
+    # An upper bound only against gross errors (e.g. latency applied twice per hop, or seconds):
+    # on a loaded 2-core CI machine the processes wait for CPU too.
+    assert mean_ms < 20 + 400, f"mean visibility {mean_ms:.1f} ms on a 20 ms link"
 
 
 def test_client_at_another_site_pays_the_round_trip(two_regions, client_for):
