@@ -6,10 +6,13 @@ import itertools
 import os
 import socket
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from causal_client import CausalClient
 from services.launcher.cluster import Cluster
@@ -107,3 +110,20 @@ def eventually(predicate: Callable[[], object], timeout: float = 10.0, interval:
 def unique(prefix: str) -> str:
     """A key no other test uses (tests share module-scoped clusters)."""
     return f"{prefix}-{time.monotonic_ns()}"
+
+
+def metric_samples(cluster: Cluster, region: str) -> list[Sample]:
+    """Every sample a region's /metrics serves (all its processes summed, dead ones included)."""
+    url = f"http://{cluster.topology.host}:{cluster.topology.metrics_port(region)}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        text = reply.read().decode()
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+
+def metric_sum(cluster: Cluster, at: str, name: str, **labels: str) -> float:
+    """The sum of a metric's samples carrying ``labels``, as region ``at`` serves them."""
+    return sum(
+        s.value
+        for s in metric_samples(cluster, at)
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )

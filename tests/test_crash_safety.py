@@ -11,15 +11,12 @@ must never exceed N.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 import redis
-from conftest import eventually, unique
+from conftest import eventually, metric_sum, unique
 
 from causal_client import CausalClient, Mutation, ReadSpec
 from services.bulk.sender import READ_COUNT
@@ -96,21 +93,7 @@ def stream_length(cluster: Cluster, region: str = "a") -> int:
 
 def applied_metric(cluster: Cluster, region: str = "b", origin: str = "a") -> float:
     """Remote updates that region's receiver applied (summed over its processes, dead ones too)."""
-    url = f"http://{cluster.topology.host}:{cluster.topology.metrics_port(region)}/metrics"
-    for attempt in range(5):  # a scrape can fail while a process is creating its metrics file
-        try:
-            text = urllib.request.urlopen(url, timeout=5).read().decode()
-            break
-        except urllib.error.HTTPError:
-            if attempt == 4:
-                raise
-            time.sleep(0.2)
-    for line in text.splitlines():
-        if line.startswith("causal_remote_updates_applied_total{"):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-            if labels == {"region": region, "origin": origin}:
-                return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no causal_remote_updates_applied_total for {region} from {origin}")
+    return metric_sum(cluster, region, "causal_remote_updates_applied_total", region=region, origin=origin)
 
 
 def check_complete(client: CausalClient, stream: Stream) -> None:

@@ -3,13 +3,11 @@ and sessions migrate transparently to the closest replica of a group not stored 
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 import redis
-from conftest import eventually, load_topology, unique
-from prometheus_client.parser import text_string_to_metric_families
+from conftest import eventually, load_topology, metric_samples, unique
 
 from causal_client import CausalClient, NotReplicatedHere
 from services.launcher.cluster import Cluster
@@ -46,15 +44,11 @@ def bulk_counts(cluster: Cluster, direction: str) -> dict[tuple[str, str], float
     other = "origin" if direction == "received" else "destination"
     counts: dict[tuple[str, str], float] = {}
     for region in REGIONS:
-        url = f"http://{cluster.topology.host}:{cluster.topology.metrics_port(region)}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as reply:
-            text = reply.read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name:
-                    assert sample.labels["region"] == region
-                    key = (region, sample.labels[other])
-                    counts[key] = counts.get(key, 0) + sample.value
+        for sample in metric_samples(cluster, region):
+            if sample.name == name:
+                assert sample.labels["region"] == region
+                key = (region, sample.labels[other])
+                counts[key] = counts.get(key, 0) + sample.value
     return counts
 
 

@@ -5,27 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 
 import pytest
-from conftest import eventually, unique
-from prometheus_client.parser import text_string_to_metric_families
+from conftest import eventually, metric_sum, unique
 
 from causal_client import CausalClient
 from services.launcher.cluster import Cluster
 from services.saturn.proxy import MAX_RUN
-
-
-def metric(cluster: Cluster, at: str, name: str, **labels: str) -> float:
-    """The sum of a metric's samples with the given labels, scraped from region ``at``."""
-    url = f"http://{cluster.topology.host}:{cluster.topology.metrics_port(at)}/metrics"
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
-    total = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += sample.value
-    return total
 
 
 def causal_rounds(client: CausalClient, rounds: int) -> tuple[int, float]:
@@ -50,7 +36,7 @@ def saturn3(launch, client_for):
 
 
 def proxy_mode(cluster: Cluster, region: str) -> float:
-    return metric(cluster, region, "causal_proxy_tree_mode", region=region)
+    return metric_sum(cluster, region, "causal_proxy_tree_mode", region=region)
 
 
 def test_tree_down_updates_still_apply_in_timestamp_order(saturn3):
@@ -91,7 +77,7 @@ class Writer:
 def test_crash_and_restart_loses_and_doubles_nothing(saturn3, victims):
     cluster, client = saturn3
     reader = client.session("c")
-    before = metric(cluster, "c", "causal_remote_updates_applied_total", region="c", origin="a")
+    before = metric_sum(cluster, "c", "causal_remote_updates_applied_total", region="c", origin="a")
     writer = Writer(client, 600).start()
     eventually(lambda: writer.done >= 150, timeout=60)
     for name in victims:
@@ -112,7 +98,7 @@ def test_crash_and_restart_loses_and_doubles_nothing(saturn3, victims):
     assert [c.column for c in row] == [f"u{i:05d}" for i in range(writer.n)]
     assert all(c.text == str(int(c.column[1:])) for c in row)
     assert reader.read("all", writer.row + ":n").counter("count") == writer.n
-    applied = metric(cluster, "c", "causal_remote_updates_applied_total", region="c", origin="a") - before
+    applied = metric_sum(cluster, "c", "causal_remote_updates_applied_total", region="c", origin="a") - before
     # The count is kept by the proxy after Redis applied a run: a proxy killed in between leaves
     # that run applied but uncounted. More than 2n would be an update applied twice.
     slack = MAX_RUN if "c.bulk-receiver" in victims else 0

@@ -10,13 +10,11 @@ everywhere, whatever was going to arrive has, and the counts are final.
 
 from __future__ import annotations
 
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from conftest import eventually, load_topology, unique
-from prometheus_client.parser import text_string_to_metric_families
+from conftest import eventually, load_topology, metric_samples, unique
 
 from causal_client import CausalClient, NotReplicatedHere
 from services.launcher.cluster import Cluster
@@ -57,15 +55,11 @@ def scrape(cluster: Cluster) -> Counter:
     counts: Counter = Counter()
     wanted = {LABELS_RECEIVED, LABELS_SENT, BULK_RECEIVED}
     for region in REGIONS:
-        url = f"http://{cluster.topology.host}:{cluster.topology.metrics_port(region)}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as reply:
-            text = reply.read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name in wanted:
-                    assert sample.labels["region"] == region, sample
-                    origin, kind = sample.labels.get("origin", ""), sample.labels.get("type", "")
-                    counts[(sample.name, region, origin, kind)] += sample.value
+        for sample in metric_samples(cluster, region):
+            if sample.name in wanted:
+                assert sample.labels["region"] == region, sample
+                origin, kind = sample.labels.get("origin", ""), sample.labels.get("type", "")
+                counts[(sample.name, region, origin, kind)] += sample.value
     return counts
 
 

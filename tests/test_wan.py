@@ -2,10 +2,8 @@
 
 import asyncio
 import time
-import urllib.request
 
-from conftest import eventually, unique
-from prometheus_client.parser import text_string_to_metric_families
+from conftest import eventually, metric_sum, unique
 
 from causal_client.wan import DelayLine, Link
 
@@ -47,17 +45,11 @@ def test_synchronous_call_pays_one_latency_per_leg():
 
 
 def _visibility(cluster, region: str, origin: str) -> tuple[float, float]:
-    url = f"http://{cluster.topology.host}:{cluster.topology.metrics_port(region)}/metrics"
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
-    total = count = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.labels.get("region") == region and sample.labels.get("origin") == origin:
-                if sample.name == "causal_visibility_seconds_sum":
-                    total = sample.value
-                elif sample.name == "causal_visibility_seconds_count":
-                    count = sample.value
-    return total, count
+    labels = {"region": region, "origin": origin}
+    return (
+        metric_sum(cluster, region, "causal_visibility_seconds_sum", **labels),
+        metric_sum(cluster, region, "causal_visibility_seconds_count", **labels),
+    )
 
 
 def test_remote_updates_take_the_configured_latency(two_regions, client_for):
