@@ -109,11 +109,11 @@ class Shard:
             args += [update.ts, update.src, len(update.changes), *gears.change_args(update.changes)]
         return [int(ts) for ts in await self._apply(keys=keys, args=args)]
 
-    async def stash(self, origin_gear: str, through_ts: int, payloads: list[tuple[int, bytes]]) -> set[int]:
-        """Keeps payloads (ts, body) until their labels come, exactly once; returns ts stashed."""
-        args: list = [origin_gear, through_ts, len(payloads)]
-        for ts, body in payloads:
-            args += [ts, body]
+    async def stash(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> set[int]:
+        """Keeps payloads until their labels come, exactly once; returns the ts stashed."""
+        args: list = [origin_gear, through_ts, len(updates)]
+        for update in updates:
+            args += [update.ts, update.body]
         keys = [gears.POSITION_KEY, gears.PENDING_KEY]
         return {int(ts) for ts in await self._stash(keys=keys, args=args)}
 
@@ -208,35 +208,28 @@ class RegionStore:
     ) -> list[RemoteUpdate]:
         """Applies one origin gear's updates; each local shard records ``through_ts`` atomically
         with its part, so a re-sent batch is skipped shard by shard. Returns those applied."""
-        parts: list[list[RemoteUpdate]] = [[] for _ in self.shards]
-        for update in updates:
-            parts[self.topology.shard_of(self.region, update.group, update.row)].append(update)
-        applied_ts = await asyncio.gather(
-            *(
-                shard.apply(origin_gear, through_ts, part)
-                for shard, part in zip(self.shards, parts, strict=True)
-            )
-        )
-        done = {ts for shard_ts in applied_ts for ts in shard_ts}
-        return [u for u in updates if u.ts in done]
+        return await self._per_shard(Shard.apply, origin_gear, through_ts, updates)
 
     async def stash_remote(
         self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]
     ) -> list[RemoteUpdate]:
         """Saturn: keeps payloads until their labels arrive; exactly once, shard by shard like
         :meth:`apply_remote`. Returns the updates newly stashed."""
-        parts: list[list[tuple[int, bytes]]] = [[] for _ in self.shards]
+        return await self._per_shard(Shard.stash, origin_gear, through_ts, updates)
+
+    async def _per_shard(self, method, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]):
+        """Runs ``method`` on every shard with its part of ``updates`` (every shard, even with
+        none: each keeps its own position); returns the updates whose ts it reported done."""
+        parts: list[list[RemoteUpdate]] = [[] for _ in self.shards]
         for update in updates:
-            parts[self.topology.shard_of(self.region, update.group, update.row)].append(
-                (update.ts, update.body)
-            )
-        stashed = await asyncio.gather(
+            parts[self.topology.shard_of(self.region, update.group, update.row)].append(update)
+        done_per_shard = await asyncio.gather(
             *(
-                shard.stash(origin_gear, through_ts, part)
+                method(shard, origin_gear, through_ts, part)
                 for shard, part in zip(self.shards, parts, strict=True)
             )
         )
-        done = set().union(*stashed)
+        done = {ts for shard_done in done_per_shard for ts in shard_done}
         return [u for u in updates if u.ts in done]
 
     async def position(self, origin_gear: str) -> int:
