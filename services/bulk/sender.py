@@ -19,6 +19,7 @@ from causal_client.wan import DelayLine, Link
 from services import metrics, runtime
 from services.proto import bulk_pb2, bulk_pb2_grpc
 from services.region import gears
+from services.region.store import Shard
 from services.topology import Topology
 
 log = logging.getLogger("bulk-sender")
@@ -43,8 +44,8 @@ class GearShipper:
         self.gear = topology.gear_ids(region)[shard]
         self.destination = destination
         self.groups = {g.encode() for g in topology.groups_at(region) & topology.groups_at(destination)}
-        self.redis = aioredis.Redis.from_url(topology.redis_url(region, shard), socket_timeout=30)
-        self._heartbeat = self.redis.register_script(gears.script_source("heartbeat"))
+        self.shard = Shard(topology.redis_url(region, shard), self.gear, region)
+        self.redis = self.shard.redis
         self.trimmer = trimmer
         self.sent = metrics.BULK_SENT.labels(region, destination)
         self.link = Link(topology.region_latency_ms(region, destination), topology.jitter_ms)
@@ -113,7 +114,7 @@ class GearShipper:
                 in_flight.release()
                 continue
             else:
-                through = await self._heartbeat(keys=[gears.GEAR_KEY])
+                through = await self.shard.heartbeat()
                 # Entries written between the read and the heartbeat are at or below it.
                 entries = await self.redis.xrange(gears.BULK_STREAM, f"({cursor}-0", f"{through}-0")
             batch = bulk_pb2.PayloadBatch(sent_at=time.time())

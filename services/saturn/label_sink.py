@@ -15,11 +15,10 @@ import asyncio
 import logging
 import time
 
-import redis.asyncio as aioredis
-
 from services import metrics, runtime
 from services.proto import saturn_pb2
 from services.region import gears
+from services.region.store import Shard
 from services.saturn.links import OutgoingLink
 from services.topology import Topology
 
@@ -47,11 +46,11 @@ class LabelSink:
         self.region = region
         (parent,) = topology.tree_neighbours[region]  # a region is a leaf of the tree
         self.link = OutgoingLink(topology, region, parent)
-        self.shards = [
-            aioredis.Redis.from_url(topology.redis_url(region, k), socket_timeout=30)
-            for k in range(topology.region(region).shards)
+        self.gears = [
+            Shard(topology.redis_url(region, k), gear, region)
+            for k, gear in enumerate(topology.gear_ids(region))
         ]
-        self.heartbeat_scripts = [r.register_script(gears.script_source("heartbeat")) for r in self.shards]
+        self.shards = [g.redis for g in self.gears]
         others = set(topology.region_names) - {region}
         self.shipped_groups = {g for g, members in topology.group_members.items() if others & set(members)}
         self.last_heartbeat = 0.0
@@ -81,7 +80,7 @@ class LabelSink:
         return [int(v) if v else 0 for v in values]
 
     async def heartbeat(self, shard: int) -> int:
-        return int(await self.heartbeat_scripts[shard](keys=[gears.GEAR_KEY]))
+        return await self.gears[shard].heartbeat()
 
     async def read_until(self, shard: int, after: int, until: int | None) -> list[tuple[int, bytes]]:
         high = f"{until}-0" if until is not None else "+"
