@@ -74,3 +74,12 @@ class DelayLine(Generic[T]):
             else:
                 self._wakeup.clear()
                 await self._wakeup.wait()
+
+    async def get_due(self) -> list[T]:
+        """The head once it is due, with every item due by then behind it (in order): when the
+        consumer falls behind, what piled up leaves as one message instead of many."""
+        due = [await self.get()]
+        now = time.monotonic()
+        while self._items and self._items[0][0] <= now:
+            due.append(self._items.popleft()[1])
+        return due

@@ -4,6 +4,7 @@ order the tree delivers them; attaches wait for the client's label to be stable 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from causal_client.label import Label, LabelType
@@ -12,6 +13,9 @@ from services.region.store import RegionStore, RemoteUpdate
 from services.saturn.proxy import RemoteProxy
 
 ATTACH_POLL_S = 0.001
+#: "0" turns off §4.4 (delivering concurrent labels past one still waiting for its payload),
+#: to measure what it buys; see loadtest/bench.
+CONCURRENT_APPLY_ENV = "SATURN_CONCURRENT_APPLY"
 
 
 class Saturn(Protocol):
@@ -42,7 +46,8 @@ class Saturn(Protocol):
 
     # -- receiving side (remote proxy) -------------------------------------------------------
     def start_proxy(self, on_applied, on_mode=None) -> RemoteProxy:
-        self.proxy = RemoteProxy(self.store, on_applied, on_mode)
+        concurrent = os.environ.get(CONCURRENT_APPLY_ENV, "1") != "0"
+        self.proxy = RemoteProxy(self.store, on_applied, on_mode, concurrent=concurrent)
         return self.proxy
 
     async def accept_payloads(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter, deque
 
 from services import metrics, runtime
 from services.proto import saturn_pb2
@@ -27,7 +28,9 @@ log = logging.getLogger("label-sink")
 HEARTBEAT_S = 0.2  # a heartbeat label goes up the tree this often
 MERGE_TICK_S = 0.001  # several shards: how often stable time is recomputed (Saturn: 1 ms)
 READ_COUNT = 1000
-TRIM_EVERY_S = 1.0
+BUSY_RATE = 250.0  # labels/s above which the sink batches: one message then carries several
+BUSY_LINGER_S = 0.01  # how long labels gather when busy (below BUSY_RATE: sent as they come)
+TRIM_EVERY_S = 1.0  # forwarded labels leave the stream, and the cursors are saved, this often
 
 
 def parse_entry(raw: bytes) -> saturn_pb2.TreeLabel:
@@ -39,6 +42,24 @@ def parse_entry(raw: bytes) -> saturn_pb2.TreeLabel:
             type=saturn_pb2.TREE_UPDATE, src=src, ts=int(ts), target=target, group=group
         )
     return saturn_pb2.TreeLabel(type=saturn_pb2.TREE_MIGRATION, src=src, ts=int(ts), target=target)
+
+
+class RateMeter:
+    """Labels per second over the last ``window_s`` (short bursts at a low rate do not count)."""
+
+    def __init__(self, window_s: float = 0.1):
+        self.window_s = window_s
+        self.events: deque[tuple[float, int]] = deque()
+        self.total = 0
+
+    def add(self, count: int) -> float:
+        now = time.monotonic()
+        if count:
+            self.events.append((now, count))
+            self.total += count
+        while self.events and self.events[0][0] < now - self.window_s:
+            self.total -= self.events.popleft()[1]
+        return self.total / self.window_s
 
 
 class LabelSink:
@@ -64,9 +85,9 @@ class LabelSink:
         labels = [label for label in labels if self.wanted(label)]
         if labels:
             self.link.send(labels)
-            for label in labels:
-                kind = "update" if label.type == saturn_pb2.TREE_UPDATE else "migration"
-                metrics.LABELS_SENT.labels(self.region, kind).inc()
+            kinds = Counter("update" if x.type == saturn_pb2.TREE_UPDATE else "migration" for x in labels)
+            for kind, count in kinds.items():  # one metric update per kind and batch: they cost
+                metrics.LABELS_SENT.labels(self.region, kind).inc(count)
 
     def send_heartbeat(self, ts: int) -> None:
         self.link.send(
@@ -98,6 +119,7 @@ class LabelSink:
         heartbeat every HEARTBEAT_S even when busy (regions that get none of these labels still
         need to hear that time has passed here)."""
         redis = self.shards[0]
+        rate = RateMeter()
         while not stop.is_set():
             wait_ms = max(1, int((HEARTBEAT_S - (time.monotonic() - self.last_heartbeat)) * 1000))
             reply = await redis.xread(
@@ -107,15 +129,15 @@ class LabelSink:
                 entries = reply[0][1]
                 self.send([parse_entry(fields[b"l"]) for _, fields in entries])
                 cursors[0] = int(entries[-1][0].split(b"-", 1)[0])
-                await redis.set(gears.SINK_POSITION_KEY, cursors[0])
             if time.monotonic() - self.last_heartbeat >= HEARTBEAT_S:
                 stable = await self.heartbeat(0)
                 late = await self.read_until(0, cursors[0], stable)  # written just before the heartbeat
                 if late:
                     self.send([parse_entry(raw) for _, raw in late])
                     cursors[0] = late[-1][0]
-                    await redis.set(gears.SINK_POSITION_KEY, cursors[0])
                 self.send_heartbeat(stable)
+            if rate.add(len(reply[0][1]) if reply else 0) > BUSY_RATE:
+                await asyncio.sleep(BUSY_LINGER_S)
 
     async def pump_merged(self, cursors: list[int], stop: asyncio.Event) -> None:
         """Several shards: forward, in (ts, src) order, what every shard has passed."""
@@ -131,7 +153,6 @@ class LabelSink:
                 if taken:
                     labels += [parse_entry(raw) for _, raw in taken]
                     cursors[k] = taken[-1][0]
-                    await self.shards[k].set(gears.SINK_POSITION_KEY, cursors[k])
             labels.sort(key=lambda label: (label.ts, label.src))
             self.send(labels)
             if time.monotonic() - self.last_heartbeat >= HEARTBEAT_S:
@@ -139,11 +160,14 @@ class LabelSink:
             await runtime.sleep_or_stop(stop, MERGE_TICK_S)
 
     async def trim(self, cursors: list[int], stop: asyncio.Event) -> None:
-        """Forwarded labels leave the stream (every second, not on the hot path)."""
+        """Every second, off the hot path: the cursors are saved, then what they passed leaves the
+        stream. A restart resends what was forwarded after the last save; proxies drop those
+        labels as duplicates (at or below their origin's watermark)."""
         while not stop.is_set():
             await runtime.sleep_or_stop(stop, TRIM_EVERY_S)
-            for shard, cursor in zip(self.shards, cursors, strict=True):
+            for shard, cursor in zip(self.shards, list(cursors), strict=True):
                 if cursor:
+                    await shard.set(gears.SINK_POSITION_KEY, cursor)
                     await shard.xtrim(gears.LABEL_STREAM, minid=f"{cursor + 1}-0")
 
 

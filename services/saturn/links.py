@@ -69,9 +69,13 @@ class OutgoingLink:
                 self.connected.set()
                 log.info("%s → %s: connected", self.node, self.neighbour)
                 while not stop.is_set():
-                    batch = await self.line.get()
+                    due = await self.line.get_due()
                     self.sent_batches += 1
-                    yield saturn_pb2.TreeMessage(batch=batch)
+                    if len(due) == 1:
+                        yield saturn_pb2.TreeMessage(batch=due[0])
+                    else:  # batches that piled up go as one, in order
+                        merged = saturn_pb2.LabelBatch(labels=[x for b in due for x in b.labels])
+                        yield saturn_pb2.TreeMessage(batch=merged)
 
             call = saturn_pb2_grpc.TreeNodeStub(channel).Deliver(messages())
             stopper = asyncio.create_task(stop.wait())

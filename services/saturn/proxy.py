@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 
 from services import metrics
@@ -36,6 +36,9 @@ from services.region.store import RegionStore, RemoteUpdate
 log = logging.getLogger("remote-proxy")
 
 MAX_RUN = 512  # labels applied per Redis call at most
+MAX_SCAN = 1024  # how far behind a waiting label the queue is searched for concurrent ones (§4.4)
+MAX_SKIPPED = 32  # ... stopping after this many labels in a row that must wait (the queue is
+#                   roughly in ts order, so a long run of them means few concurrent ones behind)
 TREE_SILENCE_S = 1.0  # an origin silent this long on the tree (heartbeats every 200 ms) = tree down
 CHECK_EVERY_S = 0.05
 
@@ -43,8 +46,16 @@ Applied = Callable[[str, list[RemoteUpdate]], None]
 
 
 class RemoteProxy:
-    def __init__(self, store: RegionStore, on_applied: Applied, on_mode: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        store: RegionStore,
+        on_applied: Applied,
+        on_mode: Callable[[str], None] | None = None,
+        concurrent: bool = True,
+    ):
         self.store = store
+        self.concurrent = concurrent  # §4.4: deliver concurrent labels past one still waiting
+        self.reordered = 0  # labels delivered ahead of an earlier one that waited for its payload
         self.region = store.region
         self.local_groups = store.topology.groups_at(store.region)
         self.on_applied = on_applied
@@ -80,14 +91,16 @@ class RemoteProxy:
     def on_labels(self, sender: str, batch: saturn_pb2.LabelBatch) -> None:
         self.labels.extend(batch.labels)
         now = time.monotonic()
+        counts: Counter[tuple[str, int]] = Counter()
         for label in batch.labels:
             origin = label.src.split("/", 1)[0]
-            kind = saturn_pb2.TreeLabelType.Name(label.type).removeprefix("TREE_").lower()
-            metrics.LABELS_RECEIVED.labels(self.region, origin, kind).inc()
+            counts[origin, label.type] += 1
             self.last_heard[origin] = now
             if self.mode == "timestamp":
                 self.first_since_switch.setdefault(origin, label.ts)
-        self.wakeup.set()
+        for (origin, kind), count in counts.items():  # one metric update per kind and batch
+            name = saturn_pb2.TreeLabelType.Name(kind).removeprefix("TREE_").lower()
+            metrics.LABELS_RECEIVED.labels(self.region, origin, name).inc(count)
         self.wakeup.set()
 
     def on_payloads(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> None:
@@ -152,14 +165,25 @@ class RemoteProxy:
             applied = await self.apply_in_order(part, marks if last else {})
             self.finish(part, applied, marks if last else {})
 
-    def next_run(self) -> tuple[list[RemoteUpdate], dict[str, int], int]:
-        """The longest prefix of the label queue that can be delivered now (at most MAX_RUN)."""
+    def next_run(self) -> tuple[list[RemoteUpdate], dict[str, int], list[int]]:
+        """What of the label queue can be delivered now (at most MAX_RUN labels): the ready
+        prefix, and with ``concurrent`` set also the labels behind a label still waiting for its
+        payload whose ts is below every waiting label's (§4.4: the tree delivers causal
+        dependencies in order with growing timestamps, so a later label with a smaller ts cannot
+        depend on the waiting ones; and one origin's labels stay in order, so per-origin
+        watermarks keep meaning "all of this origin up to here"). Returns the updates, the new
+        watermarks and the queue positions taken."""
         updates: list[RemoteUpdate] = []
         marks: dict[str, int] = {}
-        taken = 0
-        for label in self.labels:
-            if taken == MAX_RUN:
+        taken: list[int] = []
+        waiting_below = 2**63  # the least ts of the labels left waiting
+        skipped = 0  # labels in a row left waiting
+        for position, label in enumerate(self.labels):
+            if len(taken) == MAX_RUN or position == MAX_SCAN or skipped == MAX_SKIPPED:
                 break
+            if label.ts >= waiting_below:
+                skipped += 1
+                continue  # may depend on a waiting label: it waits too
             origin = label.src.split("/", 1)[0]
             seen = max(self.watermarks.get(origin, 0), marks.get(origin, 0))
             if label.ts > seen and label.type == saturn_pb2.TREE_UPDATE:
@@ -167,12 +191,17 @@ class RemoteProxy:
                     log.error("label of group %s, not replicated here: %s", label.group, label)
                 else:
                     update = self.ready.get(f"{label.src}|{label.ts}")
-                    if update is None:
-                        break  # its payload is still on its way: everything behind it waits
+                    if update is None:  # its payload is still on its way
+                        if not self.concurrent:
+                            break
+                        waiting_below = label.ts
+                        skipped += 1
+                        continue
                     updates.append(update)
             if label.ts > seen:
                 marks[origin] = label.ts
-            taken += 1  # a label at or below the watermark is a re-sent duplicate: dropped
+            skipped = 0
+            taken.append(position)  # a label at or below the watermark is a re-sent duplicate: dropped
         return updates, marks, taken
 
     async def deliver_run(self) -> bool:
@@ -180,8 +209,14 @@ class RemoteProxy:
         if not taken:
             return False
         applied = await self.apply_in_order(updates, marks)
-        for _ in range(taken):
-            self.labels.popleft()
+        if taken[-1] == len(taken) - 1:  # a prefix (the usual case)
+            for _ in taken:
+                self.labels.popleft()
+        else:  # some from behind a waiting label: the rest of the scanned part stays, in order
+            gone = set(taken)
+            kept = [self.labels.popleft() for _ in range(taken[-1] + 1)]
+            self.labels.extendleft(reversed([x for i, x in enumerate(kept) if i not in gone]))
+            self.reordered += len(taken)
         self.finish(updates, applied, marks)
         return True
 
