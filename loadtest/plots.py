@@ -70,8 +70,9 @@ def _visibility(ax: Axes, run: dict) -> None:
 
 
 def plot_results(results: dict, path: Path) -> Path:
-    """Writes the PNG and returns its path."""
-    runs = results["runs"]
+    """Writes the PNG and returns its path (with --repeat, the first round of each protocol; the
+    printed comparison has the medians)."""
+    runs = [run for run in results["runs"] if run.get("round", 0) == 0]
     fig, axes = plt.subplots(len(runs), 2, figsize=(13, 5.2 * len(runs)), squeeze=False)
     for (left, right), run in zip(axes, runs, strict=True):
         _throughput(left, run)

@@ -12,7 +12,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import Histogram as PromHistogram
 
 from loadtest import bench
+from loadtest.bench.compare import comparison
+from loadtest.bench.results import PhaseResult, ProtocolRun, VisibilityRow
 from services import metrics
+from services.topology import Topology
 
 INF = math.inf
 
@@ -124,3 +127,31 @@ def test_unimplemented_protocol_fails_with_the_services_error(tmp_path: Path):
 def test_unknown_protocol_is_refused_before_starting_anything(tmp_path: Path):
     code = bench.main(["--topology", str(TOPOLOGIES / "two-region.toml"), "--protocols", "nope"])
     assert code == 2
+
+
+def _run(protocol: str, round_: int, write_ops_s: float, mean_ms: float) -> ProtocolRun:
+    run = ProtocolRun(protocol, "a", round=round_)
+    for op in bench.OPS:
+        run.phases.append(PhaseResult("causal", op, 8, 10.0, int(write_ops_s * 10), 0, write_ops_s, 1, 1, 1))
+    row = VisibilityRow("a", "b", 100, 20.0, mean_ms, mean_ms, mean_ms + 2, mean_ms + 4)
+    run.visibility_probe.append(row)
+    return run
+
+
+def test_comparison_over_rounds_uses_medians():
+    """Three alternating rounds: one noisy outlier per protocol does not move the ratio."""
+    topology = Topology.load(TOPOLOGIES / "two-region.toml")
+    runs = [
+        _run("eventual", 0, 1000, 22.0), _run("saturn", 0, 950, 25.0),
+        _run("saturn", 1, 400, 60.0), _run("eventual", 1, 1010, 23.0),
+        _run("eventual", 2, 1500, 21.0), _run("saturn", 2, 960, 26.0),
+    ]  # fmt: skip
+    result = comparison(topology, runs)
+    assert result is not None and result["rounds"] == 3
+    write = result["protocols"]["saturn"]["throughput"]["write"]
+    assert write["baseline_ops_s"] == 1010 and write["ops_s"] == 950
+    assert write["ratio"] == pytest.approx(950 / 1010)
+    assert write["rounds"] == [950, 400, 960]
+    (pair,) = result["protocols"]["saturn"]["visibility"]
+    assert pair["mean_ms"] == 26.0 and pair["baseline_mean_ms"] == 22.0
+    assert pair["extra_mean_ms"] == pytest.approx(4.0)

@@ -22,6 +22,8 @@ from services.topology import Topology, TopologyError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TOPOLOGY = PROJECT_ROOT / "topologies" / "demo-3region.toml"
+# What makes one protocol's run fail without stopping the others.
+RUN_FAILURES = (BenchError, LaunchError, RedisNotFound, CausalError, redis.RedisError, OSError)
 
 
 def _positive(kind: type) -> Callable[[str], float]:
@@ -51,6 +53,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--value-size", type=_positive(int), default=2, help="value bytes, 2 as in the paper (default: 2)")
     add("--keys", type=_positive(int), default=1000, help="distinct rows, chosen uniformly (default: 1000)")
     add("--protocols", help="comma-separated, one run each (default: the topology's protocol)")
+    add(
+        "--repeat",
+        type=_positive(int),
+        default=1,
+        help="rounds of all protocols, alternating their order; comparisons use medians (default: 1)",
+    )
     add("--region", help="where the load clients attach (default: the topology's first region)")
     add("--group", default="all", help="replication group written (default: all)")
     add(
@@ -132,19 +140,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     runs: list[ProtocolRun] = []
     errors: dict[str, str] = {}
+    rounds = 1 if args.attach else args.repeat
     try:
-        for protocol in protocols:
-            try:
-                runs.append(run_protocol(args, topology, protocol, settings))
-            except (BenchError, LaunchError, RedisNotFound, CausalError, redis.RedisError, OSError) as exc:
-                errors[protocol or "running"] = str(exc)
-                say(f"[{protocol or 'running'}] FAILED: {exc}")
+        for round_ in range(rounds):
+            if rounds > 1:
+                say(f"round {round_ + 1} of {rounds}")
+            for protocol in protocols if round_ % 2 == 0 else protocols[::-1]:
+                if (protocol or "running") in errors:
+                    continue
+                try:
+                    run = run_protocol(args, topology, protocol, settings)
+                except RUN_FAILURES as exc:
+                    errors[protocol or "running"] = str(exc)
+                    say(f"[{protocol or 'running'}] FAILED: {exc}")
+                else:
+                    run.round = round_
+                    runs.append(run)
     except KeyboardInterrupt:
         say("interrupted: everything started was stopped; no results written")
         return 130
 
     for run in runs:
-        say("\n" + report(run, settings))
+        title = f"round {run.round + 1}: " if rounds > 1 else ""
+        say("\n" + title + report(run, settings))
     results = results_json(topology, settings, runs, errors)
     compared = comparison(topology, runs)
     if compared:

@@ -59,6 +59,7 @@ class VisibilityRow:
 class ProtocolRun:
     protocol: str
     region: str
+    round: int = 0  # with --repeat: which round (protocols alternate their order round by round)
     phases: list[PhaseResult] = field(default_factory=list)
     visibility_probe: list[VisibilityRow] = field(default_factory=list)
     visibility_load: list[VisibilityRow] = field(default_factory=list)
@@ -87,6 +88,7 @@ class ProtocolRun:
         return {
             "protocol": self.protocol,
             "region": self.region,
+            "round": self.round,
             "throughput": [asdict(p) for p in self.phases],
             "ratios": {op: self.ratio(op) for op in OPS},
             "visibility": rows(self.visibility_probe),

@@ -56,7 +56,7 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown or local origin gear {gear!r}")
         link = Link(self.topology.region_latency_ms(self.region, origin), self.topology.jitter_ms)
         acks: DelayLine[bulk_pb2.Position | None] = DelayLine(link)
-        position = await self.store.position(gear)
+        position = await self.protocol.resume_position(gear)
         log.info("%s connected; resuming after ts %d", gear, position)
         acks.put(bulk_pb2.Position(through_ts=position))
         received = metrics.BULK_RECEIVED.labels(self.region, origin)
@@ -79,7 +79,8 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
                     await asyncio.shield(
                         self.protocol.accept_payloads(gear, batch.through_ts, updates, applied)
                     )
-                    acks.put(bulk_pb2.Position(through_ts=batch.through_ts))
+                    durable = self.protocol.durable_position(gear, batch.through_ts)
+                    acks.put(bulk_pb2.Position(through_ts=durable))
             finally:
                 acks.put(None)
 

@@ -30,8 +30,17 @@ class Protocol(ABC):
     async def accept_payloads(
         self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate], on_applied: AppliedCallback
     ) -> None:
-        """Takes a batch from bulk transfer; must make it durable before returning (the sender
-        is then told it may forget it). Calls ``on_applied`` with updates made visible."""
+        """Takes a batch from bulk transfer. Calls ``on_applied`` with updates made visible."""
+
+    async def resume_position(self, origin_gear: str) -> int:
+        """Where bulk transfer from ``origin_gear`` resumes: every update at or below it is applied
+        here for good."""
+        return await self.store.position(origin_gear)
+
+    def durable_position(self, origin_gear: str, through_ts: int) -> int:
+        """What to acknowledge once a batch up to ``through_ts`` has been accepted: the sender may
+        forget everything up to it. Applying on arrival, that is the batch itself."""
+        return through_ts
 
 
 def protocol_for(name: str, store: RegionStore) -> Protocol:

@@ -54,5 +54,12 @@ class Saturn(Protocol):
         self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate], on_applied: AppliedCallback
     ) -> None:
         assert self.proxy is not None, "payloads reach only the process that runs the proxy"
-        stashed = await self.store.stash_remote(origin_gear, through_ts, updates)
-        self.proxy.on_payloads(origin_gear, through_ts, stashed)
+        self.proxy.on_payloads(origin_gear, through_ts, updates)  # applied when their labels come
+
+    async def resume_position(self, origin_gear: str) -> int:
+        assert self.proxy is not None, "bulk transfer reaches only the process that runs the proxy"
+        return self.proxy.durable_position(origin_gear.split("/", 1)[0])
+
+    def durable_position(self, origin_gear: str, through_ts: int) -> int:
+        assert self.proxy is not None, "bulk transfer reaches only the process that runs the proxy"
+        return self.proxy.durable_position(origin_gear.split("/", 1)[0])

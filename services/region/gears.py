@@ -17,8 +17,8 @@ GEAR_KEY = "gear"
 BULK_STREAM = "bulk"
 LABEL_STREAM = "labels"
 POSITION_KEY = "pos"
-PENDING_KEY = "pend"  # saturn: payloads waiting for their labels, "<origin gear>|<ts>" → body
 WATERMARK_KEY = "wm"  # saturn: origin region → greatest label ts delivered here in Saturn's order
+#                       (on shard 0; other shards keep the greatest ts applied there, for exactly-once)
 SINK_POSITION_KEY = "sink_pos"  # saturn: the label sink's durable cursor in the label stream
 
 

@@ -31,22 +31,21 @@ class RemoteUpdate:
     group: str
     row: str
     changes: tuple[gears.ColumnChange, ...]
-    body: bytes = b""  # as shipped, for stashing until the label arrives
 
     @property
     def origin_region(self) -> str:
         return self.src.split("/", 1)[0]
 
     @property
-    def pending_field(self) -> str:
-        """Its key in the pending hash while it waits for its label."""
+    def key(self) -> str:
+        """What names it in the remote proxy until its label comes: its label's "src|ts"."""
         return f"{self.src}|{self.ts}"
 
     @staticmethod
     def unpack(body: bytes) -> RemoteUpdate:
         ts, src, origin_time, group, row, ops = msgpack.unpackb(body, raw=True)
         changes = tuple(gears.ColumnChange(k.decode(), c.decode(), a) for k, c, a in ops)
-        return RemoteUpdate(ts, src.decode(), origin_time, group.decode(), row.decode(), changes, body)
+        return RemoteUpdate(ts, src.decode(), origin_time, group.decode(), row.decode(), changes)
 
 
 class Shard:
@@ -60,7 +59,6 @@ class Shard:
         self._read = self.redis.register_script(gears.script_source("read"))
         self._migrate = self.redis.register_script(gears.script_source("migrate"))
         self._apply = self.redis.register_script(gears.script_source("apply"))
-        self._stash = self.redis.register_script(gears.script_source("stash"))
         self._deliver = self.redis.register_script(gears.script_source("deliver"))
         self._heartbeat = self.redis.register_script(gears.script_source("heartbeat"))
 
@@ -109,40 +107,23 @@ class Shard:
             args += [update.ts, update.src, len(update.changes), *gears.change_args(update.changes)]
         return [int(ts) for ts in await self._apply(keys=keys, args=args)]
 
-    async def stash(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> set[int]:
-        """Keeps payloads until their labels come, exactly once; returns the ts stashed."""
-        args: list = [origin_gear, through_ts, len(updates)]
-        for update in updates:
-            args += [update.ts, update.body]
-        keys = [gears.POSITION_KEY, gears.PENDING_KEY]
-        return {int(ts) for ts in await self._stash(keys=keys, args=args)}
-
     async def deliver(self, updates: list[RemoteUpdate], marks: dict[str, int]) -> set[str]:
-        """Applies stashed updates in the given order and raises watermarks; returns the
-        pending fields it applied (an update already applied is skipped)."""
-        keys: list[str] = [gears.PENDING_KEY, gears.WATERMARK_KEY]
+        """Applies updates in the given order, skipping those at or below their origin's
+        watermark here (applied before), then raises the watermarks to ``marks``; returns the
+        keys of those applied."""
+        keys: list[str] = [gears.WATERMARK_KEY]
         args: list = [len(updates)]
         for u in updates:
             keys += gears.row_keys(u.group, u.row)
-            args += [
-                u.pending_field,
-                u.ts,
-                u.src,
-                u.origin_region,
-                len(u.changes),
-                *gears.change_args(u.changes),
-            ]
+            args += [u.ts, u.src, u.origin_region, len(u.changes), *gears.change_args(u.changes)]
         args.append(len(marks))
         for origin, ts in marks.items():
             args += [origin, ts]
-        return {f.decode() for f in await self._deliver(keys=keys, args=args)}
+        return {key.decode() for key in await self._deliver(keys=keys, args=args)}
 
     async def heartbeat(self) -> int:
         """A time below which this gear will never make another label (see heartbeat.lua)."""
         return int(await self._heartbeat(keys=[gears.GEAR_KEY]))
-
-    async def pending(self) -> dict[str, bytes]:
-        return {k.decode(): v for k, v in (await self.redis.hgetall(gears.PENDING_KEY)).items()}
 
     async def watermarks(self) -> dict[str, int]:
         return {k.decode(): int(v) for k, v in (await self.redis.hgetall(gears.WATERMARK_KEY)).items()}
@@ -209,13 +190,6 @@ class RegionStore:
         """Applies one origin gear's updates; each local shard records ``through_ts`` atomically
         with its part, so a re-sent batch is skipped shard by shard. Returns those applied."""
         return await self._per_shard(Shard.apply, origin_gear, through_ts, updates)
-
-    async def stash_remote(
-        self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]
-    ) -> list[RemoteUpdate]:
-        """Saturn: keeps payloads until their labels arrive; exactly once, shard by shard like
-        :meth:`apply_remote`. Returns the updates newly stashed."""
-        return await self._per_shard(Shard.stash, origin_gear, through_ts, updates)
 
     async def _per_shard(self, method, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]):
         """Runs ``method`` on every shard with its part of ``updates`` (every shard, even with

@@ -5,7 +5,9 @@ shard the stream is already in timestamp order and the sink forwards it as it gr
 shards it merges them: every tick it asks each gear for a heartbeat (a time below which that gear
 will make no new label), and forwards, in (ts, src) order, the labels at or below the smallest.
 Every 200 ms it sends a heartbeat label (to every region), so that attaches elsewhere never wait
-on a region that sends them nothing, and proxies can tell a live tree from a broken one.
+on a region that sends them nothing, and proxies can tell a live tree from a broken one; not when
+labels that reach every region went out meanwhile. Under load (above BUSY_RATE labels/s) it lets
+labels gather for BUSY_LINGER_S between reads, so that one message carries many.
 Only labels some other region cares about leave the region (genuine partial replication).
 """
 
@@ -74,7 +76,9 @@ class LabelSink:
         self.shards = [g.redis for g in self.gears]
         others = set(topology.region_names) - {region}
         self.shipped_groups = {g for g, members in topology.group_members.items() if others & set(members)}
-        self.last_heartbeat = 0.0
+        # Groups replicated in every other region: their labels reach everyone, as a heartbeat does.
+        self.everywhere = {g for g, members in topology.group_members.items() if others <= set(members)}
+        self.last_heard_everywhere = 0.0  # when a heartbeat, or a label that reaches all, last left
 
     def wanted(self, label: saturn_pb2.TreeLabel) -> bool:
         if label.type == saturn_pb2.TREE_UPDATE:
@@ -85,6 +89,8 @@ class LabelSink:
         labels = [label for label in labels if self.wanted(label)]
         if labels:
             self.link.send(labels)
+            if any(x.type == saturn_pb2.TREE_UPDATE and x.group in self.everywhere for x in labels):
+                self.last_heard_everywhere = time.monotonic()
             kinds = Counter("update" if x.type == saturn_pb2.TREE_UPDATE else "migration" for x in labels)
             for kind, count in kinds.items():  # one metric update per kind and batch: they cost
                 metrics.LABELS_SENT.labels(self.region, kind).inc(count)
@@ -93,7 +99,12 @@ class LabelSink:
         self.link.send(
             [saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src=f"{self.region}/sink", ts=ts)]
         )
-        self.last_heartbeat = time.monotonic()
+        self.last_heard_everywhere = time.monotonic()
+
+    def heartbeat_due(self) -> bool:
+        """Every region must hear from this one at least every HEARTBEAT_S; under load, labels
+        that reach every region do that, and heartbeats are left out."""
+        return time.monotonic() - self.last_heard_everywhere >= HEARTBEAT_S
 
     async def cursors(self) -> list[int]:
         """Where each shard's stream was forwarded up to before a restart (0 = never)."""
@@ -121,7 +132,7 @@ class LabelSink:
         redis = self.shards[0]
         rate = RateMeter()
         while not stop.is_set():
-            wait_ms = max(1, int((HEARTBEAT_S - (time.monotonic() - self.last_heartbeat)) * 1000))
+            wait_ms = max(1, int((HEARTBEAT_S - (time.monotonic() - self.last_heard_everywhere)) * 1000))
             reply = await redis.xread(
                 {gears.LABEL_STREAM: f"{cursors[0]}-0"}, count=READ_COUNT, block=wait_ms
             )
@@ -129,7 +140,7 @@ class LabelSink:
                 entries = reply[0][1]
                 self.send([parse_entry(fields[b"l"]) for _, fields in entries])
                 cursors[0] = int(entries[-1][0].split(b"-", 1)[0])
-            if time.monotonic() - self.last_heartbeat >= HEARTBEAT_S:
+            if self.heartbeat_due():
                 stable = await self.heartbeat(0)
                 late = await self.read_until(0, cursors[0], stable)  # written just before the heartbeat
                 if late:
@@ -155,7 +166,7 @@ class LabelSink:
                     cursors[k] = taken[-1][0]
             labels.sort(key=lambda label: (label.ts, label.src))
             self.send(labels)
-            if time.monotonic() - self.last_heartbeat >= HEARTBEAT_S:
+            if self.heartbeat_due():
                 self.send_heartbeat(stable)
             await runtime.sleep_or_stop(stop, MERGE_TICK_S)
 

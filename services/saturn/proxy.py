@@ -40,7 +40,7 @@ MAX_SCAN = 1024  # how far behind a waiting label the queue is searched for conc
 MAX_SKIPPED = 32  # ... stopping after this many labels in a row that must wait (the queue is
 #                   roughly in ts order, so a long run of them means few concurrent ones behind)
 TREE_SILENCE_S = 1.0  # an origin silent this long on the tree (heartbeats every 200 ms) = tree down
-CHECK_EVERY_S = 0.05
+CHECK_EVERY_S = 0.2  # with nothing arriving, the tree's silence is checked this often
 
 Applied = Callable[[str, list[RemoteUpdate]], None]
 
@@ -60,7 +60,7 @@ class RemoteProxy:
         self.local_groups = store.topology.groups_at(store.region)
         self.on_applied = on_applied
         self.labels: deque[saturn_pb2.TreeLabel] = deque()
-        self.ready: dict[str, RemoteUpdate] = {}  # pending field → payload waiting for its label
+        self.ready: dict[str, RemoteUpdate] = {}  # "src|ts" → payload waiting for its label
         self.watermarks: dict[str, int] = {}
         self.wakeup = asyncio.Event()
         self.delivered = 0
@@ -78,14 +78,14 @@ class RemoteProxy:
         self.on_mode = on_mode
 
     async def load(self) -> None:
-        """After a restart: payloads stashed before it, and how far delivery had got."""
-        for shard in self.store.shards:
-            for field, body in (await shard.pending()).items():
-                self.ready[field] = RemoteUpdate.unpack(body)
+        """After a restart: how far delivery had got. Bulk transfer resends what came after."""
         self.watermarks = await self.store.shards[0].watermarks()
-        log.info(
-            "proxy %s: %d payloads pending, watermarks %s", self.region, len(self.ready), self.watermarks
-        )
+        log.info("proxy %s: watermarks %s", self.region, self.watermarks)
+
+    def durable_position(self, origin_region: str) -> int:
+        """Every update from ``origin_region`` up to this ts is applied here (or was never meant
+        for here): bulk transfer may forget it, and resumes after it."""
+        return self.watermarks.get(origin_region, 0)
 
     # -- inputs ------------------------------------------------------------------------------
     def on_labels(self, sender: str, batch: saturn_pb2.LabelBatch) -> None:
@@ -104,8 +104,11 @@ class RemoteProxy:
         self.wakeup.set()
 
     def on_payloads(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> None:
+        """Payloads wait in memory for their labels; those at or below their origin's watermark
+        were applied before (bulk transfer resent them after a reconnection)."""
         for update in updates:
-            self.ready[update.pending_field] = update
+            if update.ts > self.watermarks.get(update.origin_region, 0):
+                self.ready[update.key] = update
         self.received[origin_gear] = max(through_ts, self.received.get(origin_gear, 0))
         self.wakeup.set()
 
@@ -222,7 +225,7 @@ class RemoteProxy:
 
     def finish(self, updates: list[RemoteUpdate], applied: list[RemoteUpdate], marks: dict[str, int]) -> None:
         for update in updates:
-            self.ready.pop(update.pending_field, None)
+            self.ready.pop(update.key, None)
         for origin, ts in marks.items():
             self.watermarks[origin] = max(ts, self.watermarks.get(origin, 0))
         self.delivered += len(applied)
@@ -234,7 +237,8 @@ class RemoteProxy:
 
     async def apply_in_order(self, updates: list[RemoteUpdate], marks: dict[str, int]) -> list[RemoteUpdate]:
         """Consecutive updates of the same shard go in one call; shards one after the other, so
-        nothing becomes visible before what precedes it. Watermarks move with the last call."""
+        nothing becomes visible before what precedes it. Each call raises its shard's watermarks
+        to what it applied (exactly once, per shard); the last, on shard 0, to ``marks``."""
         topology, region = self.store.topology, self.region
         segments: list[tuple[int, list[RemoteUpdate]]] = []
         for update in updates:
@@ -244,9 +248,13 @@ class RemoteProxy:
             else:
                 segments.append((shard, [update]))
         if not segments or segments[-1][0] != 0:
-            segments.append((0, []))  # the watermarks live in shard 0
+            segments.append((0, []))  # the proxy's watermarks live in shard 0
         applied: set[str] = set()
         for i, (shard, part) in enumerate(segments):
-            last = i == len(segments) - 1
-            applied |= await self.store.shards[shard].deliver(part, marks if last else {})
-        return [u for u in updates if u.pending_field in applied]
+            done = {u.origin_region: u.ts for u in part}  # per origin, the last (greatest) ts
+            if i == len(segments) - 1:
+                done = {o: max(ts, marks.get(o, 0)) for o, ts in done.items()} | {
+                    o: ts for o, ts in marks.items() if o not in done
+                }
+            applied |= await self.store.shards[shard].deliver(part, done)
+        return [u for u in updates if u.key in applied]

@@ -1,19 +1,24 @@
 -- Remote proxy DELIVER (saturn): make a run of labelled updates visible, in Saturn's order, and
--- advance the per-origin watermarks that attaches wait on. Idempotent: an update is applied only
--- while its payload is still pending.
--- KEYS: pending hash, watermark hash, then per update: data hash, column index, counters.
--- ARGV: n_updates, then per update: pending field, ts, src, origin_region, n_ops, then per op:
---       kind, column, arg; then n_marks, then per mark: origin_region, ts.
--- Returns the pending fields applied.
+-- raise the per-origin watermarks. Exactly once: an update at or below its origin's watermark on
+-- this shard (as it was when the call began) was applied before and is skipped. On shard 0 the
+-- watermarks are the proxy's: attaches wait on them and bulk transfer resumes from them.
+-- KEYS: watermark hash, then per update: data hash, column index, counters.
+-- ARGV: n_updates, then per update: ts, src, origin_region, n_ops, then per op: kind, column,
+--       arg; then n_marks, then per mark: origin_region, ts.
+-- Returns "src|ts" of each update applied.
 local n = tonumber(ARGV[1])
 local applied = {}
-local a, k = 2, 3
+local through = {}
+local a, k = 2, 2
 for u = 1, n do
-  local field, ts, src, origin, nops = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4])
-  local p = a + 5
-  if redis.call('HDEL', KEYS[1], field) == 1 then
+  local ts, src, origin, nops = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
+  local p = a + 4
+  if through[origin] == nil then
+    through[origin] = tonumber(redis.call('HGET', KEYS[1], origin) or '0')
+  end
+  if ts > through[origin] then
     p = apply_ops(KEYS[k], KEYS[k + 1], KEYS[k + 2], origin, ts, src, p, nops)
-    applied[#applied + 1] = field
+    applied[#applied + 1] = src .. '|' .. I(ts)
   else
     p = p + 3 * nops
   end
@@ -22,7 +27,7 @@ end
 local marks = tonumber(ARGV[a])
 for m = 1, marks do
   local origin, ts = ARGV[a + 2 * m - 1], tonumber(ARGV[a + 2 * m])
-  local cur = tonumber(redis.call('HGET', KEYS[2], origin) or '0')
-  if ts > cur then redis.call('HSET', KEYS[2], origin, I(ts)) end
+  local cur = tonumber(redis.call('HGET', KEYS[1], origin) or '0')
+  if ts > cur then redis.call('HSET', KEYS[1], origin, I(ts)) end
 end
 return applied
