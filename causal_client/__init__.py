@@ -1,6 +1,6 @@
 """causal_client: a Python client for a Saturn causally consistent, geo-replicated store."""
 
-from causal_client.client import CausalClient, RegionInfo, Session
+from causal_client.client import CausalClient, ClaimResult, RegionInfo, Session
 from causal_client.data import Cell, Mutation, ReadSpec, Row
 from causal_client.errors import (
     CausalError,
@@ -18,6 +18,7 @@ __all__ = [
     "CausalClient",
     "CausalError",
     "Cell",
+    "ClaimResult",
     "InvalidLabel",
     "InvalidRequest",
     "Label",

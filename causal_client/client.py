@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import grpc
 
+from causal_client.claims import owner_region
 from causal_client.data import Mutation, ReadSpec, Row, Value
 from causal_client.errors import NotReplicatedHere, UnknownRegion, from_rpc_error
 from causal_client.label import Label
@@ -38,6 +39,12 @@ class RegionInfo:
     name: str
     site: str
     endpoint: str
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    granted: bool  # the key is the caller's
+    holder: str  # who holds it ("" when free)
 
 
 class CausalClient:
@@ -157,7 +164,7 @@ class Session:
             raise from_rpc_error(exc) from None
         finally:
             link.sleep_one_way()
-        if reply.HasField("label"):
+        if "label" in reply.DESCRIPTOR.fields_by_name and reply.HasField("label"):
             self.label = self.label.merge(Label.from_proto(reply.label))
         return reply
 
@@ -202,12 +209,35 @@ class Session:
         self.client.region(target)
         if target == self.region:
             return
+        migration = self.prepare_migration(target)
+        self._call("Attach", store_pb2.AttachRequest(label=migration.to_proto()), timeout, target)
+        self.region = target
+
+    def prepare_migration(self, target: str) -> Label:
+        """The first half of :meth:`migrate`: the migration label, made here, for whoever attaches
+        at ``target`` next (a session handed to another process, e.g. a web app's hand-off)."""
+        self.client.region(target)
         reply = self._call(
             "Migrate", store_pb2.MigrateRequest(label=self.label.to_proto(), target_region=target)
         )
-        migration = Label.from_proto(reply.label)
-        self._call("Attach", store_pb2.AttachRequest(label=migration.to_proto()), timeout, target)
-        self.region = target
+        return Label.from_proto(reply.label)
+
+    # -- strongly consistent claims (outside causality: no label) ------------------------------
+    def claim(self, namespace: str, key: str, holder: str) -> ClaimResult:
+        """Claims ``key`` for ``holder`` at the key's owner region (one compare-and-set there, so
+        of concurrent claims from any regions exactly one wins). Retrying with the same holder is
+        safe. Pays a round trip to the owner region."""
+        return self._claim(namespace, key, holder, release=False)
+
+    def release_claim(self, namespace: str, key: str, holder: str) -> bool:
+        """Gives a claimed key up (only its holder can); True if it was released."""
+        return self._claim(namespace, key, holder, release=True).granted
+
+    def _claim(self, namespace: str, key: str, holder: str, release: bool) -> ClaimResult:
+        owner = owner_region(list(self.client.regions), namespace, key)
+        request = store_pb2.ClaimRequest(namespace=namespace, key=key, holder=holder, release=release)
+        reply = self._call("Claim", request, region=owner)
+        return ClaimResult(reply.granted, reply.holder)
 
     # -- reads -------------------------------------------------------------------------------
     def read(self, group: str, row: str, columns: Sequence[str] = ()) -> Row:

@@ -178,6 +178,26 @@ class MigrateReply(_message.Message):
     label: Label
     def __init__(self, label: _Optional[_Union[Label, _Mapping]] = ...) -> None: ...
 
+class ClaimRequest(_message.Message):
+    __slots__ = ("namespace", "key", "holder", "release")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    holder: str
+    release: bool
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., holder: _Optional[str] = ..., release: _Optional[bool] = ...) -> None: ...
+
+class ClaimReply(_message.Message):
+    __slots__ = ("granted", "holder")
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    granted: bool
+    holder: str
+    def __init__(self, granted: _Optional[bool] = ..., holder: _Optional[str] = ...) -> None: ...
+
 class RegionInfo(_message.Message):
     __slots__ = ("name", "site", "endpoint")
     NAME_FIELD_NUMBER: _ClassVar[int]

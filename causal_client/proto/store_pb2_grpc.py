@@ -69,6 +69,11 @@ class StoreStub:
                 request_serializer=store__pb2.MigrateRequest.SerializeToString,
                 response_deserializer=store__pb2.MigrateReply.FromString,
                 _registered_method=True)
+        self.Claim = channel.unary_unary(
+                '/causal.store.v1.Store/Claim',
+                request_serializer=store__pb2.ClaimRequest.SerializeToString,
+                response_deserializer=store__pb2.ClaimReply.FromString,
+                _registered_method=True)
 
 
 class StoreServicer:
@@ -116,6 +121,12 @@ class StoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Claim(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -153,6 +164,11 @@ def add_StoreServicer_to_server(servicer, server):
                     servicer.Migrate,
                     request_deserializer=store__pb2.MigrateRequest.FromString,
                     response_serializer=store__pb2.MigrateReply.SerializeToString,
+            ),
+            'Claim': grpc.unary_unary_rpc_method_handler(
+                    servicer.Claim,
+                    request_deserializer=store__pb2.ClaimRequest.FromString,
+                    response_serializer=store__pb2.ClaimReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -344,6 +360,33 @@ class Store:
             '/causal.store.v1.Store/Migrate',
             store__pb2.MigrateRequest.SerializeToString,
             store__pb2.MigrateReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Claim(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/causal.store.v1.Store/Claim',
+            store__pb2.ClaimRequest.SerializeToString,
+            store__pb2.ClaimReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -46,7 +46,8 @@ class BulkReceiverServicer:
 
     def Ship(self, request_iterator, context):
         """The sender opens one stream per origin gear; the first reply is the position to resume from,
-        then one Position per batch once it is durable at the receiver.
+        then one Position per batch once the receiver has taken it (flow control), carrying its
+        durable position then.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

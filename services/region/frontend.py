@@ -15,6 +15,7 @@ import grpc
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from causal_client.claims import check_part, owner_region
 from causal_client.label import Label
 from causal_client.proto import store_pb2, store_pb2_grpc
 from services import metrics, runtime
@@ -151,6 +152,27 @@ class StoreServicer(store_pb2_grpc.StoreServicer):
         if len(request.mutations) > MAX_OPS:
             raise invalid(f"at most {MAX_OPS} mutations per batch")
         return await self._write(client, list(request.mutations))
+
+    @rpc("claim")
+    async def Claim(self, request: store_pb2.ClaimRequest, context):
+        parts = {"namespace": request.namespace, "key": request.key, "holder": request.holder}
+        for what, value in parts.items():
+            problem = check_part(what, value)
+            if problem:
+                raise invalid(problem)
+        owner = owner_region(self.topology.region_names, request.namespace, request.key)
+        if owner != self.region:
+            raise RequestError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"claims of {request.namespace}/{request.key} are decided by region {owner}, "
+                f"not {self.region}",
+            )
+        if request.release:
+            released = await self.store.release_claim(request.namespace, request.key, request.holder)
+            holder = await self.store.claim_holder(request.namespace, request.key)
+            return store_pb2.ClaimReply(granted=released, holder=holder or "")
+        holder = await self.store.claim(request.namespace, request.key, request.holder)
+        return store_pb2.ClaimReply(granted=holder == request.holder, holder=holder)
 
     @rpc("migrate")
     async def Migrate(self, request: store_pb2.MigrateRequest, context):

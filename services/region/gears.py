@@ -19,6 +19,7 @@ LABEL_STREAM = "labels"
 POSITION_KEY = "pos"
 WATERMARK_KEY = "wm"  # saturn: origin region → greatest label ts delivered here in Saturn's order
 #                       (on shard 0; other shards keep the greatest ts applied there, for exactly-once)
+CLAIM_PREFIX = "claim:"  # strongly consistent claims decided here (never replicated): key → holder
 SINK_POSITION_KEY = "sink_pos"  # saturn: the label sink's durable cursor in the label stream
 
 

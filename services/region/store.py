@@ -206,6 +206,32 @@ class RegionStore:
         done = {ts for shard_done in done_per_shard for ts in shard_done}
         return [u for u in updates if u.ts in done]
 
+    # -- claims (strongly consistent, decided by the key's owner region; see causal_client/claims)
+    @staticmethod
+    def _claim_key(namespace: str, key: str) -> str:
+        return f"{gears.CLAIM_PREFIX}{namespace}\x00{key}"
+
+    async def claim(self, namespace: str, key: str, holder: str) -> str:
+        """Sets the key's holder unless it has one; returns the holder either way."""
+        redis = self.shards[0].redis
+        name = self._claim_key(namespace, key)
+        if await redis.set(name, holder, nx=True):
+            return holder
+        current = await redis.get(name)
+        return current.decode() if current is not None else await self.claim(namespace, key, holder)
+
+    async def claim_holder(self, namespace: str, key: str) -> str | None:
+        current = await self.shards[0].redis.get(self._claim_key(namespace, key))
+        return current.decode() if current is not None else None
+
+    async def release_claim(self, namespace: str, key: str, holder: str) -> bool:
+        """Frees the key if ``holder`` holds it (compare-and-delete, atomically)."""
+        released = await self.shards[0].redis.eval(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+            1, self._claim_key(namespace, key), holder,
+        )  # fmt: skip
+        return bool(released)
+
     async def position(self, origin_gear: str) -> int:
         """Everything of ``origin_gear`` up to this ts is applied at every local shard."""
         return min(await asyncio.gather(*(s.position(origin_gear) for s in self.shards)))
