@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
-exec .venv/bin/python -m services.launcher up "${TOPOLOGY:-topologies/demo-3region.toml}" "$@"
+exec .venv/bin/python -m services.launcher up "${TOPOLOGY:-topologies/demo-3region.toml}" --web "$@"

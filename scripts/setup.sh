@@ -50,4 +50,15 @@ if ! bin=$(redis_ok); then
     bin=$(redis_ok) || { echo "could not get a redis-server >= 7" >&2; exit 1; }
   fi
 fi
-say "ready: $(.venv/bin/python --version), redis-server at $bin"
+# The browser tests drive a real headless Chromium (Debian's; Playwright cannot download its own
+# here). Only for the test set-up; without it those tests are skipped with a reason.
+browser=""
+if [ "$extras" = dev ]; then
+  browser=$(command -v chromium || command -v chromium-browser || true)
+  if [ -z "$browser" ]; then
+    say "installing Debian's chromium for the browser tests"
+    apt_install chromium || say "could not install chromium: the browser tests will be skipped"
+    browser=$(command -v chromium || true)
+  fi
+fi
+say "ready: $(.venv/bin/python --version), redis-server at $bin${browser:+, browser $browser}"

@@ -33,6 +33,8 @@ class RegionPorts(_Strict):
     bulk: int | None = Field(default=None, ge=1, le=65535)
     metrics: int | None = Field(default=None, ge=1, le=65535)
     redis: int | None = Field(default=None, ge=1, le=65535, description="first shard's port")
+    web: int | None = Field(default=None, ge=1, le=65535, description="the web app (HTTP)")
+    broker: int | None = Field(default=None, ge=1, le=65535, description="the web app's Celery broker")
 
 
 class Region(_Strict):
@@ -251,6 +253,20 @@ class Topology(_Strict):
         r = self.region(region)
         return (r.ports.redis or self.base_port + 20 * self._index(region) + 10) + shard
 
+    def web_port(self, region: str) -> int:
+        r = self.region(region)
+        return r.ports.web or self.base_port + 20 * self._index(region) + 3
+
+    def broker_port(self, region: str) -> int:
+        r = self.region(region)
+        return r.ports.broker or self.base_port + 20 * self._index(region) + 4
+
+    def web_url(self, region: str) -> str:
+        return f"http://{self.host}:{self.web_port(region)}"
+
+    def broker_url(self, region: str) -> str:
+        return f"redis://{self.host}:{self.broker_port(region)}/0"
+
     def serializer_port(self, name: str) -> int:
         for i, s in enumerate(self.serializers):
             if s.name == name:
@@ -343,6 +359,8 @@ class Topology(_Strict):
                 (f"{r.name}.frontend", self.frontend_port(r.name)),
                 (f"{r.name}.bulk", self.bulk_port(r.name)),
                 (f"{r.name}.metrics", self.metrics_port(r.name)),
+                (f"{r.name}.web", self.web_port(r.name)),
+                (f"{r.name}.broker", self.broker_port(r.name)),
             ]
             ports += [(f"{r.name}.redis{k}", self.redis_port(r.name, k)) for k in range(r.shards)]
         ports += [(f"serializer {s.name}", self.serializer_port(s.name)) for s in self.serializers]

@@ -1,5 +1,11 @@
-"""Django settings: the skeleton the web-app issue builds on. No database-backed app data:
-everything the app stores goes through causal_client to the regions' stores."""
+"""Django settings. No database: everything the app stores goes through causal_client to the
+regions' stores; sessions are signed cookies (they carry the user and the causal label, so any
+region can serve them).
+
+Per process, the environment says where it runs (the launcher sets all of these):
+SATURN_TOPOLOGY (the topology file), SATURN_REGION (this web app's region), DJANGO_SECRET_KEY
+(the same in every region: sessions and travel hand-offs are signed with it).
+"""
 
 import os
 from pathlib import Path
@@ -7,12 +13,73 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
 DEBUG = os.environ.get("DJANGO_DEBUG", "0") == "1"
-ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
-INSTALLED_APPS = ["django.contrib.staticfiles"]
-MIDDLEWARE = ["django.middleware.security.SecurityMiddleware", "django.middleware.common.CommonMiddleware"]
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+
+SATURN_TOPOLOGY = os.environ.get("SATURN_TOPOLOGY", str(BASE_DIR / "topologies" / "demo-3region.toml"))
+SATURN_REGION = os.environ.get("SATURN_REGION", "")  # "" = the topology's first region
+
+INSTALLED_APPS = [
+    "django.contrib.staticfiles",
+    "django.contrib.messages",
+    "webapp",
+]
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "webapp.causal.CausalSessionMiddleware",
+]
 ROOT_URLCONF = "webapp.urls"
 WSGI_APPLICATION = "webapp.wsgi.application"
 DATABASES: dict = {}
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.messages.context_processors.messages",
+                "webapp.causal.region_context",
+            ],
+            "builtins": ["webapp.templatetags.chirp"],
+        },
+    }
+]
+
+# Sessions: signed cookies, one per region (cookies ignore ports, and every region of the demo
+# runs on the same host): travelling hands a session over explicitly (webapp/travel.py).
+_REGION_SUFFIX = "".join(c if c.isalnum() else "_" for c in SATURN_REGION) or "default"
+SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
+SESSION_COOKIE_NAME = f"session_{_REGION_SUFFIX}"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = 14 * 24 * 3600
+CSRF_COOKIE_NAME = f"csrftoken_{_REGION_SUFFIX}"
+CSRF_FAILURE_VIEW = "webapp.views.errors.csrf_failure"
+MESSAGE_STORAGE = "django.contrib.messages.storage.cookie.CookieStorage"
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+]
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
 STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / ".run" / "static"
+WHITENOISE_USE_FINDERS = True  # serve straight from webapp/static: no collectstatic step
 USE_TZ = True
+TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": "INFO"},
+}

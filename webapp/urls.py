@@ -1,3 +1,29 @@
-"""URL routes of the web app (filled in by the web-app issue)."""
+"""URL routes of the web app."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from webapp.views import account, health, pages, travel
+
+urlpatterns = [
+    path("", pages.home, name="home"),
+    path("public/", pages.public, name="public"),
+    path("people/", pages.people, name="people"),
+    path("post/", pages.post, name="post"),
+    path("u/<str:username>/", pages.user_page, name="user"),
+    path("u/<str:username>/followers/", pages.relations, {"which": "followers"}, name="followers"),
+    path("u/<str:username>/following/", pages.relations, {"which": "following"}, name="following"),
+    path("u/<str:username>/follow/", pages.follow, name="follow"),
+    path("u/<str:username>/unfollow/", pages.follow, {"undo": True}, name="unfollow"),
+    path("t/<slug:group>/<str:tweet_id>/", pages.tweet_page, name="tweet"),
+    path("signup/", account.signup, name="signup"),
+    path("login/", account.login, name="login"),
+    path("logout/", account.logout, name="logout"),
+    path("travel/", travel.travel, name="travel"),
+    path("arrive/", travel.arrive, name="arrive"),
+    path("healthz", health.healthz, name="healthz"),
+]
+
+handler400 = "webapp.views.errors.bad_request"
+handler403 = "webapp.views.errors.permission_denied"
+handler404 = "webapp.views.errors.not_found"
+handler500 = "webapp.views.errors.server_error"

@@ -36,7 +36,7 @@ def _load(args: argparse.Namespace) -> Topology:
 
 def cmd_up(args: argparse.Namespace) -> int:
     topology = _load(args)
-    cluster = Cluster(topology, args.run_dir)
+    cluster = Cluster(topology, args.run_dir, web=args.web)
     print(f"starting {topology.name!r} ({topology.protocol}) in {cluster.run_dir} ...", flush=True)
     started = time.monotonic()
     try:
@@ -122,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--base-port", type=int, default=0, help="override the file's base port")
     up.add_argument("--protocol", choices=["eventual", "saturn", "gentlerain", "cure"])
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for health")
+    up.add_argument(
+        "--web", action="store_true", help="also the web app: per region gunicorn, a Celery worker and broker"
+    )
     sub.add_parser("status", help="report the processes of the running topology")
     sub.add_parser("down", help="stop the running topology")
     args = parser.parse_args(argv)

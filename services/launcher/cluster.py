@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +40,7 @@ class LaunchError(RuntimeError):
 class ProcessSpec:
     name: str
     argv: list[str]
-    kind: str  # "redis", "grpc" or "worker": how health is checked
+    kind: str  # "redis", "grpc", "http" or "worker": how health is checked
     port: int | None = None
     region: str | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -54,9 +56,10 @@ class Running:
 class Cluster:
     """All processes of one topology. Use as a context manager, or ``start()`` / ``stop()``."""
 
-    def __init__(self, topology: Topology, run_dir: str | Path):
+    def __init__(self, topology: Topology, run_dir: str | Path, web: bool = False):
         self.topology = topology
         self.run_dir = Path(run_dir).resolve()
+        self.web = web  # also the web app: per region a Celery broker, gunicorn and a Celery worker
         self.processes: dict[str, Running] = {}
         self.specs: dict[str, ProcessSpec] = {}
 
@@ -112,7 +115,61 @@ class Cluster:
                     f"{r.name}.label-sink", self._service("services.saturn.label_sink", r.name),
                     "worker", None, r.name,
                 ))  # fmt: skip
+        if self.web:
+            specs += self._web_plan(redis_bin)
         return specs
+
+    def _web_plan(self, redis_bin: str) -> list[ProcessSpec]:
+        """Per region: a Redis for Celery, the Django app under gunicorn, and a Celery worker."""
+        t = self.topology
+        specs: list[ProcessSpec] = []
+        for r in t.regions:
+            data_dir = self.run_dir / "redis" / f"{r.name}-broker"
+            specs.append(ProcessSpec(
+                f"{r.name}.broker",
+                [redis_bin, "--port", str(t.broker_port(r.name)), "--bind", t.host, "--save", "",
+                 "--appendonly", "no", "--daemonize", "no", "--dir", str(data_dir), "--protected-mode", "no"],
+                "redis", t.broker_port(r.name), r.name,
+            ))  # fmt: skip
+        for r in t.regions:
+            env = self.web_env(r.name)
+            specs.append(ProcessSpec(
+                f"{r.name}.web",
+                [sys.executable, "-m", "gunicorn", "webapp.wsgi:application",
+                 "--bind", f"{t.host}:{t.web_port(r.name)}", "--workers", "2", "--threads", "4",
+                 "--access-logfile", "-", "--graceful-timeout", "5"],
+                "http", t.web_port(r.name), r.name, env,
+            ))  # fmt: skip
+            specs.append(ProcessSpec(
+                f"{r.name}.celery",
+                [sys.executable, "-m", "celery", "-A", "webapp.worker", "worker", "--pool", "threads",
+                 "--concurrency", "4", "--hostname", f"{r.name}@%h", "--loglevel", "INFO"],
+                "worker", None, r.name, env,
+            ))  # fmt: skip
+        return specs
+
+    def web_env(self, region: str) -> dict[str, str]:
+        """What the web app and its worker need to know: the topology, their region, the key
+        every region signs sessions and hand-offs with."""
+        return {
+            "DJANGO_SETTINGS_MODULE": "webapp.settings",
+            "SATURN_TOPOLOGY": str(self.topology_file),
+            "SATURN_REGION": region,
+            "DJANGO_SECRET_KEY": self.secret_key,
+            "DJANGO_ALLOWED_HOSTS": f"{self.topology.host},localhost,127.0.0.1",
+        }
+
+    @property
+    def secret_key(self) -> str:
+        """DJANGO_SECRET_KEY if set, else one made for this run directory and kept in it."""
+        if os.environ.get("DJANGO_SECRET_KEY"):
+            return os.environ["DJANGO_SECRET_KEY"]
+        path = self.run_dir / "secret_key"
+        if not path.exists():
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600)
+            path.write_text(secrets.token_urlsafe(50))
+        return path.read_text().strip()
 
     @property
     def topology_file(self) -> Path:
@@ -192,6 +249,8 @@ class Cluster:
             return _redis_ping(self.topology.host, spec.port)
         if spec.kind == "grpc":
             return _grpc_serving(f"{self.topology.host}:{spec.port}")
+        if spec.kind == "http":
+            return _http_ok(f"http://{self.topology.host}:{spec.port}/healthz")
         return True
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -247,6 +306,8 @@ class Cluster:
         t = self.topology
         rows = []
         for r in t.regions:
+            if self.web:
+                rows.append((f"{r.name} web app", t.web_url(r.name) + "/"))
             rows.append((f"{r.name} frontend (gRPC)", t.frontend_endpoint(r.name)))
             rows.append((f"{r.name} metrics", f"http://{t.host}:{t.metrics_port(r.name)}/metrics"))
         return rows
@@ -280,6 +341,14 @@ def _redis_ping(host: str, port: int | None) -> bool:
             sock.sendall(b"PING\r\n")
             return sock.recv(16).startswith(b"+PONG")
     except OSError:
+        return False
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return reply.status == 200
+    except (OSError, ValueError):
         return False
 
 

@@ -1,0 +1,148 @@
+"""Every request runs in the user's causal session.
+
+The signed session cookie holds the user and the causal label. A request that touches the store
+attaches here with that label (Alg. 1: it returns once everything the user has seen is visible
+in this region, so nothing they saw disappears), and stores the label that comes back, which
+has merged in everything the request read and wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from causal_client import CausalError, InvalidRequest, Label, LabelType, Session
+from webapp.region import RegionContext, current
+from webapp.social import Account, NoSuchUser, Social
+
+log = logging.getLogger("webapp.causal")
+
+USER_KEY = "user"
+LABEL_KEY = "label"
+NOTE_KEY = "label_note"  # where the session's label last came from, for the label panel
+
+
+class CausalRequest:
+    """The request's view of the store: a session attached on first use, the signed-in user."""
+
+    def __init__(self, request: HttpRequest, ctx: RegionContext):
+        self.request = request
+        self.ctx = ctx
+        self._session: Session | None = None
+        self._account: Account | bool | None = False  # False: not looked up yet
+        self.note: str | None = None
+
+    @property
+    def username(self) -> str | None:
+        return self.request.session.get(USER_KEY)
+
+    @property
+    def stored_label(self) -> Label:
+        token = self.request.session.get(LABEL_KEY)
+        try:
+            return Label.from_token(token) if token else Label.zero()
+        except CausalError:
+            return Label.zero()
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            try:
+                self._session = self.ctx.client.session(self.ctx.region, label=self.stored_label)
+            except InvalidRequest:  # a label this topology does not know (e.g. it was changed)
+                log.warning("dropping an unusable label from %s's session", self.username or "a visitor")
+                self._session = self.ctx.client.session(self.ctx.region)
+        return self._session
+
+    @property
+    def social(self) -> Social:
+        return Social(self.ctx, self.session)
+
+    @property
+    def account(self) -> Account | None:
+        """The signed-in user's account (None: signed out, or the account is not here)."""
+        if self._account is False:
+            self._account = None
+            if self.username:
+                try:
+                    self._account = self.social.account(self.username)
+                except NoSuchUser:
+                    self._account = None
+        return self._account or None
+
+    def remember(self, note: str | None = None) -> None:
+        """Keeps the session's label in the cookie (after the request, or now)."""
+        if self._session is not None:
+            token = self._session.token
+            if token != self.request.session.get(LABEL_KEY):
+                self.request.session[LABEL_KEY] = token
+                self.request.session[NOTE_KEY] = note or self.note or f"a request at {self.ctx.region}"
+        if note:
+            self.request.session[NOTE_KEY] = note
+
+    def sign_in(self, username: str, label: Label | None = None, note: str | None = None) -> None:
+        """A fresh session (new cookie) for ``username``, keeping the causal past."""
+        label = label or (self._session.label if self._session else self.stored_label)
+        self.request.session.cycle_key()
+        self.request.session[USER_KEY] = username
+        self.request.session[LABEL_KEY] = label.to_token()
+        self.request.session[NOTE_KEY] = note or f"signed in at {self.ctx.region}"
+        self._account = False
+
+    def sign_out(self) -> None:
+        """Forgets the user; the browser keeps its causal past (what it has seen stays seen)."""
+        label = self._session.label if self._session else self.stored_label
+        self.request.session.flush()
+        self.request.session[LABEL_KEY] = label.to_token()
+        self.request.session[NOTE_KEY] = f"signed out at {self.ctx.region}"
+        self._account = None
+
+
+class CausalSessionMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        request.causal = CausalRequest(request, current())  # type: ignore[attr-defined]
+        response = self.get_response(request)
+        request.causal.remember()  # type: ignore[attr-defined]
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, CausalError) and not isinstance(exception, InvalidRequest):
+            log.warning("store unavailable for %s: %s", request.path, exception)
+            context = {"problem": str(exception)}
+            return render(request, "503.html", context, status=503)
+        return None
+
+
+def describe_label(label: Label) -> dict:
+    if label.is_zero:
+        return {"zero": True}
+    kind = "migration" if label.type == LabelType.MIGRATION else "update"
+    when = datetime.fromtimestamp(label.ts / 1e6, tz=UTC)
+    return {
+        "zero": False, "ts": label.ts, "src": label.src, "region": label.region, "kind": kind,
+        "target": label.target, "when": when, "token": label.to_token(),
+    }  # fmt: skip
+
+
+def region_context(request: HttpRequest) -> dict:
+    """Every page knows its region, the others (to travel to) and the session's label."""
+    ctx = current()
+    causal: CausalRequest | None = getattr(request, "causal", None)
+    label = Label.zero()
+    if causal is not None:
+        label = causal._session.label if causal._session else causal.stored_label
+    return {
+        "region": ctx.region,
+        "regions": [{"name": r, "url": ctx.web_url(r), "here": r == ctx.region} for r in ctx.regions],
+        "protocol": ctx.topology.protocol,
+        "label": describe_label(label),
+        "label_note": request.session.get(NOTE_KEY) if hasattr(request, "session") else None,
+        "signed_in_as": causal.username if causal else None,
+        "region_groups": ctx.topology.groups_at(ctx.region),
+    }

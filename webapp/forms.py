@@ -1,0 +1,78 @@
+"""Forms: every field validated here, so views only see clean input."""
+
+from __future__ import annotations
+
+import re
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from webapp.social import MAX_TWEET_CHARS, USERNAME_PATTERN
+
+TWEET_REF = re.compile(r"^[a-z0-9_-]{1,64}/[0-9a-f]{22}$")  # "<group>/<tweet id>"
+CURSOR = re.compile(r"^[0-9a-f]{22}$")
+
+
+class SignupForm(forms.Form):
+    username = forms.CharField(
+        max_length=30, help_text="2-30 letters, digits or underscores; unique across all regions."
+    )
+    password = forms.CharField(min_length=8, max_length=128, widget=forms.PasswordInput, strip=False)
+    password_again = forms.CharField(
+        label="Password (again)", max_length=128, widget=forms.PasswordInput, strip=False
+    )
+
+    def clean_username(self) -> str:
+        name = self.cleaned_data["username"].strip().lower()
+        if not USERNAME_PATTERN.match(name):
+            raise ValidationError("Use 2-30 letters, digits or underscores.")
+        return name
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("password") and data.get("password") != data.get("password_again"):
+            self.add_error("password_again", "The two passwords differ.")
+        return data
+
+
+class LoginForm(forms.Form):
+    username = forms.CharField(max_length=30)
+    password = forms.CharField(max_length=128, widget=forms.PasswordInput, strip=False)
+
+    def clean_username(self) -> str:
+        return self.cleaned_data["username"].strip().lower()
+
+
+class PostForm(forms.Form):
+    body = forms.CharField(
+        label="What's happening?", max_length=MAX_TWEET_CHARS, widget=forms.Textarea(attrs={"rows": 3})
+    )
+    reply_to = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def clean_body(self) -> str:
+        body = self.cleaned_data["body"].strip()
+        if not body:
+            raise ValidationError("A tweet needs some text.")
+        return body
+
+    def clean_reply_to(self) -> str:
+        ref = self.cleaned_data.get("reply_to") or ""
+        if ref and not TWEET_REF.match(ref):
+            raise ValidationError("Not a tweet reference.")
+        return ref
+
+
+class FindForm(forms.Form):
+    q = forms.CharField(label="Username", max_length=30, required=False)
+
+    def clean_q(self) -> str:
+        return self.cleaned_data["q"].strip().lower().lstrip("@")
+
+
+def valid_cursor(value: str | None) -> str | None:
+    """A pagination cursor from the query string, or None; raises ValueError when malformed."""
+    if not value:
+        return None
+    if not CURSOR.match(value):
+        raise ValueError(f"not a page cursor: {value[:40]!r}")
+    return value

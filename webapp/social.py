@@ -1,0 +1,247 @@
+"""The Twitter clone's data on the causal store: Twissandra's schema as rows of columns.
+
+Rows (group in brackets; "home" is the user's home group, see RegionContext.home_group):
+
+    account:<user>     [accounts]  password hash, home group, joined; counters tweets/followers/following
+    directory          [accounts]  "<joined µs>|<user>" -> user: the newest people first
+    public             [accounts]  tweet id -> entry: the public line
+    tweet:<id>         [author's home]  author, body, time, reply-to
+    userline:<user>    [home]  tweet id -> entry (the user's own tweets)
+    timeline:<user>    [home]  tweet id -> entry (own + followed users' tweets; fan-out writes it)
+    following:<user>   [home]  followed user -> their home group
+    followers:<user>   [home]  follower -> their home group
+
+Tweet ids sort by time (hex µs + random), so a row's columns read newest first, and the store's
+exclusive cursor pages through them. Timeline entries carry the tweet (denormalised, as in
+twissandra-j), so a timeline page is one read; replies name their original, which the page looks
+up in one more read to show it (or to say it is not visible here: the anomaly `eventual` allows).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from causal_client import Mutation, ReadSpec, Row, Session
+from webapp.region import RegionContext
+
+PAGE_SIZE = 40  # as Twissandra
+MAX_TWEET_CHARS = 280
+USERNAME_PATTERN = re.compile(r"^[a-z0-9_]{2,30}$")
+FANOUT_CHUNK = 100  # timeline writes per Batch call (Stream-Framework's fanout_chunk_size)
+
+
+class NoSuchUser(LookupError):
+    """No account of that name (or not visible in this region yet)."""
+
+
+def new_tweet_id(now_us: int | None = None) -> str:
+    """Sortable by time: 16 hex digits of µs since the epoch, then 6 random hex digits."""
+    return f"{now_us or time.time_ns() // 1000:016x}{secrets.token_hex(3)}"
+
+
+def tweet_time_us(tweet_id: str) -> int:
+    return int(tweet_id[:16], 16)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A tweet as it appears in a line (timeline, userline, public line)."""
+
+    id: str
+    author: str
+    body: str
+    group: str  # the author's home group (where tweet:<id> lives)
+    reply_to: str | None = None
+    reply_author: str | None = None
+    reply_group: str | None = None
+
+    @property
+    def time_us(self) -> int:
+        return tweet_time_us(self.id)
+
+    def to_json(self) -> str:
+        data = {"a": self.author, "b": self.body, "g": self.group}
+        if self.reply_to:
+            data |= {"r": self.reply_to, "ra": self.reply_author, "rg": self.reply_group}
+        return json.dumps(data, separators=(",", ":"))
+
+    @staticmethod
+    def from_json(tweet_id: str, text: str) -> Entry:
+        data = json.loads(text)
+        return Entry(tweet_id, data["a"], data["b"], data["g"], data.get("r"), data.get("ra"), data.get("rg"))
+
+
+@dataclass
+class Page:
+    entries: list[Entry]
+    next_cursor: str | None
+    originals: dict[str, Entry | None] = field(
+        default_factory=dict
+    )  # reply-to id -> original (None: not here)
+
+
+@dataclass(frozen=True)
+class Account:
+    username: str
+    password_hash: str
+    home_group: str
+    joined_us: int
+    tweets: int = 0
+    followers: int = 0
+    following: int = 0
+
+
+def entries_of(row: Row) -> list[Entry]:
+    return [Entry.from_json(cell.column, cell.text) for cell in row]
+
+
+class Social:
+    """The app's operations on one causal session (one web request, or one Celery task)."""
+
+    def __init__(self, ctx: RegionContext, session: Session):
+        self.ctx = ctx
+        self.session = session
+        self.accounts = ctx.accounts_group
+
+    # -- accounts ----------------------------------------------------------------------------
+    def account_spec(self, username: str) -> ReadSpec:
+        return ReadSpec(self.accounts, f"account:{username}")
+
+    @staticmethod
+    def account_from(username: str, row: Row) -> Account | None:
+        if "password" not in row:
+            return None
+        return Account(
+            username, row.text("password") or "", row.text("home") or "", int(row.text("joined") or 0),
+            row.counter("tweets"), row.counter("followers"), row.counter("following"),
+        )  # fmt: skip
+
+    def account(self, username: str) -> Account:
+        found = self.account_from(username, self.session.read(self.accounts, f"account:{username}"))
+        if found is None:
+            raise NoSuchUser(username)
+        return found
+
+    def create_account(self, username: str, password_hash: str, home_group: str) -> Account:
+        """The account row and a directory entry (after the username was claimed)."""
+        joined = time.time_ns() // 1000
+        self.session.batch([
+            Mutation(self.accounts, f"account:{username}").update(
+                {"password": password_hash, "home": home_group, "joined": str(joined)}
+            ),
+            Mutation(self.accounts, "directory").set(f"{joined:016d}|{username}", username),
+        ])  # fmt: skip
+        return Account(username, password_hash, home_group, joined)
+
+    def newest_people(self, limit: int = 20) -> list[str]:
+        row = self.session.slice(self.accounts, "directory", limit=limit)
+        return [cell.text for cell in row]
+
+    # -- tweets ------------------------------------------------------------------------------
+    def post(self, author: Account, body: str, reply_to: Entry | None = None) -> Entry:
+        """The tweet, the author's userline and timeline (read-your-writes: the poster sees it at
+        once) and the public line; followers' timelines are the fan-out task's (webapp/tasks.py)."""
+        entry = Entry(
+            new_tweet_id(), author.username, body, author.home_group,
+            reply_to.id if reply_to else None, reply_to.author if reply_to else None,
+            reply_to.group if reply_to else None,
+        )  # fmt: skip
+        fields = {"author": author.username, "body": body, "entry": entry.to_json()}
+        home = author.home_group
+        self.session.batch([
+            Mutation(home, f"tweet:{entry.id}").update(fields),
+            Mutation(home, f"userline:{author.username}").set(entry.id, entry.to_json()),
+            Mutation(home, f"timeline:{author.username}").set(entry.id, entry.to_json()),
+        ])  # fmt: skip
+        self.session.batch([
+            Mutation(self.accounts, "public").set(entry.id, entry.to_json()),
+            Mutation(self.accounts, f"account:{author.username}").increment("tweets"),
+        ])  # fmt: skip
+        return entry
+
+    def tweet(self, group: str, tweet_id: str) -> Entry | None:
+        row = self.session.read(group, f"tweet:{tweet_id}", ["entry"])
+        text = row.text("entry")
+        return Entry.from_json(tweet_id, text) if text else None
+
+    def line(self, group: str, row: str, after: str | None = None, limit: int = PAGE_SIZE) -> Page:
+        page = self.session.slice(group, row, limit=limit, after=after)
+        entries = entries_of(page)
+        result = Page(entries, page.next_cursor if len(entries) == limit else None)
+        result.originals = self.originals(entries)
+        return result
+
+    def originals(self, entries: Sequence[Entry]) -> dict[str, Entry | None]:
+        """The tweets these entries reply to, in one read (those whose group is replicated here;
+        the others are not looked up: None)."""
+        wanted = {e.reply_to: e.reply_group for e in entries if e.reply_to and e.reply_group}
+        local = [(i, g) for i, g in wanted.items() if self.ctx.replicates(g, self.session.region)]
+        found: dict[str, Entry | None] = dict.fromkeys(wanted)
+        if local:
+            rows = self.session.multi_read([ReadSpec(g, f"tweet:{i}", ("entry",)) for i, g in local])
+            for (tweet_id, _), row in zip(local, rows, strict=True):
+                text = row.text("entry")
+                found[tweet_id] = Entry.from_json(tweet_id, text) if text else None
+        return found
+
+    def timeline(self, account: Account, after: str | None = None) -> Page:
+        return self.line(account.home_group, f"timeline:{account.username}", after)
+
+    def userline(self, account: Account, after: str | None = None) -> Page:
+        return self.line(account.home_group, f"userline:{account.username}", after)
+
+    def public(self, after: str | None = None) -> Page:
+        return self.line(self.accounts, "public", after)
+
+    # -- following ---------------------------------------------------------------------------
+    def is_following(self, follower: Account, followed: str) -> bool:
+        row = self.session.read(follower.home_group, f"following:{follower.username}", [followed])
+        return followed in row
+
+    def follow(self, follower: Account, followed: Account) -> None:
+        """Both sides and both counters. The follower's side first: it is what the follower sees."""
+        self.session.write(
+            follower.home_group, f"following:{follower.username}", {followed.username: followed.home_group}
+        )
+        self.session.write(
+            followed.home_group, f"followers:{followed.username}", {follower.username: follower.home_group}
+        )
+        self.session.batch([
+            Mutation(self.accounts, f"account:{follower.username}").increment("following"),
+            Mutation(self.accounts, f"account:{followed.username}").increment("followers"),
+        ])  # fmt: skip
+
+    def unfollow(self, follower: Account, followed: Account) -> None:
+        self.session.delete(follower.home_group, f"following:{follower.username}", [followed.username])
+        self.session.delete(followed.home_group, f"followers:{followed.username}", [follower.username])
+        self.session.batch([
+            Mutation(self.accounts, f"account:{follower.username}").increment("following", -1),
+            Mutation(self.accounts, f"account:{followed.username}").increment("followers", -1),
+        ])  # fmt: skip
+
+    def names(self, group: str, row: str, limit: int = 1000) -> dict[str, str]:
+        """A following/followers row: user -> their home group."""
+        page = self.session.slice(group, row, limit=limit, reverse=False)
+        return {cell.column: cell.text for cell in page}
+
+    def followers(self, account: Account) -> dict[str, str]:
+        return self.names(account.home_group, f"followers:{account.username}")
+
+    def following(self, account: Account) -> dict[str, str]:
+        return self.names(account.home_group, f"following:{account.username}")
+
+    # -- fan-out (run by the Celery task) ------------------------------------------------------
+    def write_timelines(self, entry: Entry, followers: Iterable[str], group: str) -> int:
+        """The entry into each follower's timeline (all in ``group``), in chunks of one Batch."""
+        names = sorted(followers)
+        for start in range(0, len(names), FANOUT_CHUNK):
+            self.session.batch([
+                Mutation(group, f"timeline:{name}").set(entry.id, entry.to_json())
+                for name in names[start : start + FANOUT_CHUNK]
+            ])  # fmt: skip
+        return len(names)

@@ -1,0 +1,52 @@
+"""Sign up, log in, log out."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods, require_POST
+
+from webapp.accounts import UsernameTaken, authenticate, register
+from webapp.forms import LoginForm, SignupForm
+
+
+def next_url(request: HttpRequest) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or "/"
+    return target if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}) else "/"
+
+
+@require_http_methods(["GET", "POST"])
+def signup(request: HttpRequest) -> HttpResponse:
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            register(request.causal, form.cleaned_data["username"], form.cleaned_data["password"])
+        except UsernameTaken:
+            form.add_error("username", "That username is taken (in this or another region).")
+        else:
+            messages.success(request, f"Welcome, @{form.cleaned_data['username']}!")
+            return redirect("home")
+    status = 400 if request.method == "POST" else 200
+    return render(request, "signup.html", {"form": form}, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+def login(request: HttpRequest) -> HttpResponse:
+    form = LoginForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        account = authenticate(request.causal, form.cleaned_data["username"], form.cleaned_data["password"])
+        if account is not None:
+            request.causal.sign_in(account.username)
+            return redirect(next_url(request))
+        form.add_error(None, "Unknown username or wrong password.")
+    status = 400 if request.method == "POST" else 200
+    return render(request, "login.html", {"form": form, "next": next_url(request)}, status=status)
+
+
+@require_POST
+def logout(request: HttpRequest) -> HttpResponse:
+    request.causal.sign_out()
+    messages.info(request, "Signed out.")
+    return redirect("public")

@@ -1,0 +1,168 @@
+"""Timelines, user pages, tweets, posting, following, finding people."""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.contrib import messages
+from django.core.exceptions import BadRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from webapp import tasks
+from webapp.forms import CURSOR, FindForm, PostForm, valid_cursor
+from webapp.social import USERNAME_PATTERN, Account, NoSuchUser, Page
+
+
+def signed_in(view):
+    """Views that need a user: the login page otherwise (then back)."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if request.causal.account is None:
+            if request.causal.username:  # signed in, but the account is not visible here (yet)
+                request.causal.sign_out()
+            return redirect(f"{reverse('login')}?next={request.get_full_path()}")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def cursor(request: HttpRequest) -> str | None:
+    try:
+        return valid_cursor(request.GET.get("after"))
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def account_or_404(request: HttpRequest, username: str) -> Account:
+    if not USERNAME_PATTERN.match(username):
+        raise Http404("no such user")
+    try:
+        return request.causal.social.account(username)
+    except NoSuchUser:
+        raise Http404("no such user") from None
+
+
+def line_context(page: Page) -> dict:
+    return {
+        "page": page,
+        "entries": page.entries,
+        "originals": page.originals,
+        "next_cursor": page.next_cursor,
+    }
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """Signed in: the home timeline and the post box. Otherwise the public line."""
+    me = request.causal.account
+    if me is None:
+        return public(request)
+    page = request.causal.social.timeline(me, after=cursor(request))
+    return render(request, "home.html", {"me": me, "form": PostForm(), **line_context(page)})
+
+
+@require_GET
+def public(request: HttpRequest) -> HttpResponse:
+    page = request.causal.social.public(after=cursor(request))
+    return render(request, "public.html", {"me": request.causal.account, **line_context(page)})
+
+
+@require_GET
+def user_page(request: HttpRequest, username: str) -> HttpResponse:
+    social = request.causal.social
+    user = account_or_404(request, username)
+    me = request.causal.account
+    following = bool(me and me.username != user.username and social.is_following(me, user.username))
+    page = social.userline(user, after=cursor(request))
+    context = {"me": me, "user": user, "is_following": following, "form": PostForm(), **line_context(page)}
+    return render(request, "user.html", context)
+
+
+@require_GET
+def relations(request: HttpRequest, username: str, which: str) -> HttpResponse:
+    user = account_or_404(request, username)
+    social = request.causal.social
+    names = social.followers(user) if which == "followers" else social.following(user)
+    return render(request, "people_list.html", {
+        "me": request.causal.account, "user": user, "which": which, "names": sorted(names),
+    })  # fmt: skip
+
+
+@require_GET
+def tweet_page(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
+    ctx = request.causal.ctx
+    if group not in ctx.topology.group_members or not CURSOR.match(tweet_id):
+        raise Http404("no such tweet")
+    entry = request.causal.social.tweet(group, tweet_id)
+    if entry is None:
+        raise Http404("no such tweet")
+    originals = request.causal.social.originals([entry])
+    form = PostForm(initial={"reply_to": f"{group}/{tweet_id}", "body": f"@{entry.author} "})
+    return render(request, "tweet.html", {
+        "me": request.causal.account, "entry": entry, "originals": originals, "form": form,
+    })  # fmt: skip
+
+
+@require_POST
+@signed_in
+def post(request: HttpRequest) -> HttpResponse:
+    me = request.causal.account
+    form = PostForm(request.POST)
+    if not form.is_valid():
+        page = request.causal.social.timeline(me)
+        return render(request, "home.html", {"me": me, "form": form, **line_context(page)}, status=400)
+    social = request.causal.social
+    reply_to = None
+    if form.cleaned_data["reply_to"]:
+        group, tweet_id = form.cleaned_data["reply_to"].split("/", 1)
+        reply_to = (
+            social.tweet(group, tweet_id) if group in request.causal.ctx.topology.group_members else None
+        )
+        if reply_to is None:
+            raise BadRequest("The tweet you reply to does not exist (here).")
+    entry = social.post(me, form.cleaned_data["body"], reply_to)
+    session = request.causal.session
+    tasks.send(tasks.fan_out, request.causal.ctx.region, entry.to_json(), entry.id, session.token)
+    request.causal.note = f"your tweet at {request.causal.ctx.region}"
+    messages.success(request, "Posted." if reply_to is None else f"Replied to @{reply_to.author}.")
+    return redirect("home")
+
+
+@require_POST
+@signed_in
+def follow(request: HttpRequest, username: str, undo: bool = False) -> HttpResponse:
+    me = request.causal.account
+    user = account_or_404(request, username)
+    if user.username == me.username:
+        raise BadRequest("You cannot follow yourself.")
+    social = request.causal.social
+    if undo:
+        if social.is_following(me, user.username):
+            social.unfollow(me, user)
+        messages.info(request, f"You no longer follow @{user.username}.")
+    else:
+        if not social.is_following(me, user.username):
+            social.follow(me, user)
+        messages.success(request, f"You follow @{user.username}: their new tweets reach your timeline.")
+    return redirect("user", username=user.username)
+
+
+@require_GET
+def people(request: HttpRequest) -> HttpResponse:
+    form = FindForm(request.GET or None)
+    found, query = None, ""
+    if form.is_bound and form.is_valid() and form.cleaned_data["q"]:
+        query = form.cleaned_data["q"]
+        if USERNAME_PATTERN.match(query):
+            try:
+                found = request.causal.social.account(query)
+            except NoSuchUser:
+                found = None
+    newest = request.causal.social.newest_people()
+    return render(request, "people.html", {
+        "me": request.causal.account, "form": form, "query": query, "found": found, "newest": newest,
+    })  # fmt: skip
