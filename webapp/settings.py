@@ -71,7 +71,7 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / ".run" / "static"
+STATIC_ROOT = BASE_DIR / "webapp" / "static"  # whitenoise serves from here; no collectstatic
 WHITENOISE_USE_FINDERS = True  # serve straight from webapp/static: no collectstatic step
 USE_TZ = True
 TIME_ZONE = "UTC"
