@@ -44,6 +44,11 @@ LABELS_RECEIVED = Counter(
 LABELS_SENT = Counter(
     "causal_labels_sent_total", "Labels this region's sink sent up the tree, by type", ["region", "type"]
 )
+PROXY_REORDERED = Counter(
+    "causal_proxy_reordered_total",
+    "Saturn labels delivered ahead of an earlier one still waiting for its payload (§4.4)",
+    ["region"],
+)
 PROXY_MODE = Gauge(
     "causal_proxy_tree_mode",
     "Saturn remote proxy: 1 while applying in the tree's order, 0 in timestamp order (tree down)",

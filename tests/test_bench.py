@@ -129,6 +129,16 @@ def test_unknown_protocol_is_refused_before_starting_anything(tmp_path: Path):
     assert code == 2
 
 
+def test_protocol_variants_name_their_environment(capsys: pytest.CaptureFixture[str]):
+    from loadtest.bench.cli import split_variant
+
+    assert split_variant("saturn") == ("saturn", {})
+    assert split_variant("saturn+serial") == ("saturn", {"SATURN_CONCURRENT_APPLY": "0"})
+    code = bench.main(["--topology", str(TOPOLOGIES / "two-region.toml"), "--protocols", "saturn+bogus"])
+    assert code == 2
+    assert "unknown variant 'bogus'" in capsys.readouterr().err
+
+
 def _run(protocol: str, round_: int, write_ops_s: float, mean_ms: float) -> ProtocolRun:
     run = ProtocolRun(protocol, "a", round=round_)
     for op in bench.OPS:

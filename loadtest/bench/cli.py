@@ -4,8 +4,10 @@ protocol, then the tables, the files and the exit status (see the package docstr
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import redis
@@ -22,6 +24,10 @@ from services.topology import Topology, TopologyError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TOPOLOGY = PROJECT_ROOT / "topologies" / "demo-3region.toml"
+# Variants of a protocol, named "protocol+variant": the environment its services run with.
+VARIANTS: dict[str, dict[str, str]] = {
+    "serial": {"SATURN_CONCURRENT_APPLY": "0"},  # saturn without §4.4 (concurrent labels wait too)
+}
 # What makes one protocol's run fail without stopping the others.
 RUN_FAILURES = (BenchError, LaunchError, RedisNotFound, CausalError, redis.RedisError, OSError)
 
@@ -52,7 +58,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--warmup", type=float, default=1.0, help="unmeasured seconds before each phase (default: 1)")
     add("--value-size", type=_positive(int), default=2, help="value bytes, 2 as in the paper (default: 2)")
     add("--keys", type=_positive(int), default=1000, help="distinct rows, chosen uniformly (default: 1000)")
-    add("--protocols", help="comma-separated, one run each (default: the topology's protocol)")
+    add(
+        "--protocols",
+        help="comma-separated, one run each; 'saturn+serial' is saturn without §4.4 (default: the "
+        "topology's protocol)",
+    )
     add(
         "--repeat",
         type=_positive(int),
@@ -68,6 +78,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="visibility probe writes per region (default: 300)",
     )
     add("--probe-rate", type=_positive(float), default=100.0, help="visibility probe writes/s (default: 100)")
+    add(
+        "--probe-together",
+        action="store_true",
+        help="every region probes at the same time (labels of several origins interleave, where "
+        "§4.4 matters) instead of in turn",
+    )
     add("--base-port", type=int, help="first port of the started cluster (default: a free block)")
     add("--attach", action="store_true", help="measure the cluster already running at the topology's ports")
     add("--out", default="bench-results", help="where results and cluster logs go (default: %(default)s)")
@@ -93,7 +109,7 @@ def settings_for(args: argparse.Namespace, topology: Topology) -> Settings:
     return Settings(
         clients=args.clients, duration=args.duration, warmup=args.warmup, value_size=args.value_size,
         keys=args.keys, group=args.group, region=region, probe_writes=args.probe_writes,
-        probe_rate=args.probe_rate,
+        probe_rate=args.probe_rate, probe_together=args.probe_together,
     )  # fmt: skip
 
 
@@ -108,11 +124,33 @@ def run_protocol(
         say(f"[{actual}] attached to {topology.name} at {topology.frontend_endpoint(settings.region)}")
         return bench_protocol(topology, actual, settings)
     assert protocol is not None
-    configured = with_overrides(
-        topology, protocol=protocol, base_port=args.base_port or find_base_port(topology)
-    )
-    with started(configured, Path(args.out) / f"run-{protocol}"):
+    name, env = split_variant(protocol)
+    configured = with_overrides(topology, protocol=name, base_port=args.base_port or find_base_port(topology))
+    with variant_environment(env), started(configured, Path(args.out) / f"run-{protocol}"):
         return bench_protocol(configured, protocol, settings)
+
+
+def split_variant(protocol: str) -> tuple[str, dict[str, str]]:
+    """'saturn+serial' -> ('saturn', its environment); raises BenchError for an unknown variant."""
+    name, _, variant = protocol.partition("+")
+    if variant and variant not in VARIANTS:
+        raise BenchError(f"unknown variant {variant!r} of {name!r} (known: {', '.join(VARIANTS)})")
+    return name, VARIANTS.get(variant, {})
+
+
+@contextlib.contextmanager
+def variant_environment(env: dict[str, str]) -> Iterator[None]:
+    """The services started inside inherit ``env`` (the launcher passes its environment on)."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -125,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_for(args, topology)
         protocols: list[str | None] = [p.strip() for p in (args.protocols or "").split(",") if p.strip()]
         for protocol in protocols:
-            with_overrides(topology, protocol=protocol)  # an unknown name fails here, before any start
+            with_overrides(topology, protocol=split_variant(protocol)[0])  # unknown names fail here
     except (TopologyError, BenchError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -3,6 +3,7 @@ then the visibility probe from each region in turn, each followed by waiting for
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from functools import partial
 
@@ -99,6 +100,34 @@ def probe_visibility(
     return visibility_rows(topology, after, before, remote_pairs(topology, work.group, origin))
 
 
+def probe_visibility_together(
+    run: ProtocolRun, topology: Topology, client: CausalClient, work: Workload, settings: Settings
+) -> list[VisibilityRow]:
+    """Every replica writes its probes at the same time: each proxy then receives labels of
+    several origins interleaved, the case §4.4 (concurrent labels) is about."""
+    origins = list(topology.group_members[work.group])
+    say(
+        f"[{run.protocol}] visibility probe from {', '.join(origins)} together: "
+        f"{settings.probe_writes} writes each at {settings.probe_rate:g}/s ..."
+    )
+    before = scrape_visibility(topology)
+    writers = [
+        threading.Thread(
+            target=probe_writes, args=(client, o, work, settings.probe_writes, settings.probe_rate)
+        )
+        for o in origins
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    expected = expected_visible(topology, work.group, dict.fromkeys(origins, settings.probe_writes))
+    after, short = wait_replicated(topology, before, expected, DRAIN_TIMEOUT_S)
+    run.note_missing(short)
+    pairs = [pair for origin in origins for pair in remote_pairs(topology, work.group, origin)]
+    return visibility_rows(topology, after, before, pairs)
+
+
 def bench_protocol(topology: Topology, protocol: str, settings: Settings) -> ProtocolRun:
     """Every measurement against one running cluster: the load phases, then the visibility probe."""
     region, group = settings.region, settings.group
@@ -120,8 +149,11 @@ def bench_protocol(topology: Topology, protocol: str, settings: Settings) -> Pro
         load_pairs = remote_pairs(topology, group, region)
         run.visibility_load = visibility_rows(topology, after_load, start, load_pairs)
 
-        for origin in topology.group_members[group]:
-            run.visibility_probe += probe_visibility(run, topology, client, work, origin, settings)
+        if settings.probe_together:
+            run.visibility_probe += probe_visibility_together(run, topology, client, work, settings)
+        else:
+            for origin in topology.group_members[group]:
+                run.visibility_probe += probe_visibility(run, topology, client, work, origin, settings)
     finally:
         client.close()
         db.close()

@@ -89,7 +89,8 @@ def report(run: ProtocolRun, settings: Settings) -> str:
     """The tables of one protocol, as printed (and as they go into the README)."""
     probe = visibility_table(
         f"Remote-update visibility, protocol {run.protocol}: {settings.probe_writes} writes paced at "
-        f"{settings.probe_rate:g}/s from each region in turn (extra = mean - configured one-way latency; "
+        f"{settings.probe_rate:g}/s from each region {'at once' if settings.probe_together else 'in turn'} "
+        f"(extra = mean - configured one-way latency; "
         f"percentiles interpolated in histogram buckets)",
         run.visibility_probe,
     )

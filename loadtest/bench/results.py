@@ -21,6 +21,7 @@ class Settings:
     region: str
     probe_writes: int
     probe_rate: float
+    probe_together: bool = False
 
 
 @dataclass

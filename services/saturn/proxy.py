@@ -220,6 +220,7 @@ class RemoteProxy:
             kept = [self.labels.popleft() for _ in range(taken[-1] + 1)]
             self.labels.extendleft(reversed([x for i, x in enumerate(kept) if i not in gone]))
             self.reordered += len(taken)
+            metrics.PROXY_REORDERED.labels(self.region).inc(len(taken))
         self.finish(updates, applied, marks)
         return True
 
