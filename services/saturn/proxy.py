@@ -219,8 +219,9 @@ class RemoteProxy:
             gone = set(taken)
             kept = [self.labels.popleft() for _ in range(taken[-1] + 1)]
             self.labels.extendleft(reversed([x for i, x in enumerate(kept) if i not in gone]))
-            self.reordered += len(taken)
-            metrics.PROXY_REORDERED.labels(self.region).inc(len(taken))
+            ahead = len(taken) - next(i for i, position in enumerate(taken) if position != i)
+            self.reordered += ahead
+            metrics.PROXY_REORDERED.labels(self.region).inc(ahead)
         self.finish(updates, applied, marks)
         return True
 
