@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -25,7 +26,8 @@ def travel(request: HttpRequest) -> HttpResponse:
 @require_GET
 def arrive(request: HttpRequest) -> HttpResponse:
     try:
-        handoff.arrive(request.causal, request.GET.get("t", ""))
+        arrived = handoff.arrive(request.causal, request.GET.get("t", ""))
     except handoff.BadHandoff as exc:
         return page(request, 400, "Cannot travel with this link", str(exc))
+    messages.info(request, f"You travelled from {arrived.origin} to {request.causal.ctx.region}.")
     return redirect("home")

@@ -1,0 +1,398 @@
+"""The web app in a real headless browser (Playwright driving Debian's Chromium) against a launched
+demo-3region topology with the web tier: gunicorn, a Celery worker and a broker per region.
+
+The tests share one cluster and one browser; each user has their own browser context (their own
+cookies). Full-page screenshots of the main pages go to $SCREENSHOT_DIR
+(default test-artifacts/screenshots, relative to the repository root).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+if shutil.which("chromium") is None:
+    pytest.skip("no chromium on PATH: the browser tests need Debian's chromium", allow_module_level=True)
+
+from playwright.sync_api import Browser, BrowserContext, Locator, Page, Response, sync_playwright
+from web_support import start_web_cluster
+
+from services.launcher.cluster import Cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic",
+]  # fmt: skip
+PASSWORD = "pw-browser-123"
+FAN_OUT_TIMEOUT_S = 15.0
+HOME, IRELAND = "virginia", "ireland"
+
+
+def screenshot_dir() -> Path:
+    path = Path(os.environ.get("SCREENSHOT_DIR", "test-artifacts/screenshots"))
+    path = path if path.is_absolute() else ROOT / path
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def shoot(page: Page, name: str) -> None:
+    page.screenshot(path=str(screenshot_dir() / f"{name}.png"), full_page=True)
+
+
+def new_username(prefix: str) -> str:
+    """Unique, at most 30 characters of [a-z0-9_]."""
+    return f"{prefix}_{secrets.token_hex(6)}"
+
+
+# -- the browser's view of a page --------------------------------------------------------------
+def submit(page: Page, button: Locator) -> Response:
+    """Clicks a submit button or a link; the response of the page it leads to (after redirects)."""
+    with page.expect_navigation() as navigation:
+        button.click()
+    response = navigation.value
+    assert response is not None
+    return response
+
+
+def badge(page: Page) -> str:
+    return page.locator("header.top .region-badge").inner_text().strip()
+
+
+def flashes(page: Page) -> list[str]:
+    return [text.strip() for text in page.locator("ul.messages li").all_inner_texts()]
+
+
+def line_bodies(page: Page) -> list[str]:
+    """The tweet bodies of the page's line (timeline, userline, public line), newest first."""
+    return [text.strip() for text in page.locator("section.line article.tweet p.body").all_inner_texts()]
+
+
+def tweet_count(page: Page) -> int:
+    return int(page.locator(".profile .counts li").first.locator("strong").inner_text())
+
+
+@dataclass
+class User:
+    """One person with their own browser context (cookie jar) and tab."""
+
+    name: str
+    context: BrowserContext
+    page: Page
+    urls: dict[str, str]
+    landing: dict = field(default_factory=dict)  # what the page after signing up showed
+
+    def url(self, region: str, path: str = "/") -> str:
+        return self.urls[region] + path
+
+    def goto(self, region: str, path: str = "/") -> Response:
+        response = self.page.goto(self.url(region, path))
+        assert response is not None
+        return response
+
+    def post(self, body: str) -> Response:
+        """Posts with the post form of the page the tab shows (the home timeline's)."""
+        page = self.page
+        page.locator("form.post-form textarea[name=body]").fill(body)
+        return submit(page, page.locator("form.post-form button[type=submit]"))
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    started = start_web_cluster(tmp_path_factory.mktemp("browser"))
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="module")
+def urls(cluster: Cluster) -> dict[str, str]:
+    return {region: cluster.topology.web_url(region) for region in cluster.topology.region_names}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=shutil.which("chromium"), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def open_context(browser: Browser, urls: dict[str, str]) -> Iterator[Callable[..., tuple]]:
+    """Factory: a fresh browser context (own cookies) and its tab; all closed at the end."""
+    contexts: list[BrowserContext] = []
+
+    def make(**options) -> tuple[BrowserContext, Page]:
+        context = browser.new_context(**{"viewport": {"width": 1100, "height": 800}, **options})
+        context.set_default_timeout(20_000)
+        context.set_default_navigation_timeout(30_000)
+        contexts.append(context)
+        return context, context.new_page()
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def sign_up(open_context, urls: dict[str, str]) -> Callable[..., User]:
+    """Factory: a new user signed up through the sign-up form in ``region`` (own context)."""
+
+    def make(prefix: str, region: str = HOME) -> User:
+        context, page = open_context()
+        user = User(new_username(prefix), context, page, urls)
+        user.goto(region, "/signup/")
+        page.fill("#id_username", user.name)
+        page.fill("#id_password", PASSWORD)
+        page.fill("#id_password_again", PASSWORD)
+        response = submit(page, page.get_by_role("button", name="Create account"))
+        user.landing = {
+            "status": response.status, "url": page.url, "messages": flashes(page), "badge": badge(page),
+            "h1": page.locator("main h1").inner_text(),
+        }  # fmt: skip
+        assert response.status == 200 and page.url == user.url(region), user.landing
+        return user
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def alice(sign_up) -> User:
+    return sign_up("alice")
+
+
+@pytest.fixture(scope="module")
+def bob(sign_up) -> User:
+    return sign_up("bob")
+
+
+# -- tests -------------------------------------------------------------------------------------
+def test_public_line_and_sign_up_form_errors(open_context, urls):
+    _, page = open_context()
+    response = page.goto(urls[HOME] + "/")
+    assert response is not None and response.status == 200
+    assert badge(page) == HOME
+    assert page.locator("main h1").inner_text() == "Everyone's tweets"
+    assert "Sign up" in page.locator("main p.intro").inner_text()
+    assert page.locator("header.top nav").get_by_role("link", name="Log in").is_visible()
+    shoot(page, "public-line")
+
+    page.goto(urls[HOME] + "/signup/")
+    page.fill("#id_username", "No Way!")
+    page.fill("#id_password", "short")
+    page.fill("#id_password_again", "different")
+    response = submit(page, page.get_by_role("button", name="Create account"))
+    assert response.status == 400
+    assert page.url == urls[HOME] + "/signup/"
+    errors = page.locator("form.card .field.has-errors ul.errors li").all_inner_texts()
+    assert "Use 2-30 letters, digits or underscores." in errors
+    assert any("at least 8 characters" in e for e in errors), errors
+    assert page.locator("#id_username").input_value() == "No Way!"  # kept, to be corrected
+    shoot(page, "signup-errors")
+
+
+def test_sign_up_welcomes_the_user_in_their_region(alice):
+    assert alice.landing["status"] == 200
+    assert f"Welcome, @{alice.name}!" in alice.landing["messages"]
+    assert alice.landing["badge"] == HOME
+    assert alice.landing["h1"] == "Your timeline"
+    nav = alice.page.locator("header.top nav")
+    assert nav.get_by_role("link", name=f"@{alice.name}").is_visible()
+    assert nav.get_by_role("button", name="Log out").is_visible()
+
+
+def test_a_tweet_is_on_the_home_timeline_at_once(alice):
+    alice.goto(HOME)
+    body = f"first chirp {secrets.token_hex(4)}"
+    response = alice.post(body)
+    assert response.status == 200 and alice.page.url == alice.url(HOME)
+    assert "Posted." in flashes(alice.page)
+    assert line_bodies(alice.page)[0] == body  # no polling: read-your-writes
+    first = alice.page.locator("section.line article.tweet").first
+    assert first.locator("a.author").inner_text() == f"@{alice.name}"
+    shoot(alice.page, "home-timeline")
+
+
+def test_follow_someone_found_on_the_people_page_and_get_their_later_tweets(alice, bob):
+    page = bob.page
+    bob.goto(HOME, "/people/")
+    page.fill("main form.find input[name=q]", alice.name)
+    response = submit(page, page.locator("main form.find button[type=submit]"))
+    assert response.status == 200
+    found = page.locator("main p.found")
+    assert found.inner_text().startswith(f"Found @{alice.name}")
+    newest = page.locator("main ul.people li")
+    assert f"@{alice.name}" in newest.all_inner_texts()
+    spilling = newest.evaluate_all("els => els.filter(e => e.scrollWidth > e.clientWidth).length")
+    assert spilling == 0, "a name spills out of its box in the newest people list"
+    shoot(page, "people")
+
+    submit(page, found.get_by_role("link", name=f"@{alice.name}"))
+    assert page.url == bob.url(HOME, f"/u/{alice.name}/")
+    assert page.locator("main h1").inner_text() == f"@{alice.name}"
+    response = submit(page, page.get_by_role("button", name="Follow", exact=True))
+    assert response.status == 200
+    assert any(m.startswith(f"You follow @{alice.name}") for m in flashes(page)), flashes(page)
+    assert page.get_by_role("button", name="Unfollow").is_visible()
+    assert page.locator(".profile .counts a[href$='/followers/'] strong").inner_text() == "1"
+    shoot(page, "user-page")
+
+    later = f"for my followers {secrets.token_hex(4)}"
+    alice.goto(HOME)
+    alice.post(later)
+    bob.goto(HOME)
+    deadline = time.monotonic() + FAN_OUT_TIMEOUT_S
+    while later not in line_bodies(page):  # the fan-out is a Celery task: it comes a bit later
+        assert time.monotonic() < deadline, (
+            f"{later!r} not on the follower's timeline in {FAN_OUT_TIMEOUT_S}s"
+        )
+        time.sleep(0.3)
+        page.reload()
+    author = page.locator("section.line article.tweet", has_text=later).locator("a.author")
+    assert author.inner_text() == f"@{alice.name}"
+
+
+def test_reply_through_the_tweet_page(alice, bob):
+    original = f"reply to this {secrets.token_hex(4)}"
+    alice.goto(HOME)
+    alice.post(original)
+    page = bob.page
+    bob.goto(HOME, f"/u/{alice.name}/")
+    tweet = page.locator("section.line article.tweet", has_text=original)
+    submit(page, tweet.locator("a.reply-link"))
+    assert page.url.startswith(bob.url(HOME, "/t/"))
+    assert page.locator("main h1").inner_text() == "Tweet"
+    assert page.locator("main article.tweet p.body").inner_text() == original
+    box = page.locator("form.post-form textarea[name=body]")
+    assert box.input_value() == f"@{alice.name} "
+    shoot(page, "tweet-page")
+
+    answer = f"@{alice.name} agreed {secrets.token_hex(4)}"
+    box.fill(answer)
+    response = submit(page, page.get_by_role("button", name="Reply", exact=True))
+    assert response.status == 200 and page.url == bob.url(HOME)
+    assert f"Replied to @{alice.name}." in flashes(page)
+    mine = page.locator("section.line article.tweet").first
+    assert mine.locator("p.body").inner_text() == answer
+    reply_to = mine.locator("p.reply-to")
+    assert f"in reply to @{alice.name}" in reply_to.inner_text()
+    assert reply_to.locator("q").inner_text() == original
+    shoot(page, "reply-on-timeline")
+
+
+def test_travel_keeps_the_session_and_what_it_has_seen(alice):
+    page = alice.page
+    alice.goto(HOME)
+    body = f"posted just before travelling {secrets.token_hex(4)}"
+    alice.post(body)
+    assert line_bodies(page)[0] == body
+    page.select_option("#travel-region", IRELAND)
+    response = submit(page, page.locator("form.travel button[type=submit]"))
+    assert response.status == 200
+    assert page.url == alice.url(IRELAND)
+    assert badge(page) == IRELAND
+    # No polling: arriving waited for the migration label, so what the user saw is visible here.
+    assert body in line_bodies(page)
+    assert page.locator("main h1").inner_text() == "Your timeline"
+    assert page.locator("header.top nav").get_by_role("link", name=f"@{alice.name}").is_visible()
+    assert page.locator("#travel-region option:checked").inner_text().strip() == f"{IRELAND} (here)"
+    shoot(page, "after-travel")
+
+    panel = page.locator("footer details.label-panel")
+    assert panel.locator("summary").inner_text() == "Causal label of this session"
+    panel.locator("summary").click()
+    assert panel.get_attribute("open") is not None
+    assert "travelled from virginia" in panel.inner_text()
+    shoot(page, "label-panel")
+
+
+def test_markup_in_a_tweet_is_shown_as_text(sign_up):
+    carol = sign_up("carol")
+    body = "<script>window.__pwned=1</script>"
+    carol.post(body)
+    for path in ("/", "/public/", f"/u/{carol.name}/"):
+        carol.goto(HOME, path)
+        assert body in line_bodies(carol.page), path
+        assert carol.page.evaluate("typeof window.__pwned") == "undefined", path
+        assert carol.page.locator("script").count() == 0, path
+
+
+def test_an_overlong_tweet_is_refused_and_not_posted(sign_up):
+    dave = sign_up("dave")
+    page = dave.page
+    dave.goto(HOME, f"/u/{dave.name}/")
+    assert tweet_count(page) == 0
+    dave.goto(HOME)
+    body = "x" * 281
+    box = page.locator("form.post-form textarea[name=body]")
+    box.evaluate("el => el.removeAttribute('maxlength')")  # what an old or hostile client sends
+    box.fill(body)
+    response = submit(page, page.locator("form.post-form button[type=submit]"))
+    assert response.status == 400
+    errors = page.locator("form.post-form ul.errors li").all_inner_texts()
+    assert errors == ["Ensure this value has at most 280 characters (it has 281)."]
+    assert page.locator("form.post-form textarea[name=body]").get_attribute("aria-invalid") == "true"
+    assert body not in line_bodies(page)
+    dave.goto(HOME, f"/u/{dave.name}/")
+    assert tweet_count(page) == 0
+    assert line_bodies(page) == []
+
+
+def test_log_out_leads_to_the_public_line(sign_up):
+    erin = sign_up("erin")
+    page = erin.page
+    response = submit(page, page.locator("header.top nav").get_by_role("button", name="Log out"))
+    assert response.status == 200
+    assert page.url == erin.url(HOME, "/public/")
+    assert "Signed out." in flashes(page)
+    assert page.locator("main h1").inner_text() == "Everyone's tweets"
+    assert page.locator("main p.intro").is_visible()
+    nav = page.locator("header.top nav")
+    assert nav.get_by_role("link", name="Log in").is_visible()
+    assert nav.get_by_role("link", name=f"@{erin.name}").count() == 0
+    erin.goto(HOME)  # home is the public line now
+    assert page.locator("main h1").inner_text() == "Everyone's tweets"
+
+
+def test_unknown_user_gets_the_friendly_not_found_page(open_context, urls):
+    _, page = open_context()
+    response = page.goto(urls[HOME] + f"/u/{new_username('nobody')}/")
+    assert response is not None and response.status == 404
+    assert page.locator("main .error-page .status").inner_text() == "404"
+    assert page.locator("main h1").inner_text() == "Not found"
+    assert "There is nothing here" in page.locator("main .error-page").inner_text()
+    assert page.get_by_role("link", name="Back to the start").is_visible()
+    assert badge(page) == HOME
+    assert "Traceback" not in page.content()
+    shoot(page, "not-found")
+
+
+def test_home_timeline_on_a_phone(alice, open_context, urls):
+    _, page = open_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page.goto(urls[HOME] + "/login/")
+    page.fill("#id_username", alice.name)
+    page.fill("#id_password", PASSWORD)
+    response = submit(page, page.get_by_role("button", name="Log in"))
+    assert response.status == 200 and page.url == urls[HOME] + "/"
+    assert page.locator("main h1").inner_text() == "Your timeline"
+    long_word = "causally" * 30  # one unbroken 240-character word: must wrap, not widen the page
+    page.locator("form.post-form textarea[name=body]").fill(long_word)
+    submit(page, page.locator("form.post-form button[type=submit]"))
+    assert line_bodies(page)[0] == long_word
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, f"the page scrolls sideways by {overflow}px on a 390px-wide screen"
+    shoot(page, "home-mobile")

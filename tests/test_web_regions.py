@@ -1,0 +1,494 @@
+"""The web tier over HTTP, region against region: the real gunicorn apps of launched topologies.
+
+Each simulated browser is a cookie jar (stdlib urllib); every region names its cookies
+``session_<region>`` and ``csrftoken_<region>``, as the demo's regions all run on one host.
+Checked here: travelling with one's session (the migration label makes the first page there
+show what was seen before leaving; hand-off links are single-use, signed and region-bound),
+usernames unique across regions under concurrent sign-ups, the reply-before-its-tweet anomaly
+that `eventual` lets a reader see and `saturn` never does, and fan-out across replication groups.
+
+At most one cluster runs at a time (``clusters`` stops the previous one before starting the next).
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import re
+import secrets
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.cookiejar import CookieJar
+from pathlib import Path
+
+import pytest
+from web_support import start_web_cluster
+
+from services.launcher.cluster import Cluster
+from webapp.region import RegionContext
+
+PASSWORD = "pw-12345678"
+HTTP_TIMEOUT_S = 60.0  # an attach may wait (saturn) on a loaded machine
+CAUSALITY_ROUNDS = 10
+REGISTRATION_ROUNDS = 10
+ANOMALY = 'data-anomaly="missing-original"'
+
+
+# -- a browser: cookies, CSRF, redirects by hand ----------------------------------------------------
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None  # the 3xx reaches the caller, who follows it (or not) explicitly
+
+
+@dataclass
+class Reply:
+    status: int
+    url: str
+    headers: dict[str, str]
+    text: str
+
+    @property
+    def location(self) -> str:
+        return urllib.parse.urljoin(self.url, self.headers.get("location", ""))
+
+
+class Browser:
+    """One simulated browser: one cookie jar for every region's web app."""
+
+    def __init__(self, cluster: Cluster):
+        self.topology = cluster.topology
+        self.jar = CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect())
+
+    def url(self, region: str, path: str) -> str:
+        return self.topology.web_url(region) + path
+
+    def region_of(self, url: str) -> str:
+        for region in self.topology.region_names:
+            if url.startswith(self.topology.web_url(region) + "/"):
+                return region
+        raise AssertionError(f"{url} is no region's web app")
+
+    def cookie(self, name: str) -> str | None:
+        return next((c.value for c in self.jar if c.name == name), None)
+
+    def open(self, url: str, data: dict[str, str] | None = None, referer: str | None = None) -> Reply:
+        body = urllib.parse.urlencode(data).encode() if data is not None else None
+        request = urllib.request.Request(url, data=body)
+        if referer:
+            request.add_header("Referer", referer)
+        try:
+            with self.opener.open(request, timeout=HTTP_TIMEOUT_S) as response:
+                status, headers, raw = response.status, response.headers, response.read()
+        except urllib.error.HTTPError as exc:  # 3xx (not followed), 4xx, 5xx: a page all the same
+            status, headers, raw = exc.code, exc.headers, exc.read()
+        return Reply(status, url, {k.lower(): v for k, v in headers.items()}, raw.decode("utf-8", "replace"))
+
+    def get(self, region: str, path: str) -> Reply:
+        return self.open(self.url(region, path))
+
+    def post(self, region: str, path: str, fields: dict[str, str]) -> Reply:
+        """A form POST as the page would send it: the CSRF token (from a page seen before) and a
+        Referer from the same origin."""
+        token = self.cookie(f"csrftoken_{region}")
+        if token is None:
+            self.get(region, "/")  # every page has a form (travel), so it sets the CSRF cookie
+            token = self.cookie(f"csrftoken_{region}")
+        assert token, f"no csrftoken_{region} cookie after a page at {region}"
+        fields = {**fields, "csrfmiddlewaretoken": token}
+        return self.open(self.url(region, path), fields, referer=self.url(region, "/"))
+
+    def follow(self, reply: Reply) -> Reply:
+        assert reply.status in (301, 302, 303), f"expected a redirect from {reply.url}, got {reply.status}"
+        return self.open(reply.location)
+
+    # -- the app's actions ---------------------------------------------------------------------------
+    def sign_up(self, region: str, username: str, password: str = PASSWORD) -> Reply:
+        fields = {"username": username, "password": password, "password_again": password}
+        return self.post(region, "/signup/", fields)
+
+    def log_in(self, region: str, username: str, password: str = PASSWORD) -> Reply:
+        return self.post(region, "/login/", {"username": username, "password": password})
+
+    def tweet(self, region: str, body: str, reply_to: str = "") -> Reply:
+        reply = self.post(region, "/post/", {"body": body, "reply_to": reply_to})
+        assert reply.status == 302, f"posting at {region}: {reply.status} {reply.text[:300]}"
+        return reply
+
+
+def new_name(prefix: str = "u") -> str:
+    return f"{prefix}{secrets.token_hex(6)}"
+
+
+def signed_up(cluster: Cluster, region: str, prefix: str = "u") -> tuple[Browser, str]:
+    browser, name = Browser(cluster), new_name(prefix)
+    reply = browser.sign_up(region, name)
+    assert reply.status == 302, f"sign-up of {name} at {region}: {reply.status} {reply.text[:500]}"
+    return browser, name
+
+
+def in_parallel(*calls: Callable[[], object], timeout: float = HTTP_TIMEOUT_S + 30) -> None:
+    """Runs the calls in threads at once; re-raises the first failure (assertions included)."""
+    failures: list[BaseException] = []
+
+    def run(call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(call,), daemon=True) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    if failures:
+        raise failures[0]
+    assert not any(t.is_alive() for t in threads), f"a thread still runs after {timeout:.0f}s"
+
+
+def poll(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f}s")
+        time.sleep(interval)
+
+
+# -- reading pages -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Shown:
+    """A tweet as a page shows it (an ``<article class="tweet">``)."""
+
+    id: str
+    group: str
+    body: str
+    is_reply: bool
+    original: str | None  # the quoted original's text, if shown
+    anomaly: bool  # the "reply seen before its tweet" marker
+
+    @property
+    def ref(self) -> str:
+        return f"{self.group}/{self.id}"
+
+
+_ARTICLE = re.compile(r'<article class="tweet" id="t-([0-9a-f]{22})">(.*?)</article>', re.S)
+_BODY = re.compile(r'<p class="body">(.*?)</p>', re.S)
+_QUOTE = re.compile(r"<q>(.*?)</q>", re.S)
+
+
+def tweets_on(page: str) -> list[Shown]:
+    shown = []
+    for tweet_id, inner in _ARTICLE.findall(page):
+        group = re.search(rf'href="/t/([^/"]+)/{tweet_id}/"', inner)
+        body = _BODY.search(inner)
+        quote = _QUOTE.search(inner)
+        assert group and body, f"unexpected tweet markup: {inner[:300]}"
+        shown.append(Shown(
+            tweet_id, group.group(1), html.unescape(body.group(1)).strip(), 'class="reply-to"' in inner,
+            html.unescape(quote.group(1)) if quote else None, ANOMALY in inner,
+        ))  # fmt: skip
+    return shown
+
+
+def find(page: str, body: str) -> Shown | None:
+    return next((t for t in tweets_on(page) if t.body == body), None)
+
+
+# -- one cluster at a time ---------------------------------------------------------------------------
+class OneClusterAtATime:
+    """Starts the cluster a test asks for, stopping the one before (the machine has 2 cores)."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory):
+        self.tmp_path_factory = tmp_path_factory
+        self.key: str | None = None
+        self.cluster: Cluster | None = None
+
+    def get(self, key: str, topology: str, **overrides) -> Cluster:
+        if key != self.key:
+            self.stop()
+            run_dir: Path = self.tmp_path_factory.mktemp(key)
+            self.cluster = start_web_cluster(run_dir, topology, **overrides)
+            self.key = key
+        assert self.cluster is not None
+        return self.cluster
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            cluster, self.cluster, self.key = self.cluster, None, None
+            cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory) -> Iterator[OneClusterAtATime]:
+    pool = OneClusterAtATime(tmp_path_factory)
+    try:
+        yield pool
+    finally:
+        pool.stop()
+
+
+@pytest.fixture
+def demo(clusters) -> Cluster:
+    return clusters.get("demo", "demo-3region.toml", protocol="saturn")
+
+
+@pytest.fixture(params=["eventual", "saturn"])
+def causality(request, clusters) -> Cluster:
+    return clusters.get(f"causality-{request.param}", "causality-3region.toml", protocol=request.param)
+
+
+@pytest.fixture
+def partial(clusters) -> Cluster:
+    return clusters.get("partial", "demo-3region-partial.toml", protocol="saturn")
+
+
+# -- 1. travel ---------------------------------------------------------------------------------------
+def travel_link(browser: Browser, here: str, destination: str) -> str:
+    reply = browser.post(here, "/travel/", {"region": destination})
+    assert reply.status == 302, f"travel {here}->{destination}: {reply.status} {reply.text[:300]}"
+    link = reply.location
+    assert link.startswith(browser.url(destination, "/arrive/?t=")), link
+    return link
+
+
+def test_travel_shows_the_tweet_at_once_and_links_work_once_and_only_there(demo):
+    browser, name = signed_up(demo, "virginia")
+    body = f"leaving virginia {secrets.token_hex(4)}"
+    browser.tweet("virginia", body)
+    assert find(browser.get("virginia", "/").text, body), "read-your-writes at virginia"
+
+    link = travel_link(browser, "virginia", "ireland")
+    arrived = browser.open(link)
+    assert arrived.status == 302, f"arrival: {arrived.status} {arrived.text[:500]}"
+    assert browser.cookie("session_ireland"), "arriving signs the user in at ireland"
+    home = browser.follow(arrived)
+    assert home.status == 200, home.text[:500]
+    assert "Your timeline" in home.text and f"@{name}" in home.text, "signed in, on the home timeline"
+    assert find(home.text, body), "the tweet seen before leaving is on ireland's first page (no polling)"
+
+    used = browser.open(link)  # the same hand-off again
+    assert used.status == 400 and "already used" in used.text, (used.status, used.text[:500])
+
+    fresh = travel_link(browser, "virginia", "ireland")
+    token = urllib.parse.parse_qs(urllib.parse.urlsplit(fresh).query)["t"][0]
+    middle = len(token) // 3
+    forged = token[:middle] + ("A" if token[middle] != "A" else "B") + token[middle + 1 :]
+    tampered = Browser(demo).open(browser.url("ireland", "/arrive/?t=" + urllib.parse.quote(forged)))
+    assert tampered.status == 400 and "not valid" in tampered.text, (tampered.status, tampered.text[:500])
+
+    elsewhere = Browser(demo).open(browser.url("frankfurt", "/arrive/?t=" + urllib.parse.quote(token)))
+    assert elsewhere.status == 400, (elsewhere.status, elsewhere.text[:500])
+    assert "for ireland, not frankfurt" in elsewhere.text, elsewhere.text[:500]
+    assert not any(c.name == "session_frankfurt" for c in Browser(demo).jar)
+
+    still = Browser(demo)  # the refusal at frankfurt did not use the link up: ireland accepts it
+    reply = still.open(fresh)
+    assert reply.status == 302, (reply.status, reply.text[:500])
+    assert find(still.follow(reply).text, body)
+
+
+# -- 2. one username, two regions, same moment -------------------------------------------------------
+@dataclass
+class Attempt:
+    browser: Browser
+    password: str
+    reply: Reply | None = None
+
+
+def race_for(cluster: Cluster, name: str, regions: tuple[str, str]) -> dict[str, Attempt]:
+    """Both regions get the sign-up of ``name`` at once (each browser with its own password)."""
+    attempts = {r: Attempt(Browser(cluster), f"pw-{r}-{secrets.token_hex(4)}") for r in regions}
+    for region, attempt in attempts.items():
+        assert attempt.browser.get(region, "/signup/").status == 200  # the CSRF cookie, before the race
+    barrier = threading.Barrier(len(regions))
+
+    def sign_up(region: str) -> None:
+        attempt = attempts[region]
+        barrier.wait(timeout=30)
+        attempt.reply = attempt.browser.sign_up(region, name, attempt.password)
+
+    in_parallel(*(functools.partial(sign_up, r) for r in regions))
+    return attempts
+
+
+def sign_in_checks(cluster: Cluster, name: str, winner_pw: str, loser_pw: str, region: str) -> None:
+    """At ``region``: once the winner's account is there, its password works and the loser's not."""
+
+    def winner_in() -> bool:
+        reply = Browser(cluster).log_in(region, name, winner_pw)
+        assert reply.status in (302, 400), (region, reply.status, reply.text[:300])
+        return reply.status == 302
+
+    poll(winner_in, 15, f"{name}'s winner signing in at {region}", interval=0.1)
+    lost = Browser(cluster).log_in(region, name, loser_pw)
+    assert lost.status == 400, f"the loser of {name} signed in at {region} with its password"
+    assert "Unknown username or wrong password" in lost.text
+
+
+def test_concurrent_sign_ups_of_one_name_in_two_regions(demo):
+    """Every round: one name, two regions, one barrier. Exactly one wins; the loser gets the form
+    back with the error and no session. The sign-ins (PBKDF2: ~1 s of CPU each on this machine)
+    are checked in every region for the first round each region wins."""
+    regions = ("virginia", "frankfurt")
+    wins = dict.fromkeys(regions, 0)
+    for _ in range(REGISTRATION_ROUNDS):
+        name = new_name("race")
+        attempts = race_for(demo, name, regions)
+        statuses = {r: a.reply.status if a.reply else None for r, a in attempts.items()}
+        assert sorted(statuses.values(), key=str) == [302, 400], f"{name}: {statuses}"
+        winner = next(r for r, s in statuses.items() if s == 302)
+        loser = next(r for r in regions if r != winner)
+        won, lost = attempts[winner], attempts[loser]
+        assert won.reply and lost.reply
+        assert "That username is taken" in lost.reply.text, lost.reply.text[:800]
+        assert f'href="/u/{name}/"' not in lost.reply.text, "the loser's page shows it signed in"
+        assert won.reply.location == demo.topology.web_url(winner) + "/"
+        home = won.browser.follow(won.reply)
+        assert "Your timeline" in home.text and f'href="/u/{name}/"' in home.text, "the winner is signed in"
+        assert f'href="/u/{name}/"' not in lost.browser.get(loser, "/").text, "the loser is signed out"
+        wins[winner] += 1
+        if wins[winner] == 1:
+            in_parallel(*(
+                functools.partial(sign_in_checks, demo, name, won.password, lost.password, region)
+                for region in demo.topology.region_names
+            ))  # fmt: skip
+    print(f"sign-up races won per region: {wins}")
+
+
+# -- 3. the anomaly eventual allows, and saturn never shows ------------------------------------------
+@dataclass
+class CausalityWorld:
+    alice: Browser  # at a
+    bob: Browser  # at b
+    carol: Browser  # at c, follows both
+    alice_name: str
+    bob_name: str
+    carol_name: str
+
+
+@dataclass
+class RoundResult:
+    anomaly: bool  # the first page at c showing the reply marked it "missing original"
+    polls: int  # home pages C read until the reply showed up
+    replied_s: float  # from A's post to B's reply posted
+    seen_s: float  # from A's post to C's first page with the reply
+
+
+def causality_world(cluster: Cluster) -> CausalityWorld:
+    alice, alice_name = signed_up(cluster, "a", "a")
+    bob, bob_name = signed_up(cluster, "b", "b")
+    carol, carol_name = signed_up(cluster, "c", "c")
+    for name in (alice_name, bob_name):
+        poll(lambda name=name: carol.get("c", f"/u/{name}/").status == 200, 20, f"@{name} at c")
+        reply = carol.post("c", f"/u/{name}/follow/", {})
+        assert reply.status == 302, (reply.status, reply.text[:300])
+    # The fan-outs read the followers rows where the tweets are posted: wait for C's follows there.
+    for region, name in (("a", alice_name), ("b", bob_name)):
+        poll(
+            lambda region=region, name=name: f'href="/u/{carol_name}/"'
+            in carol.get(region, f"/u/{name}/followers/").text,
+            20, f"{carol_name} among {name}'s followers at {region}",
+        )  # fmt: skip
+    return CausalityWorld(alice, bob, carol, alice_name, bob_name, carol_name)
+
+
+def causality_round(world: CausalityWorld, number: int) -> RoundResult:
+    """A posts at a; B, polling A's page at b, replies as soon as it sees the tweet; C polls its
+    home timeline at c until the reply shows up, noting whether it came without its original."""
+    nonce = secrets.token_hex(4)
+    question = f"question {number} {nonce}"
+    answer = f"@{world.alice_name} answer {number} {nonce}"
+    started = time.monotonic()
+    deadline = started + 30
+    times: dict[str, float] = {}
+    first_sight: list[tuple[Shown, int]] = []
+
+    def relay() -> None:  # B at b: as soon as A's tweet shows on A's page there, the reply
+        while time.monotonic() < deadline:
+            seen = find(world.bob.get("b", f"/u/{world.alice_name}/").text, question)
+            if seen:
+                world.bob.tweet("b", answer, reply_to=seen.ref)
+                times["replied"] = time.monotonic()
+                return
+        raise AssertionError(f"round {number}: B never saw A's tweet at b")
+
+    def observe() -> None:  # C at c: its home timeline, as fast as it can, until the reply
+        polls = 0
+        while time.monotonic() < deadline:
+            page = world.carol.get("c", "/")
+            polls += 1
+            assert page.status == 200, (page.status, page.text[:300])
+            seen = find(page.text, answer)
+            if seen:
+                times["seen"] = time.monotonic()
+                first_sight.append((seen, polls))
+                return
+        raise AssertionError(f"round {number}: the reply never reached C's timeline at c")
+
+    in_parallel(observe, relay, lambda: world.alice.tweet("a", question))
+    shown, polls = first_sight[0]
+    assert shown.is_reply, shown
+    if not shown.anomaly:
+        assert shown.original == question, f"the reply's original quoted wrongly: {shown}"
+    # Liveness: whatever the first sight, the original shows beside the reply at c soon after.
+    poll(
+        lambda: (t := find(world.carol.get("c", "/").text, answer)) and t.original == question,
+        10, f"round {number}: the original beside the reply at c",
+    )  # fmt: skip
+    return RoundResult(shown.anomaly, polls, times["replied"] - started, times["seen"] - started)
+
+
+def test_reply_before_its_tweet_is_visible_under_eventual_only(causality):
+    protocol = causality.topology.protocol
+    world = causality_world(causality)
+    results = [causality_round(world, n) for n in range(CAUSALITY_ROUNDS)]
+    anomalies = sum(r.anomaly for r in results)
+    summary = ", ".join(
+        f"{'ANOMALY ' if r.anomaly else ''}reply {r.replied_s * 1000:.0f}ms seen {r.seen_s * 1000:.0f}ms"
+        f" ({r.polls} polls)"
+        for r in results
+    )
+    print(f"{protocol}: {anomalies}/{len(results)} rounds with the anomaly: {summary}")
+    if protocol == "eventual":
+        assert anomalies >= 1, f"eventual: no reply seen before its tweet; the test cannot see one: {summary}"
+    else:
+        assert anomalies == 0, f"saturn: {anomalies} replies seen at c before their tweet: {summary}"
+
+
+# -- 4. fan-out across replication groups -------------------------------------------------------------
+def test_fan_out_reaches_a_follower_in_another_group(partial):
+    topology = partial.topology
+    poster, poster_name = signed_up(partial, "virginia", "v")
+    follower, follower_name = signed_up(partial, "frankfurt", "f")
+
+    # Different home groups, neither replicated where the other user signed up.
+    homes = {r: RegionContext(topology, r).home_group() for r in ("virginia", "frankfurt")}
+    assert homes == {"virginia": "atlantic", "frankfurt": "europe"}, homes
+    assert "frankfurt" not in topology.group_members["atlantic"]
+    assert "virginia" not in topology.group_members["europe"]
+
+    poll(lambda: follower.get("frankfurt", f"/u/{poster_name}/").status == 200, 20, "the poster at frankfurt")
+    reply = follower.post("frankfurt", f"/u/{poster_name}/follow/", {})
+    assert reply.status == 302, (reply.status, reply.text[:500])
+    followed = follower.follow(reply)
+    assert followed.status == 200 and "Unfollow" in followed.text, followed.text[:500]
+    poll(
+        lambda: f'href="/u/{follower_name}/"' in poster.get("virginia", f"/u/{poster_name}/followers/").text,
+        20, "the follower among the poster's followers at virginia",
+    )  # fmt: skip
+
+    body = f"across the groups {secrets.token_hex(4)}"
+    poster.tweet("virginia", body)
+    started = time.monotonic()
+    shown = poll(lambda: find(follower.get("frankfurt", "/").text, body), 20, "the tweet at frankfurt")
+    print(f"fan-out virginia -> frankfurt follower: {time.monotonic() - started:.2f}s")
+    assert shown.group == "atlantic", f"the tweet lives in the poster's home group: {shown}"

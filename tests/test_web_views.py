@@ -1,0 +1,755 @@
+"""The web app's views, forms and data layer, in-process (pytest-django's client) against a launched
+demo-3region cluster with its web tier (the in-process Django serves region virginia; the cluster's
+own Celery workers run the fan-out)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import eventually, unique
+from django.conf import settings as django_settings
+from django.test import Client
+from web_support import django_region, web_cluster  # noqa: F401  (fixtures)
+
+from causal_client.client import Session
+from webapp import settings as app_settings
+from webapp.forms import FindForm, PostForm, SignupForm, valid_cursor
+from webapp.region import current
+from webapp.social import MAX_TWEET_CHARS, PAGE_SIZE, Account, Entry, Social, new_tweet_id
+
+PASSWORD = "pw-123456"
+FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def username(prefix: str = "u") -> str:
+    """A fresh valid username (unique within the module's cluster)."""
+    name = re.sub(r"[^a-z0-9_]", "_", unique(prefix).lower())[-30:]
+    assert re.fullmatch(r"[a-z0-9_]{2,30}", name)
+    return name
+
+
+def sign_up(client: Client, name: str, password: str = PASSWORD) -> None:
+    reply = client.post("/signup/", {"username": name, "password": password, "password_again": password})
+    assert reply.status_code == 302, reply.content[:800]
+    assert reply["Location"] == "/"
+
+
+def new_user(prefix: str = "u") -> tuple[Client, str]:
+    """A new client, signed up and signed in as a new user."""
+    client = Client()
+    name = username(prefix)
+    sign_up(client, name)
+    return client, name
+
+
+def html(reply) -> str:
+    return reply.content.decode()
+
+
+def bodies(page: str) -> list[str]:
+    """The tweet bodies a page shows, in order (as rendered: escaped)."""
+    return re.findall(r'<p class="body">(.*?)</p>', page, flags=re.S)
+
+
+def articles(page: str) -> int:
+    return page.count('<article class="tweet"')
+
+
+def counts(page: str) -> dict[str, int]:
+    """A user page's tweets / followers / following numbers."""
+    found = {
+        what: re.search(rf"<strong>(\d+)</strong> {what}", page)
+        for what in ("tweets", "followers", "following")
+    }
+    assert all(found.values()), page[:2000]
+    return {what: int(m.group(1)) for what, m in found.items()}
+
+
+def older_link(page: str) -> str | None:
+    """The cursor of the "Older tweets" link, if the page has one."""
+    m = re.search(r'<a rel="next" href="\?after=([^"]*)">Older tweets', page)
+    return m.group(1) if m else None
+
+
+def tweet_refs(page: str) -> list[tuple[str, str]]:
+    """(group, tweet id) of each tweet's permalink on a page, in order."""
+    return re.findall(r'<a class="time" href="/t/([a-z0-9_-]+)/([0-9a-f]{22})/">', page)
+
+
+def data_layer() -> Social:
+    """The app's data layer on a fresh session at the region Django serves."""
+    ctx = current()
+    return Social(ctx, ctx.client.session(ctx.region))
+
+
+@pytest.fixture(autouse=True)
+def fast_hashes(settings):
+    """A cheap password hasher (PBKDF2 costs ~0.5 s a hash on a busy 2-core box); the login test
+    switches back to the app's own hashers."""
+    settings.PASSWORD_HASHERS = FAST_HASHERS
+
+
+@pytest.fixture
+def store_calls(monkeypatch) -> list[str]:
+    """Every store RPC the process makes (method names), still made for real."""
+    calls: list[str] = []
+    real_call = Session._call
+
+    def counting(self, method, request, *args, **kwargs):
+        calls.append(method)
+        return real_call(self, method, request, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "_call", counting)
+    return calls
+
+
+# -- forms (pure) ----------------------------------------------------------------------------------
+def signup_form(name: str, password: str = PASSWORD, again: str | None = None) -> SignupForm:
+    return SignupForm({"username": name, "password": password, "password_again": again or password})
+
+
+def test_signup_form_lowercases_and_strips_the_username():
+    form = signup_form("  Alice_Smith9 ")
+    assert form.is_valid(), form.errors
+    assert form.cleaned_data["username"] == "alice_smith9"
+
+
+@pytest.mark.parametrize("name", ["ab", "a" * 30, "A_1", "___", "007"])
+def test_signup_form_accepts_valid_usernames(name):
+    form = signup_form(name)
+    assert form.is_valid(), form.errors
+    assert form.cleaned_data["username"] == name.lower()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["a", "A", "a" * 31, "al ice", "al-ice", "al.ice", "élan", "a!b", "<b>x</b>", "bob\x00", "@bob", ""],
+)
+def test_signup_form_rejects_bad_usernames(name):
+    form = signup_form(name)
+    assert not form.is_valid()
+    assert "username" in form.errors
+    assert "password" not in form.errors
+
+
+def test_signup_form_passwords():
+    mismatch = signup_form("carol", "pw-123456", "pw-654321")
+    assert not mismatch.is_valid()
+    assert mismatch.errors["password_again"] == ["The two passwords differ."]
+
+    short = signup_form("carol", "1234567")  # 7 characters
+    assert not short.is_valid()
+    assert "password" in short.errors
+    assert "at least 8" in short.errors["password"][0]
+
+    exactly = signup_form("carol", "12345678")
+    assert exactly.is_valid(), exactly.errors
+
+    spaced = signup_form("carol", " pw 1234 ")  # passwords are taken as typed, spaces included
+    assert spaced.is_valid(), spaced.errors
+    assert spaced.cleaned_data["password"] == " pw 1234 "
+
+    too_long = signup_form("carol", "x" * 129)
+    assert not too_long.is_valid()
+    assert "password" in too_long.errors
+
+
+@pytest.mark.parametrize("body", ["", " ", "   \n\t  ", "\r\n"])
+def test_post_form_rejects_empty_and_blank_bodies(body):
+    form = PostForm({"body": body})
+    assert not form.is_valid()
+    assert "body" in form.errors
+
+
+def test_post_form_length_limit():
+    assert MAX_TWEET_CHARS == 280
+    ok = PostForm({"body": "x" * 280})
+    assert ok.is_valid(), ok.errors
+    assert ok.cleaned_data["body"] == "x" * 280
+    emoji = PostForm({"body": "🐦" * 280})  # characters, not bytes
+    assert emoji.is_valid(), emoji.errors
+    too_long = PostForm({"body": "x" * 281})
+    assert not too_long.is_valid()
+    assert "at most 280 characters (it has 281)" in too_long.errors["body"][0]
+    padded = PostForm({"body": "  " + "x" * 280 + "\n"})  # surrounding blanks are not counted
+    assert padded.is_valid(), padded.errors
+    assert padded.cleaned_data["body"] == "x" * 280
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: browsers submit a textarea's line breaks as CRLF but count them as one character for "
+    "maxlength=280, so a tweet the page allows (280 characters with a line break) gets rejected",
+)
+def test_post_form_counts_a_submitted_line_break_as_one_character():
+    form = PostForm({"body": "a" * 139 + "\r\n" + "b" * 140})  # 280 characters as the browser counts
+    assert form.is_valid(), form.errors
+
+
+@pytest.mark.parametrize("ref", ["", "all/0123456789abcdef012345", "my-group_2/" + "f" * 22])
+def test_post_form_accepts_tweet_references(ref):
+    form = PostForm({"body": "hi", "reply_to": ref})
+    assert form.is_valid(), form.errors
+    assert form.cleaned_data["reply_to"] == ref
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "xyz",
+        "all",
+        "all/",
+        "/0123456789abcdef012345",
+        "all/0123456789abcdef01234",  # 21 hex digits
+        "all/0123456789abcdef0123456",  # 23
+        "all/0123456789ABCDEF012345",  # upper-case hex
+        "All/0123456789abcdef012345",
+        "a/b/0123456789abcdef012345",
+        "all/0123456789abcdef01234g",
+        "g" * 65 + "/0123456789abcdef012345",
+    ],
+)
+def test_post_form_rejects_malformed_tweet_references(ref):
+    form = PostForm({"body": "hi", "reply_to": ref})
+    assert not form.is_valid()
+    assert form.errors["reply_to"] == ["Not a tweet reference."]
+
+
+@pytest.mark.parametrize(
+    ("q", "expected"),
+    [("Alice", "alice"), ("@bob_2", "bob_2"), ("  @Carol  ", "carol"), ("", ""), ("@", "")],
+)
+def test_find_form_normalises_the_query(q, expected):
+    form = FindForm({"q": q})
+    assert form.is_valid(), form.errors
+    assert form.cleaned_data["q"] == expected
+
+
+def test_find_form_limits_the_query_length():
+    assert not FindForm({"q": "x" * 31}).is_valid()
+
+
+def test_valid_cursor():
+    tweet_id = new_tweet_id()
+    assert valid_cursor(tweet_id) == tweet_id
+    assert valid_cursor(None) is None
+    assert valid_cursor("") is None
+    for bad in ["xyz", tweet_id[:-1], tweet_id + "0", tweet_id.upper(), "g" * 22, "../" + tweet_id[3:]]:
+        with pytest.raises(ValueError, match="not a page cursor"):
+            valid_cursor(bad)
+
+
+def test_entry_json_round_trip():
+    plain = Entry(new_tweet_id(), "ann", 'say "<hi>" & bye', "all")
+    assert Entry.from_json(plain.id, plain.to_json()) == plain
+    reply = Entry(new_tweet_id(), "bob", "re", "all", plain.id, "ann", "all")
+    assert Entry.from_json(reply.id, reply.to_json()) == reply
+    assert reply.time_us >= plain.time_us
+
+
+# -- signed out ------------------------------------------------------------------------------------
+def test_signed_out_home_is_the_public_line(client, django_region):  # noqa: F811
+    reply = client.get("/")
+    assert reply.status_code == 200
+    page = html(reply)
+    assert "Everyone's tweets" in page
+    assert 'aria-label="Public line"' in page
+    assert "Your timeline" not in page
+    assert 'action="/post/"' not in page  # no post box
+    assert 'href="/signup/"' in page and 'href="/login/"' in page
+
+
+def test_actions_need_a_signed_in_user(client, django_region):  # noqa: F811
+    _, other = new_user("tgt")
+    reply = client.post("/post/", {"body": "anonymous tweet"})
+    assert reply.status_code == 302
+    assert reply["Location"] == "/login/?next=/post/"
+    reply = client.post(f"/u/{other}/follow/")
+    assert reply.status_code == 302
+    assert reply["Location"] == f"/login/?next=/u/{other}/follow/"
+    reply = client.post(f"/u/{other}/unfollow/")
+    assert reply["Location"] == f"/login/?next=/u/{other}/unfollow/"
+    assert counts(html(client.get(f"/u/{other}/")))["followers"] == 0
+    assert "anonymous tweet" not in html(client.get("/public/"))
+
+
+def test_post_only_actions_refuse_get(client, django_region):  # noqa: F811
+    sign_up(client, username("get"))
+    assert client.get("/logout/").status_code == 405
+    assert client.get("/post/").status_code == 405
+    assert client.get(f"/u/{username('x')}/follow/").status_code == 405
+    assert "Your timeline" in html(client.get("/"))  # GET /logout/ did not sign out
+
+
+def test_logout(client, django_region):  # noqa: F811
+    name = username("out")
+    sign_up(client, name)
+    assert "Your timeline" in html(client.get("/"))
+    reply = client.post("/logout/")
+    assert reply.status_code == 302
+    assert reply["Location"] == "/public/"
+    page = html(client.get("/"))
+    assert "Everyone's tweets" in page
+    assert f'href="/u/{name}/">@{name}</a>' not in page.split("</nav>")[0]
+    assert client.post("/post/", {"body": "after logout"}).status_code == 302  # to the login page
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: signed_in() sends a signed-out POST to /login/?next=<the POST-only URL>; after logging "
+    "in the browser GETs that URL and gets a bare 405",
+)
+def test_login_after_a_signed_out_follow_lands_on_a_usable_page(client, django_region):  # noqa: F811
+    name = username("lnd")
+    sign_up(Client(), name)
+    _, other = new_user("lnt")
+    target = client.post(f"/u/{other}/follow/")["Location"]
+    nxt = target.split("next=", 1)[1]
+    reply = client.post("/login/", {"username": name, "password": PASSWORD, "next": nxt}, follow=True)
+    assert reply.status_code == 200
+
+
+# -- CSRF ------------------------------------------------------------------------------------------
+def test_csrf_tokens_are_checked(django_region):  # noqa: F811
+    browser = Client(enforce_csrf_checks=True)
+    name = username("csrf")
+    form = {"username": name, "password": PASSWORD, "password_again": PASSWORD}
+
+    reply = browser.post("/signup/", form)  # no cookie, no token
+    assert reply.status_code == 403
+    assert "Form expired" in html(reply)
+    assert "Reload the page" in html(reply)
+
+    assert browser.get("/signup/").status_code == 200
+    token = browser.cookies[django_settings.CSRF_COOKIE_NAME].value
+    assert token
+
+    reply = browser.post("/signup/", form)  # the cookie, but no token in the form
+    assert reply.status_code == 403
+    assert "Form expired" in html(reply)
+    reply = browser.post("/signup/", {**form, "csrfmiddlewaretoken": "x" * 32})  # a wrong one
+    assert reply.status_code == 403
+
+    reply = browser.post("/signup/", {**form, "csrfmiddlewaretoken": token})
+    assert reply.status_code == 302, reply.content[:800]  # and the name was still free
+    token = browser.cookies[django_settings.CSRF_COOKIE_NAME].value  # rotated at sign-in
+
+    reply = browser.post("/post/", {"body": "forged"})
+    assert reply.status_code == 403
+    assert "Form expired" in html(reply)
+    reply = browser.post("/post/", {"body": "genuine", "csrfmiddlewaretoken": token})
+    assert reply.status_code == 302
+    shown = bodies(html(browser.get("/")))
+    assert "genuine" in shown
+    assert "forged" not in shown
+
+    reply = browser.post("/logout/")
+    assert reply.status_code == 403
+    reply = browser.post("/logout/", HTTP_X_CSRFTOKEN=token)  # the header works too
+    assert reply.status_code == 302
+
+
+# -- sign up and log in ----------------------------------------------------------------------------
+def test_sign_up_signs_in_and_names_are_unique_in_any_case(client, django_region):  # noqa: F811
+    assert client.get("/signup/").status_code == 200
+    name = username("Su")  # mixed case in: stored lower case
+    reply = client.post(
+        "/signup/", {"username": name.upper(), "password": PASSWORD, "password_again": PASSWORD}
+    )
+    assert reply.status_code == 302
+    assert reply["Location"] == "/"
+    page = html(client.get("/"))
+    assert "Your timeline" in page
+    assert f"Welcome, @{name}!" in page
+    assert f'href="/u/{name}/">@{name}</a>' in page
+    user = data_layer().account(name)
+    assert (user.username, user.tweets, user.followers, user.following) == (name, 0, 0, 0)
+
+    for again in (name, name.upper(), name.capitalize()):
+        other = Client()
+        reply = other.post("/signup/", {"username": again, "password": PASSWORD, "password_again": PASSWORD})
+        assert reply.status_code == 400
+        assert "That username is taken" in html(reply)
+        assert "Everyone's tweets" in html(other.get("/"))  # not signed in
+
+    reply = Client().post(
+        "/signup/", {"username": "no way!", "password": PASSWORD, "password_again": PASSWORD}
+    )
+    assert reply.status_code == 400
+    assert "Use 2-30 letters, digits or underscores." in html(reply)
+    fresh = username("su")
+    reply = Client().post("/signup/", {"username": fresh, "password": PASSWORD, "password_again": "nope1234"})
+    assert reply.status_code == 400
+    assert "The two passwords differ." in html(reply)
+    reply = Client().post("/signup/", {"username": fresh, "password": "short", "password_again": "short"})
+    assert reply.status_code == 400
+    assert "at least 8 characters" in html(reply)
+    sign_up(Client(), fresh)  # the failed attempts did not take the name
+
+
+def test_login(client, settings, django_region):  # noqa: F811
+    settings.PASSWORD_HASHERS = app_settings.PASSWORD_HASHERS  # the real ones, as deployed
+    name = username("li")
+    sign_up(Client(), name)
+
+    assert client.get("/login/").status_code == 200
+    reply = client.post("/login/", {"username": name, "password": PASSWORD + "x"})
+    assert reply.status_code == 400
+    assert "Unknown username or wrong password" in html(reply)
+    reply = client.post("/login/", {"username": username("nobody"), "password": PASSWORD})
+    assert reply.status_code == 400
+    assert "Unknown username or wrong password" in html(reply)
+    assert "Everyone's tweets" in html(client.get("/"))
+
+    reply = client.post("/login/", {"username": f" {name.upper()} ", "password": PASSWORD})
+    assert reply.status_code == 302
+    assert reply["Location"] == "/"
+    page = html(client.get("/"))
+    assert "Your timeline" in page
+    assert f'href="/u/{name}/">@{name}</a>' in page
+
+
+@pytest.mark.parametrize(
+    ("next_param", "expected"),
+    [
+        ("/people/", "/people/"),
+        ("/u/someone/?after=x", "/u/someone/?after=x"),
+        ("http://testserver/public/", "http://testserver/public/"),
+        ("https://evil.example/phish", "/"),
+        ("//evil.example/phish", "/"),
+        ("http://testserver.evil.example/", "/"),
+        ("javascript:alert(1)", "/"),
+        ("/\\evil.example", "/"),
+        ("", "/"),
+    ],
+)
+def test_login_honours_next_only_on_this_host(client, django_region, next_param, expected):  # noqa: F811
+    name = username("nx")
+    sign_up(Client(), name)
+    page = html(client.get("/login/", {"next": next_param}))
+    assert f'name="next" value="{expected}"' in page.replace("&amp;", "&")
+    reply = client.post("/login/", {"username": name, "password": PASSWORD, "next": next_param})
+    assert reply.status_code == 302
+    assert reply["Location"] == expected
+
+
+# -- posting ---------------------------------------------------------------------------------------
+def test_tweets_are_escaped_everywhere(django_region):  # noqa: F811
+    client, name = new_user("esc")
+    body = '<script>alert("x")</script> & <b>bold</b> <img src=x onerror=alert(1)>'
+    escaped = (
+        "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt; "
+        "&lt;img src=x onerror=alert(1)&gt;"
+    )
+    assert client.post("/post/", {"body": body}).status_code == 302
+    home = html(client.get("/"))
+    assert escaped in bodies(home)
+    (group, tweet_id), *_ = tweet_refs(home)
+    replier, _ = new_user("escr")
+    assert replier.post("/post/", {"body": "re", "reply_to": f"{group}/{tweet_id}"}).status_code == 302
+    pages = {
+        "home": home,
+        "user": html(client.get(f"/u/{name}/")),
+        "tweet": html(client.get(f"/t/{group}/{tweet_id}/")),
+        "replier": html(replier.get("/")),  # the original, quoted
+    }
+    eventually(lambda: escaped in html(client.get("/public/")))
+    pages["public"] = html(client.get("/public/"))
+    for where, page in pages.items():
+        assert "<script>alert(" not in page, where
+        assert "<b>bold</b>" not in page, where
+        assert "<img src=x" not in page, where
+    assert f"<q>{escaped[:60]}" in pages["replier"]
+    assert f"@{name} " in pages["tweet"]  # the reply box starts with the author's handle
+
+
+def test_line_breaks_become_br(django_region):  # noqa: F811
+    client, _ = new_user("br")
+    assert client.post("/post/", {"body": "one\r\ntwo <br>"}).status_code == 302
+    assert bodies(html(client.get("/")))[0] == "one<br>two &lt;br&gt;"
+
+
+def test_overlong_tweet_is_refused_and_nothing_is_stored(django_region):  # noqa: F811
+    client, name = new_user("long")
+    assert client.post("/post/", {"body": "the only tweet"}).status_code == 302
+    reply = client.post("/post/", {"body": "y" * 281})
+    assert reply.status_code == 400
+    page = html(reply)
+    assert "Ensure this value has at most 280 characters (it has 281)." in page
+    assert "y" * 281 in page  # the text is kept in the box for editing
+    assert "Your timeline" in page
+    reply = client.post("/post/", {"body": "   "})
+    assert reply.status_code == 400
+    assert '<ul class="errors" id="body-errors">' in html(reply)  # (Django's "This field is required.")
+
+    social = data_layer()
+    user = social.account(name)
+    assert user.tweets == 1
+    assert [e.body for e in social.userline(user).entries] == ["the only tweet"]
+    assert [e.body for e in social.timeline(user).entries] == ["the only tweet"]
+    user_page = html(client.get(f"/u/{name}/"))
+    assert counts(user_page)["tweets"] == 1
+    assert bodies(user_page) == ["the only tweet"]
+
+
+def test_replies(django_region):  # noqa: F811
+    author, author_name = new_user("op")
+    replier, replier_name = new_user("re")
+    assert author.post("/post/", {"body": "the original"}).status_code == 302
+    group, tweet_id = tweet_refs(html(author.get("/")))[0]
+
+    tweet_page = html(replier.get(f"/t/{group}/{tweet_id}/"))
+    assert "the original" in bodies(tweet_page)
+    assert f'name="reply_to" value="{group}/{tweet_id}"' in tweet_page
+    assert ">Reply</button>" in tweet_page
+
+    reply = replier.post("/post/", {"body": f"@{author_name} indeed", "reply_to": f"{group}/{tweet_id}"})
+    assert reply.status_code == 302
+    page = html(replier.get("/"))
+    assert f"Replied to @{author_name}." in page
+    assert f'in reply to <a href="/u/{author_name}/">@{author_name}</a>' in page
+    assert "<q>the original</q>" in page
+    reply_entry = data_layer().userline(data_layer().account(replier_name)).entries[0]
+    assert (reply_entry.reply_to, reply_entry.reply_author, reply_entry.reply_group) == (
+        tweet_id,
+        author_name,
+        group,
+    )
+
+    # replies to tweets that do not exist (here), or to no tweet at all
+    for ref in (f"{group}/{new_tweet_id()}", f"nogroup/{tweet_id}"):
+        reply = replier.post("/post/", {"body": "into the void", "reply_to": ref})
+        assert reply.status_code == 400, ref
+        assert "The tweet you reply to does not exist (here)." in html(reply)
+    reply = replier.post("/post/", {"body": "into the void", "reply_to": "xyz"})
+    assert reply.status_code == 400
+    assert "Not a tweet reference." in html(reply)
+    assert data_layer().account(replier_name).tweets == 1
+    assert "into the void" not in html(replier.get("/"))
+
+
+# -- counts, following, fan-out --------------------------------------------------------------------
+def test_user_page_counts_tweets(django_region):  # noqa: F811
+    client, name = new_user("cnt")
+    assert counts(html(client.get(f"/u/{name}/")))["tweets"] == 0
+    for i in range(3):
+        assert client.post("/post/", {"body": f"number {i}"}).status_code == 302
+    page = html(client.get(f"/u/{name}/"))
+    assert counts(page)["tweets"] == 3
+    assert bodies(page) == ["number 2", "number 1", "number 0"]  # newest first
+    assert articles(page) == 3
+    assert older_link(page) is None
+
+
+def test_follow_and_unfollow(django_region):  # noqa: F811
+    ann, ann_name = new_user("fa")
+    bob, bob_name = new_user("fb")
+
+    page = html(ann.get(f"/u/{bob_name}/"))
+    assert f'action="/u/{bob_name}/follow/"' in page
+    reply = ann.post(f"/u/{bob_name}/follow/")
+    assert reply.status_code == 302
+    assert reply["Location"] == f"/u/{bob_name}/"
+    page = html(ann.get(f"/u/{bob_name}/"))
+    assert f"You follow @{bob_name}" in page
+    assert f'action="/u/{bob_name}/unfollow/"' in page
+    assert counts(page) == {"tweets": 0, "followers": 1, "following": 0}
+    assert counts(html(ann.get(f"/u/{ann_name}/"))) == {"tweets": 0, "followers": 0, "following": 1}
+    assert f'href="/u/{ann_name}/">@{ann_name}</a>' in html(ann.get(f"/u/{bob_name}/followers/"))
+    assert f'href="/u/{bob_name}/">@{bob_name}</a>' in html(bob.get(f"/u/{ann_name}/following/"))
+    assert "Nobody yet." in html(bob.get(f"/u/{bob_name}/following/"))
+
+    assert ann.post(f"/u/{bob_name}/follow/").status_code == 302  # again: no change
+    assert counts(html(bob.get(f"/u/{bob_name}/")))["followers"] == 1
+    assert counts(html(bob.get(f"/u/{ann_name}/")))["following"] == 1
+    assert data_layer().followers(data_layer().account(bob_name)) == {ann_name: "all"}
+
+    reply = ann.post(f"/u/{ann_name}/follow/")
+    assert reply.status_code == 400
+    assert "You cannot follow yourself." in html(reply)
+    assert counts(html(ann.get(f"/u/{ann_name}/")))["followers"] == 0
+    assert f'action="/u/{ann_name}/follow/"' not in html(ann.get(f"/u/{ann_name}/"))  # no button
+    assert ann.post(f"/u/{username('ghost')}/follow/").status_code == 404
+
+    reply = ann.post(f"/u/{bob_name}/unfollow/")
+    assert reply.status_code == 302
+    for _ in range(2):  # unfollowing twice: still zero, never negative
+        page = html(ann.get(f"/u/{bob_name}/"))
+        assert counts(page)["followers"] == 0
+        assert f'action="/u/{bob_name}/follow/"' in page
+        assert counts(html(ann.get(f"/u/{ann_name}/")))["following"] == 0
+        assert ann.post(f"/u/{bob_name}/unfollow/").status_code == 302
+    assert "Nobody yet." in html(ann.get(f"/u/{bob_name}/followers/"))
+
+
+def test_fan_out_reaches_followers_timelines(django_region):  # noqa: F811
+    fan, _ = new_user("fan")
+    bystander, _ = new_user("by")
+    star, star_name = new_user("star")
+    assert fan.post(f"/u/{star_name}/follow/").status_code == 302
+    body = f"news from {star_name}"
+    assert star.post("/post/", {"body": body}).status_code == 302
+    assert body in bodies(html(star.get("/")))  # the poster's own timeline: at once
+
+    def fan_sees_it() -> str | None:
+        page = html(fan.get("/"))
+        return page if body in bodies(page) else None
+
+    page = eventually(fan_sees_it, timeout=15, interval=0.1)
+    assert f'href="/u/{star_name}/">@{star_name}</a>' in page
+    assert body not in bodies(html(bystander.get("/")))  # the one fan-out task has run: not here
+
+
+# -- pagination ------------------------------------------------------------------------------------
+def post_many(name: str, count: int, prefix: str = "tweet") -> list[Entry]:
+    """``count`` tweets by ``name`` through the data layer, oldest first."""
+    social = data_layer()
+    author = social.account(name)
+    return [social.post(author, f"{prefix} {i:02d}") for i in range(count)]
+
+
+def test_pagination(client, django_region):  # noqa: F811
+    name = username("pg")
+    sign_up(client, name)
+    posted = post_many(name, PAGE_SIZE + 5)
+    assert len({e.id for e in posted}) == 45
+
+    first = html(client.get(f"/u/{name}/"))
+    assert counts(first)["tweets"] == 45
+    assert articles(first) == 40
+    assert bodies(first) == [f"tweet {i:02d}" for i in range(44, 4, -1)]
+    cursor = older_link(first)
+    assert cursor is not None
+    assert re.fullmatch(r"[0-9a-f]{22}", cursor)
+
+    second = html(client.get(f"/u/{name}/", {"after": cursor}))
+    assert articles(second) == 5
+    assert bodies(second) == [f"tweet {i:02d}" for i in range(4, -1, -1)]
+    assert older_link(second) is None
+
+    home = html(client.get("/"))  # the home timeline pages the same way
+    assert articles(home) == 40
+    home_cursor = older_link(home)
+    assert home_cursor
+    assert bodies(html(client.get("/", {"after": home_cursor}))) == bodies(second)
+
+    for url in (f"/u/{name}/", "/", "/public/"):
+        for bad in ("xyz", cursor.upper(), cursor + "0", "<script>"):
+            reply = client.get(url, {"after": bad})
+            assert reply.status_code == 400, (url, bad)
+            assert "not a page cursor" in html(reply)
+            assert "<script>" not in html(reply).split("<main>", 1)[1]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: Social.line() offers a next page whenever a page is full, so exactly 40 tweets show an "
+    "'Older tweets' link to an empty page",
+)
+def test_no_older_link_when_a_line_fits_one_page(client, django_region):  # noqa: F811
+    name = username("pf")
+    sign_up(client, name)
+    post_many(name, PAGE_SIZE)
+    page = html(client.get(f"/u/{name}/"))
+    assert articles(page) == PAGE_SIZE
+    cursor = older_link(page)
+    if cursor is not None:  # it leads nowhere
+        assert articles(html(client.get(f"/u/{name}/", {"after": cursor}))) == 0
+    assert cursor is None
+
+
+# -- not found -------------------------------------------------------------------------------------
+def test_unknown_pages_are_friendly_404s(client, django_region):  # noqa: F811
+    _, name = new_user("nf")
+    tweet_id = new_tweet_id()
+    urls = [
+        f"/u/{username('nobody')}/",
+        "/u/Bad-Name!/",
+        f"/u/{username('nobody')}/followers/",
+        f"/t/all/{tweet_id}/",  # well formed, but no such tweet
+        "/t/all/xyz/",
+        f"/t/all/{tweet_id.upper()}/",
+        f"/t/nogroup/{tweet_id}/",
+        "/no/such/page/",
+    ]
+    for url in urls:
+        reply = client.get(url)
+        assert reply.status_code == 404, url
+        page = html(reply)
+        assert "<h1>Not found</h1>" in page, url
+        assert "There is nothing here" in page, url
+        assert "Traceback" not in page
+    assert client.get(f"/u/{name}/").status_code == 200
+
+
+# -- people ----------------------------------------------------------------------------------------
+def test_people_lookup(client, django_region):  # noqa: F811
+    _, name = new_user("pp")
+    page = html(client.get("/people/"))
+    assert f'href="/u/{name}/">@{name}</a>' in page  # among the newest people
+    for q in (name, f"@{name}", f"  @{name.upper()} "):
+        page = html(client.get("/people/", {"q": q}))
+        assert f'Found <a href="/u/{name}/">@{name}</a> · 0 tweets · 0 followers' in page, q
+    missing = username("nobody")
+    page = html(client.get("/people/", {"q": missing}))
+    assert f"Nobody called “{missing}”" in page
+    assert "Found <a" not in page
+    page = html(client.get("/people/", {"q": "<b>no</b>"}))
+    assert "Nobody called “&lt;b&gt;no&lt;/b&gt;”" in page
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: FindForm checks max_length=30 before clean_q drops the '@', so '@' + a 30-character "
+    "username is refused silently",
+)
+def test_people_lookup_with_at_and_a_30_character_name(client, django_region):  # noqa: F811
+    name = ("l30_" + username("x"))[:30].ljust(30, "z")
+    sign_up(Client(), name)
+    assert len(name) == 30
+    assert f'Found <a href="/u/{name}/">' in html(client.get("/people/", {"q": name}))  # without '@': found
+    page = html(client.get("/people/", {"q": f"@{name}"}))
+    assert f'Found <a href="/u/{name}/">@{name}</a>' in page
+
+
+# -- cost of a timeline page -----------------------------------------------------------------------
+def timeline_with_replies(name: str, total: int) -> Account:
+    """``total`` entries in ``name``'s timeline, every third one a reply: alternately to another
+    user's tweet and to ``name``'s previous one."""
+    social = data_layer()
+    other_name = username("orig")
+    sign_up(Client(), other_name)
+    other = social.account(other_name)
+    others = [social.post(other, f"elsewhere {i}") for i in range(3)]
+    me = social.account(name)
+    posted: list[Entry] = []
+    for i in range(total):
+        if i % 3 == 2:
+            original = others[i % len(others)] if (i // 3) % 2 == 0 else posted[i - 1]
+            posted.append(social.post(me, f"reply {i:02d}", reply_to=original))
+        else:
+            posted.append(social.post(me, f"plain {i:02d}"))
+    return me
+
+
+def test_timeline_page_costs_a_bounded_number_of_store_calls(django_region, store_calls):  # noqa: F811
+    measured = {}
+    for total in (6, PAGE_SIZE + 2):
+        client = Client()
+        name = username(f"cost{total}")
+        sign_up(client, name)
+        timeline_with_replies(name, total)
+        store_calls.clear()
+        reply = client.get("/")
+        assert reply.status_code == 200
+        page = html(reply)
+        assert articles(page) == min(total, PAGE_SIZE)
+        assert "in reply to" in page
+        assert "<q>elsewhere" in page and "<q>plain" in page  # originals looked up and shown
+        assert 'data-anomaly="missing-original"' not in page
+        measured[total] = list(store_calls)
+    assert len(measured[PAGE_SIZE + 2]) <= 5, measured
+    assert measured[PAGE_SIZE + 2] == measured[6], measured  # not one more per entry
+    assert measured[6].count("Attach") == 1, measured
