@@ -8,7 +8,8 @@ from web_support import django_region, web_cluster  # noqa: F401  (fixtures)
 
 def test_sign_up_post_and_see_it_at_once(client, django_region):  # noqa: F811
     name = unique("u").replace("-", "_")[-30:]
-    reply = client.post("/signup/", {"username": name, "password": "pw-123456", "password_again": "pw-123456"})
+    form = {"username": name, "password": "pw-123456", "password_again": "pw-123456"}
+    reply = client.post("/signup/", form)
     assert reply.status_code == 302, reply.content[:500]
     reply = client.post("/post/", {"body": "hello <script>alert(1)</script>"})
     assert reply.status_code == 302

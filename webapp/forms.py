@@ -43,9 +43,21 @@ class LoginForm(forms.Form):
         return self.cleaned_data["username"].strip().lower()
 
 
+class TweetField(forms.CharField):
+    """Browsers send a textarea's line breaks as CRLF but count them as one character (as its
+    maxlength does): so do we."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        return value.replace("\r\n", "\n") if isinstance(value, str) else value
+
+
 class PostForm(forms.Form):
-    body = forms.CharField(
-        label="What's happening?", max_length=MAX_TWEET_CHARS, widget=forms.Textarea(attrs={"rows": 3})
+    body = TweetField(
+        label="What's happening?",
+        max_length=MAX_TWEET_CHARS,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        error_messages={"required": "A tweet needs some text."},
     )
     reply_to = forms.CharField(required=False, widget=forms.HiddenInput)
 
@@ -63,10 +75,13 @@ class PostForm(forms.Form):
 
 
 class FindForm(forms.Form):
-    q = forms.CharField(label="Username", max_length=30, required=False)
+    q = forms.CharField(label="Username", max_length=31, required=False)  # 30 and an "@"
 
     def clean_q(self) -> str:
-        return self.cleaned_data["q"].strip().lower().lstrip("@")
+        name = self.cleaned_data["q"].strip().lower().removeprefix("@")
+        if len(name) > 30:
+            raise ValidationError("Usernames have at most 30 characters.")
+        return name
 
 
 def valid_cursor(value: str | None) -> str | None:

@@ -170,9 +170,11 @@ class Social:
         return Entry.from_json(tweet_id, text) if text else None
 
     def line(self, group: str, row: str, after: str | None = None, limit: int = PAGE_SIZE) -> Page:
-        page = self.session.slice(group, row, limit=limit, after=after)
-        entries = entries_of(page)
-        result = Page(entries, page.next_cursor if len(entries) == limit else None)
+        """A page of a line; one entry more is read to know whether an older page exists."""
+        entries = entries_of(self.session.slice(group, row, limit=limit + 1, after=after))
+        more = len(entries) > limit
+        entries = entries[:limit]
+        result = Page(entries, entries[-1].id if more else None)
         result.originals = self.originals(entries)
         return result
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
@@ -13,8 +13,10 @@ from webapp.forms import LoginForm, SignupForm
 
 
 def next_url(request: HttpRequest) -> str:
+    """The same-site URL to go to after logging in ("/" for anything else)."""
     target = request.POST.get("next") or request.GET.get("next") or "/"
-    return target if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}) else "/"
+    safe = url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()})
+    return target if safe and (target.startswith("/") or "://" in target) else "/"
 
 
 @require_http_methods(["GET", "POST"])
@@ -39,7 +41,7 @@ def login(request: HttpRequest) -> HttpResponse:
         account = authenticate(request.causal, form.cleaned_data["username"], form.cleaned_data["password"])
         if account is not None:
             request.causal.sign_in(account.username)
-            return redirect(next_url(request))
+            return HttpResponseRedirect(next_url(request))  # a URL, never a view name
         form.add_error(None, "Unknown username or wrong password.")
     status = 400 if request.method == "POST" else 200
     return render(request, "login.html", {"form": form, "next": next_url(request)}, status=status)

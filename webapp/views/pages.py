@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import wraps
+from urllib.parse import urlencode, urlsplit
 
 from django.contrib import messages
 from django.core.exceptions import BadRequest
@@ -24,10 +25,21 @@ def signed_in(view):
         if request.causal.account is None:
             if request.causal.username:  # signed in, but the account is not visible here (yet)
                 request.causal.sign_out()
-            return redirect(f"{reverse('login')}?next={request.get_full_path()}")
+            return redirect(f"{reverse('login')}?{urlencode({'next': back_to(request)})}")
         return view(request, *args, **kwargs)
 
     return wrapper
+
+
+def back_to(request: HttpRequest) -> str:
+    """Where to return after logging in: this page, or for a form post (a POST-only URL) the page
+    the form was on, when it is on this site."""
+    if request.method == "GET":
+        return request.get_full_path()
+    referer = urlsplit(request.META.get("HTTP_REFERER", ""))
+    if referer.netloc == request.get_host() and referer.path:
+        return referer.path + (f"?{referer.query}" if referer.query else "")
+    return reverse("home")
 
 
 def cursor(request: HttpRequest) -> str | None:
@@ -38,6 +50,7 @@ def cursor(request: HttpRequest) -> str | None:
 
 
 def account_or_404(request: HttpRequest, username: str) -> Account:
+    username = username.lower()
     if not USERNAME_PATTERN.match(username):
         raise Http404("no such user")
     try:
@@ -73,6 +86,8 @@ def public(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def user_page(request: HttpRequest, username: str) -> HttpResponse:
+    if username != username.lower() and USERNAME_PATTERN.match(username.lower()):  # /u/Alice/ is @alice
+        return redirect("user", username=username.lower())
     social = request.causal.social
     user = account_or_404(request, username)
     me = request.causal.account
