@@ -62,7 +62,9 @@ SESSION_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_AGE = 14 * 24 * 3600
 CSRF_COOKIE_NAME = f"csrftoken_{_REGION_SUFFIX}"
 CSRF_FAILURE_VIEW = "webapp.views.errors.csrf_failure"
-MESSAGE_STORAGE = "django.contrib.messages.storage.cookie.CookieStorage"
+# Flash messages live in the region's own session cookie: the cookie storage's single
+# "messages" cookie would be shared by every region on one host.
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.PBKDF2PasswordHasher",
     "django.contrib.auth.hashers.ScryptPasswordHasher",
