@@ -14,6 +14,7 @@ Synchronous gRPC, so it works from Django, Celery and (with gevent's gRPC suppor
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -28,6 +29,8 @@ from causal_client.proto import store_pb2, store_pb2_grpc
 from causal_client.wan import Link
 
 R = TypeVar("R")
+MigrationObserver = Callable[[str, str, float], None]
+"""Told of each migration a session makes: (from region, to region, seconds it took)."""
 
 DEFAULT_TIMEOUT_S = 10.0
 ATTACH_TIMEOUT_S = 60.0
@@ -117,11 +120,20 @@ class CausalClient:
     def replicas(self, group: str) -> tuple[str, ...]:
         return self.groups.get(group, ())
 
-    def session(self, region: str, label: Label | str | None = None, auto_migrate: bool = True) -> Session:
-        """A new session attached to ``region``; pass a label (or token) to resume a causal past."""
+    def session(
+        self,
+        region: str,
+        label: Label | str | None = None,
+        auto_migrate: bool = True,
+        on_migrate: MigrationObserver | None = None,
+    ) -> Session:
+        """A new session attached to ``region``; pass a label (or token) to resume a causal past.
+        ``on_migrate`` is told of every migration (a load test times them)."""
         if isinstance(label, str):
             label = Label.from_token(label)
-        session = Session(self, region, label or Label.zero(), auto_migrate=auto_migrate)
+        session = Session(
+            self, region, label or Label.zero(), auto_migrate=auto_migrate, on_migrate=on_migrate
+        )
         session.attach(region)
         return session
 
@@ -147,11 +159,19 @@ class Session:
     it to the closest replica (False: raise :class:`NotReplicatedHere`).
     """
 
-    def __init__(self, client: CausalClient, region: str, label: Label, auto_migrate: bool = True):
+    def __init__(
+        self,
+        client: CausalClient,
+        region: str,
+        label: Label,
+        auto_migrate: bool = True,
+        on_migrate: MigrationObserver | None = None,
+    ):
         self.client = client
         self.region = region
         self.label = label
         self.auto_migrate = auto_migrate
+        self.on_migrate = on_migrate
 
     # -- plumbing ----------------------------------------------------------------------------
     def _call(self, method: str, request, timeout: float | None = None, region: str | None = None):
@@ -209,9 +229,13 @@ class Session:
         self.client.region(target)
         if target == self.region:
             return
+        started = time.perf_counter()
+        origin = self.region
         migration = self.prepare_migration(target)
         self._call("Attach", store_pb2.AttachRequest(label=migration.to_proto()), timeout, target)
         self.region = target
+        if self.on_migrate is not None:
+            self.on_migrate(origin, target, time.perf_counter() - started)
 
     def prepare_migration(self, target: str) -> Label:
         """The first half of :meth:`migrate`: the migration label, made here, for whoever attaches

@@ -33,6 +33,13 @@ VISIBILITY = Histogram(
     ["region", "origin"],
     buckets=VISIBILITY_BUCKETS,
 )
+ATTACH_WAIT = Histogram(
+    "causal_attach_wait_seconds",
+    "How long an attach waited for the client's causal past to be visible here, by the label's "
+    "origin region and kind (a migration label's wait is the migration latency of §4.3)",
+    ["region", "origin", "kind"],
+    buckets=VISIBILITY_BUCKETS,
+)
 BULK_SENT = Counter(
     "causal_bulk_payloads_sent_total", "Payloads shipped by bulk transfer", ["region", "destination"]
 )

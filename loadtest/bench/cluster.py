@@ -50,10 +50,10 @@ def running_protocol(topology: Topology, region: str) -> str:
 
 
 @contextlib.contextmanager
-def started(topology: Topology, run_dir: Path) -> Iterator[None]:
-    """Runs the topology with the project's launcher for the duration of the block; stops every
-    process on the way out, whatever happens (Ctrl-C and failures included)."""
-    cluster = Cluster(topology, run_dir)
+def started(topology: Topology, run_dir: Path, web: bool = False) -> Iterator[Cluster]:
+    """Runs the topology with the project's launcher (``web``: with the web tier) for the duration
+    of the block; stops every process on the way out, whatever happens (Ctrl-C and failures)."""
+    cluster = Cluster(topology, run_dir, web=web)
     say(
         f"[{topology.protocol}] starting {topology.name} with ports from {topology.base_port} "
         f"(logs in {cluster.run_dir / 'logs'}) ..."
@@ -63,7 +63,7 @@ def started(topology: Topology, run_dir: Path) -> Iterator[None]:
     try:
         elapsed = time.monotonic() - began
         say(f"[{topology.protocol}] {len(cluster.processes)} processes healthy in {elapsed:.1f} s")
-        yield
+        yield cluster
     finally:
         say(f"[{topology.protocol}] stopping the cluster ...")
         cluster.stop()

@@ -4,6 +4,7 @@ it receives, which is where remote-update latency is measured (not in the benchm
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Callable, Sequence
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -15,33 +16,43 @@ VISIBILITY_METRIC = "causal_visibility_seconds"
 Pair = tuple[str, str]  # (origin region, region where the update became visible)
 
 
-def parse_visibility(text: str) -> dict[Pair, Histogram]:
-    """The visibility histograms in one /metrics page, keyed by (origin, region)."""
-    buckets: dict[Pair, list[tuple[float, float]]] = {}
-    sums: dict[Pair, float] = {}
-    counts: dict[Pair, float] = {}
+def parse_histograms(text: str, metric: str, keys: Sequence[str]) -> dict[tuple[str, ...], Histogram]:
+    """The histograms of ``metric`` in one /metrics page, keyed by the values of label ``keys``."""
+    buckets: dict[tuple[str, ...], list[tuple[float, float]]] = {}
+    sums: dict[tuple[str, ...], float] = {}
+    counts: dict[tuple[str, ...], float] = {}
     for family in text_string_to_metric_families(text):
-        if family.name != VISIBILITY_METRIC:
+        if family.name != metric:
             continue
         for sample in family.samples:
-            pair = (sample.labels["origin"], sample.labels["region"])
+            key = tuple(sample.labels[k] for k in keys)
             if sample.name.endswith("_bucket"):
-                buckets.setdefault(pair, []).append((float(sample.labels["le"]), sample.value))
+                buckets.setdefault(key, []).append((float(sample.labels["le"]), sample.value))
             elif sample.name.endswith("_sum"):
-                sums[pair] = sample.value
+                sums[key] = sample.value
             elif sample.name.endswith("_count"):
-                counts[pair] = sample.value
+                counts[key] = sample.value
     return {
-        pair: Histogram(tuple(sorted(b)), sums.get(pair, 0.0), counts.get(pair, 0.0))
-        for pair, b in buckets.items()
+        key: Histogram(tuple(sorted(b)), sums.get(key, 0.0), counts.get(key, 0.0))
+        for key, b in buckets.items()
     }
+
+
+def parse_visibility(text: str) -> dict[Pair, Histogram]:
+    """The visibility histograms in one /metrics page, keyed by (origin, region)."""
+    return parse_histograms(text, VISIBILITY_METRIC, ("origin", "region"))  # type: ignore[return-value]
+
+
+def scrape(topology: Topology, parse: Callable[[str], dict]) -> dict:
+    """``parse`` applied to every region's /metrics page, merged (each region reports its own)."""
+    snapshot: dict = {}
+    for region in topology.region_names:
+        url = f"http://{topology.host}:{topology.metrics_port(region)}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            snapshot.update(parse(reply.read().decode()))
+    return snapshot
 
 
 def scrape_visibility(topology: Topology) -> dict[Pair, Histogram]:
     """Every region's visibility histograms (each region reports the updates it received)."""
-    snapshot: dict[Pair, Histogram] = {}
-    for region in topology.region_names:
-        url = f"http://{topology.host}:{topology.metrics_port(region)}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as reply:
-            snapshot.update(parse_visibility(reply.read().decode()))
-    return snapshot
+    return scrape(topology, parse_visibility)

@@ -16,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from causal_client.claims import check_part, owner_region
-from causal_client.label import Label
+from causal_client.label import Label, LabelType
 from causal_client.proto import store_pb2, store_pb2_grpc
 from services import metrics, runtime
 from services.protocols import Protocol, protocol_for
@@ -108,10 +108,14 @@ class StoreServicer(store_pb2_grpc.StoreServicer):
     async def Attach(self, request: store_pb2.AttachRequest, context):
         label = self.check.label(request.label)
         remaining = context.time_remaining()
+        started = time.perf_counter()
         try:
             await self.protocol.wait_attach(label, timeout=remaining)
         except TimeoutError as exc:
             raise RequestError(grpc.StatusCode.DEADLINE_EXCEEDED, str(exc)) from None
+        if not label.is_zero:
+            kind = "migration" if label.type == LabelType.MIGRATION else "update"
+            metrics.ATTACH_WAIT.labels(self.region, label.region, kind).observe(time.perf_counter() - started)
         return store_pb2.AttachReply(label=label.to_proto(), region=self.region)
 
     @rpc("read")
