@@ -184,7 +184,16 @@ def test_post_form_counts_a_submitted_line_break_as_one_character():
     assert form.is_valid(), form.errors
 
 
-@pytest.mark.parametrize("ref", ["", "all/0123456789abcdef012345", "my-group_2/" + "f" * 22])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "",
+        "all/0123456789abcdef012345",
+        "my-group_2/" + "f" * 22,
+        "fb.virginia.ireland/" + "0" * 22,
+        "EU/" + "a" * 22,
+    ],
+)
 def test_post_form_accepts_tweet_references(ref):
     form = PostForm({"body": "hi", "reply_to": ref})
     assert form.is_valid(), form.errors
@@ -201,7 +210,8 @@ def test_post_form_accepts_tweet_references(ref):
         "all/0123456789abcdef01234",  # 21 hex digits
         "all/0123456789abcdef0123456",  # 23
         "all/0123456789ABCDEF012345",  # upper-case hex
-        "All/0123456789abcdef012345",
+        ".all/0123456789abcdef012345",  # group names start with a letter or digit
+        "al l/0123456789abcdef012345",
         "a/b/0123456789abcdef012345",
         "all/0123456789abcdef01234g",
         "g" * 65 + "/0123456789abcdef012345",
@@ -741,3 +751,12 @@ def test_timeline_page_costs_a_bounded_number_of_store_calls(django_region, stor
     assert len(measured[PAGE_SIZE + 2]) <= 5, measured
     assert measured[PAGE_SIZE + 2] == measured[6], measured  # not one more per entry
     assert measured[6].count("Attach") == 1, measured
+
+
+def test_tweet_urls_take_any_group_name_a_topology_allows():
+    """Placement groups are named like ``fb.virginia.ireland`` (dots): their tweets need URLs."""
+    from django.urls import resolve, reverse
+
+    url = reverse("tweet", args=("fb.virginia.ireland", "0" * 22))
+    assert url == "/t/fb.virginia.ireland/" + "0" * 22 + "/"
+    assert resolve(url).kwargs == {"group": "fb.virginia.ireland", "tweet_id": "0" * 22}

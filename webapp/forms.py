@@ -9,7 +9,8 @@ from django.core.exceptions import ValidationError
 
 from webapp.social import MAX_TWEET_CHARS, USERNAME_PATTERN
 
-TWEET_REF = re.compile(r"^[a-z0-9_-]{1,64}/[0-9a-f]{22}$")  # "<group>/<tweet id>"
+# "<group>/<tweet id>"; a group name as topology files allow (services/topology.py NAME_PATTERN)
+TWEET_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/[0-9a-f]{22}$")
 CURSOR = re.compile(r"^[0-9a-f]{22}$")
 
 

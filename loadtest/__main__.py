@@ -1,0 +1,7 @@
+"""``python -m loadtest``: see loadtest/cli.py."""
+
+import sys
+
+from loadtest.cli import main
+
+sys.exit(main())

@@ -1,0 +1,170 @@
+"""``python -m loadtest``: the Facebook-derived load test.
+
+    python -m loadtest run --users 2000 --duration 60                 # eventual and saturn, store target
+    python -m loadtest run --target web --clients 20 --duration 60    # against the web apps
+    python -m loadtest plan --users 2000 --out my-plan                 # graph + placement + topology
+    python -m loadtest run --plan my-plan --running .run               # a cluster started by hand
+    python -m loadtest graph --users 61096 --out nola.txt.gz           # the full-size graph
+
+``run`` makes a plan (unless given one), then per protocol starts the plan's topology on free
+ports (with the web tier for ``--target web``), seeds the network, runs Locust headless, reads the
+services' metrics, and stops everything; it prints tables and writes Locust's CSV/JSON,
+summary.json, summary.txt and summary.png into the output directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from loadtest.bench.report import say
+from loadtest.graph import generate, statistics
+from loadtest.locust_run import LocustOptions
+from loadtest.mix import MIXES
+from loadtest.placement import friend_locality, random_placement
+from loadtest.plan import Plan, PlanError, make_plan
+from loadtest.run import measure, run_protocol, running_topology
+from loadtest.summary import report, write_summary
+from services.topology import Topology, TopologyError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TOPOLOGY = PROJECT_ROOT / "topologies" / "demo-3region.toml"
+TARGETS = {"store": "StoreUser", "web": "WebUser"}
+
+
+def positive(kind: type):
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    return parse
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__.split("\n")[0])
+    commands = top.add_subparsers(dest="command", required=True)
+
+    graph = commands.add_parser("graph", help="generate a social graph and print its statistics")
+    graph.add_argument("--users", type=positive(int), default=2000)
+    graph.add_argument("--seed", type=int, default=1)
+    graph.add_argument("--out", required=True, help="file to write (.txt.gz)")
+
+    def plan_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--topology", default=str(DEFAULT_TOPOLOGY), help="base topology (default: demo-3region)"
+        )
+        p.add_argument(
+            "--users", type=positive(int), default=2000, help="social-network users (default: 2000)"
+        )
+        p.add_argument("--seed", type=int, default=1)
+        p.add_argument("--min-replicas", type=positive(int), default=2, help="(default: 2, as the paper)")
+        p.add_argument(
+            "--max-replicas", type=positive(int), default=3, help="the paper swept 2-5 (default: 3)"
+        )
+
+    plan = commands.add_parser("plan", help="make a plan: graph, placement, topology with their groups")
+    plan_arguments(plan)
+    plan.add_argument("--out", required=True, help="plan directory to write")
+
+    run = commands.add_parser("run", help="run the load test (both protocols side by side by default)")
+    plan_arguments(run)
+    run.add_argument("--plan", help="an existing plan directory (default: make one in the output directory)")
+    run.add_argument(
+        "--protocols", default="eventual,saturn", help="comma-separated (default: eventual,saturn)"
+    )
+    run.add_argument(
+        "--target", choices=sorted(TARGETS), default="store", help="store (causal_client) or web"
+    )
+    run.add_argument("--clients", type=positive(int), default=20, help="Locust users (default: 20)")
+    run.add_argument(
+        "--duration", type=positive(float), default=60.0, help="seconds per protocol (default: 60)"
+    )
+    run.add_argument(
+        "--mix", choices=sorted(MIXES), default="facebook", help="operation mix (default: facebook)"
+    )
+    run.add_argument("--think-ms", type=float, default=0.0, help="pause between operations (default: 0)")
+    run.add_argument("--workers", type=int, default=0, help="distributed Locust: a master and N workers")
+    run.add_argument("--running", help="use the cluster a launcher runs in this run directory (e.g. .run)")
+    run.add_argument("--out", help="output directory (default: loadtest-results/<topology>-<target>-<mix>)")
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return {"graph": graph_command, "plan": plan_command, "run": run_command}[args.command](args)
+    except (TopologyError, PlanError, ValueError, FileNotFoundError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def graph_command(args: argparse.Namespace) -> int:
+    began = time.monotonic()
+    graph = generate(args.users, seed=args.seed)
+    graph.save(args.out)
+    say(f"{args.out}: {graph.model} in {time.monotonic() - began:.1f} s")
+    for line in statistics(graph).lines():
+        say(f"  {line}")
+    return 0
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    plan = build_plan(args, Path(args.out))
+    say(f"plan in {args.out}: {plan.topology.source}")
+    return 0
+
+
+def build_plan(args: argparse.Namespace, out: Path) -> Plan:
+    base = Topology.load(args.topology)
+    began = time.monotonic()
+    say(f"making a {args.users:,}-user social graph and placing it over {len(base.regions)} regions ...")
+    plan = make_plan(base, out, args.users, args.seed, args.min_replicas, args.max_replicas)
+    randomly = random_placement(plan.graph, base, args.min_replicas, args.max_replicas, args.seed)
+    say(
+        f"  {plan.graph.users:,} users, {plan.graph.edges:,} friendships, "
+        f"{len(plan.placement.groups())} replication groups "
+        f"({plan.placement.min_replicas}-{plan.placement.max_replicas} replicas); "
+        f"friends' data at the user's home: {friend_locality(plan.graph, plan.placement):.1%} "
+        f"(random placement: {friend_locality(plan.graph, randomly):.1%}); {time.monotonic() - began:.1f} s"
+    )
+    return plan
+
+
+def run_command(args: argparse.Namespace) -> int:
+    base = Topology.load(args.topology)
+    out = Path(args.out or PROJECT_ROOT / "loadtest-results" / f"{base.name}-{args.target}-{args.mix}")
+    out.mkdir(parents=True, exist_ok=True)
+    plan_dir = Path(args.plan) if args.plan else out / "plan"
+    if not args.plan:
+        build_plan(args, plan_dir)
+    plan = Plan.load(plan_dir)
+    options = LocustOptions(
+        user_class=TARGETS[args.target], clients=args.clients, duration=args.duration, mix=args.mix,
+        think_ms=args.think_ms, seed=args.seed, workers=args.workers,
+    )  # fmt: skip
+    runs = []
+    if args.running:
+        topology_file, _ = running_topology(Path(args.running))
+        runs.append(measure(plan_dir, topology_file, options, out, say, seed_first=False))
+    else:
+        for protocol in [p.strip() for p in args.protocols.split(",") if p.strip()]:
+            runs.append(run_protocol(plan_dir, protocol, options, out, say))
+    settings = {
+        "topology": plan.topology.name, "users": plan.graph.users, "edges": plan.graph.edges,
+        "mix": args.mix, "target": args.target, "clients": args.clients, "duration": args.duration,
+        "workers": args.workers, "min_replicas": plan.placement.min_replicas,
+        "max_replicas": plan.placement.max_replicas,
+    }  # fmt: skip
+    print()
+    print(report(runs))
+    for path in write_summary(out, settings, runs):
+        say(f"wrote {path}")
+    failed = sum(r.failed for r in runs)
+    if failed:
+        say(f"{failed} requests failed (see the tables and {out}/*_failures.csv)")
+    return 1 if failed else 0

@@ -1,0 +1,182 @@
+"""What a load-test run measured, per protocol, and the comparison of protocols run side by side:
+Locust's figures (throughput, latency per operation, failures) plus what Locust cannot see, read
+from the services' metrics: remote-update visibility per region pair and migration latency."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from loadtest.bench.report import num, render_table
+from loadtest.bench.results import VisibilityRow
+from loadtest.locust_run import RequestStats
+
+
+@dataclass
+class MigrationRow:
+    """Migrations from ``origin`` to ``region``: as the client saw them (Locust, store target) and
+    the attach's wait at the target (the services' metric, both targets)."""
+
+    origin: str
+    region: str
+    count: int
+    client_mean_ms: float | None = None
+    client_p90_ms: float | None = None
+    wait_mean_ms: float | None = None
+    wait_p90_ms: float | None = None
+
+
+@dataclass
+class ProtocolSummary:
+    protocol: str
+    target: str
+    clients: int
+    duration: float
+    requests: list[RequestStats]
+    visibility: list[VisibilityRow]
+    migrations: list[MigrationRow]
+    failures: list[str] = field(default_factory=list)
+    seed_seconds: float = 0.0
+
+    @property
+    def kind(self) -> str:
+        return "store" if self.target == "store" else "http"
+
+    def operations(self) -> list[RequestStats]:
+        return [r for r in self.requests if r.kind == self.kind]
+
+    @property
+    def ops_per_s(self) -> float:
+        return sum(r.per_s for r in self.operations())
+
+    @property
+    def total(self) -> int:
+        return sum(r.requests for r in self.operations())
+
+    @property
+    def failed(self) -> int:
+        return sum(r.failures for r in self.requests)
+
+    def visibility_mean_ms(self) -> float | None:
+        """Mean over all remote updates (weighted by pair)."""
+        rows = [r for r in self.visibility if r.updates and r.mean_ms is not None]
+        total = sum(r.updates for r in rows)
+        return sum(r.mean_ms * r.updates for r in rows) / total if total else None
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data |= {"ops_per_s": self.ops_per_s, "total": self.total, "failed": self.failed}
+        return data
+
+
+def operations_table(run: ProtocolSummary) -> str:
+    rows = [
+        [r.name, num(r.requests, 0), num(r.failures, 0), num(r.per_s, 1), num(r.p50_ms, 0), num(r.p90_ms, 0),
+         num(r.p99_ms, 0), num(r.mean_ms, 1)]
+        for r in sorted(run.requests, key=lambda r: (r.kind != run.kind, -r.requests))
+        if r.kind in (run.kind, "setup")
+    ]  # fmt: skip
+    rows.append(
+        ["all operations", num(run.total, 0), num(run.failed, 0), num(run.ops_per_s, 1), "", "", "", ""]
+    )
+    return render_table(
+        f"[{run.protocol}] {run.target} target: {run.clients} users, {run.duration:g} s",
+        ["operation", "requests", "failed", "per s", "p50 ms", "p90 ms", "p99 ms", "mean ms"],
+        rows,
+    )
+
+
+def migrations_table(run: ProtocolSummary) -> str:
+    rows = [
+        [f"{m.origin} -> {m.region}", num(m.count, 0), num(m.client_mean_ms), num(m.client_p90_ms),
+         num(m.wait_mean_ms), num(m.wait_p90_ms)]
+        for m in run.migrations
+    ]  # fmt: skip
+    return render_table(
+        f"[{run.protocol}] migrations (client: whole migration; wait: the attach at the target)",
+        ["from -> to", "count", "client mean", "client p90", "wait mean", "wait p90"],
+        rows,
+    )
+
+
+def visibility_table(runs: Sequence[ProtocolSummary]) -> str:
+    """Per pair, each protocol's mean and p90 side by side, and the extra over the first (eventual)."""
+    base = runs[0]
+    pairs = [(r.origin, r.region) for r in base.visibility]
+    by = [{(r.origin, r.region): r for r in run.visibility} for run in runs]
+    headers = ["origin -> region", "link ms"]
+    for run in runs:
+        headers += [f"{run.protocol} n", "mean", "p90"]
+    if len(runs) > 1:
+        headers += [f"extra mean ({runs[-1].protocol})", "extra p90"]
+    rows = []
+    for pair in pairs:
+        row = [f"{pair[0]} -> {pair[1]}", num(by[0][pair].configured_ms)]
+        for table in by:
+            cell = table.get(pair)
+            row += [num(cell.updates, 0), num(cell.mean_ms), num(cell.p90_ms)] if cell else ["-", "-", "-"]
+        if len(runs) > 1:
+            first, last = by[0].get(pair), by[-1].get(pair)
+            row += [_diff(last and last.mean_ms, first and first.mean_ms),
+                    _diff(last and last.p90_ms, first and first.p90_ms)]  # fmt: skip
+        rows.append(row)
+    return render_table(
+        "Remote-update visibility per region pair (ms, from the regions' metrics)", headers, rows
+    )
+
+
+def _diff(a: float | None, b: float | None) -> str:
+    return num(a - b, 1, sign=True) if a is not None and b is not None else "-"
+
+
+def comparison(runs: Sequence[ProtocolSummary]) -> str:
+    base = runs[0]
+    lines = []
+    for run in runs[1:]:
+        ratio = run.ops_per_s / base.ops_per_s if base.ops_per_s else math.nan
+        extra = _diff(run.visibility_mean_ms(), base.visibility_mean_ms())
+        lines.append(
+            f"{run.protocol} vs {base.protocol}: throughput {num(run.ops_per_s)} vs {num(base.ops_per_s)} "
+            f"ops/s (ratio {num(ratio, 3)}); visibility {extra} ms on average over all remote updates"
+        )
+    return "\n".join(lines)
+
+
+def report(runs: Sequence[ProtocolSummary]) -> str:
+    parts = []
+    for run in runs:
+        parts += [operations_table(run), migrations_table(run)]
+        if run.failures:
+            parts.append("first failures:\n  " + "\n  ".join(run.failures))
+    parts.append(visibility_table(runs))
+    if len(runs) > 1:
+        parts.append(comparison(runs))
+    return "\n\n".join(parts)
+
+
+def write_summary(out_dir: Path, settings: dict, runs: Sequence[ProtocolSummary]) -> list[Path]:
+    """summary.json, summary.txt and summary.png in ``out_dir``."""
+    from loadtest.plots_load import plot_summary
+
+    data = {"settings": settings, "runs": [r.to_json() for r in runs]}
+    if len(runs) > 1 and runs[0].ops_per_s:
+        data["ratios"] = {r.protocol: r.ops_per_s / runs[0].ops_per_s for r in runs[1:]}
+    json_path = out_dir / "summary.json"
+    json_path.write_text(json.dumps(_clean(data), indent=2))
+    text_path = out_dir / "summary.txt"
+    text_path.write_text(report(runs) + "\n")
+    return [json_path, text_path, plot_summary(data, out_dir / "summary.png")]
+
+
+def _clean(value: object) -> object:
+    """NaN (a percentile of nothing) as null: JSON has no NaN."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
