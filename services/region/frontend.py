@@ -114,7 +114,8 @@ class StoreServicer(store_pb2_grpc.StoreServicer):
         except TimeoutError as exc:
             raise RequestError(grpc.StatusCode.DEADLINE_EXCEEDED, str(exc)) from None
         if not label.is_zero:
-            kind = "migration" if label.type == LabelType.MIGRATION else "update"
+            arriving = label.type == LabelType.MIGRATION and label.target == self.region
+            kind = "migration" if arriving else "update"  # a migration label is a causal past elsewhere
             metrics.ATTACH_WAIT.labels(self.region, label.region, kind).observe(time.perf_counter() - started)
         return store_pb2.AttachReply(label=label.to_proto(), region=self.region)
 
