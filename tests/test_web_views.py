@@ -61,8 +61,8 @@ def articles(page: str) -> int:
 def counts(page: str) -> dict[str, int]:
     """A user page's tweets / followers / following numbers."""
     found = {
-        what: re.search(rf"<strong>(\d+)</strong> {what}", page)
-        for what in ("tweets", "followers", "following")
+        what: re.search(rf"<strong>(\d+)</strong> {word}", page)
+        for what, word in (("tweets", "tweets?"), ("followers", "followers?"), ("following", "following"))
     }
     assert all(found.values()), page[:2000]
     return {what: int(m.group(1)) for what, m in found.items()}
@@ -499,6 +499,7 @@ def test_overlong_tweet_is_refused_and_nothing_is_stored(django_region):  # noqa
     assert [e.body for e in social.timeline(user).entries] == ["the only tweet"]
     user_page = html(client.get(f"/u/{name}/"))
     assert counts(user_page)["tweets"] == 1
+    assert "<strong>1</strong> tweet</li>" in user_page  # singular
     assert bodies(user_page) == ["the only tweet"]
 
 
@@ -546,6 +547,7 @@ def test_user_page_counts_tweets(django_region):  # noqa: F811
         assert client.post("/post/", {"body": f"number {i}"}).status_code == 302
     page = html(client.get(f"/u/{name}/"))
     assert counts(page)["tweets"] == 3
+    assert "<strong>3</strong> tweets</li>" in page and "<strong>0</strong> followers</a>" in page
     assert bodies(page) == ["number 2", "number 1", "number 0"]  # newest first
     assert articles(page) == 3
     assert older_link(page) is None
@@ -760,3 +762,4 @@ def test_tweet_urls_take_any_group_name_a_topology_allows():
     url = reverse("tweet", args=("fb.virginia.ireland", "0" * 22))
     assert url == "/t/fb.virginia.ireland/" + "0" * 22 + "/"
     assert resolve(url).kwargs == {"group": "fb.virginia.ireland", "tweet_id": "0" * 22}
+
