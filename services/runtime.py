@@ -81,6 +81,23 @@ def run_until_stopped(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
     asyncio.run(runner())
 
 
+async def unless_stopped(stop: asyncio.Event, work: Awaitable[None]) -> None:
+    """Awaits ``work`` unless the process is asked to stop first, in which case ``work`` is
+    cancelled (a connection attempt to a peer that is down would otherwise block the stop)."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if not task.cancelled():
+        task.result()  # re-raises what ``work`` raised
+
+
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
     """Sleeps, but wakes at once when the process is asked to stop."""
     with contextlib.suppress(TimeoutError):

@@ -3,6 +3,7 @@ and sinks. Nothing lost, nothing applied twice, and causality holds throughout."
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
@@ -50,6 +51,19 @@ def test_tree_down_updates_still_apply_in_timestamp_order(saturn3):
     cluster.restart("serializer.s-b")
     eventually(lambda: proxy_mode(cluster, "c") == 1, timeout=10)
     assert causal_rounds(client, 5)[0] == 0
+
+
+def test_services_stop_promptly_while_their_tree_neighbour_is_down(saturn3):
+    """A sink whose serializer is gone keeps trying to connect; SIGTERM must still stop it at once
+    (a connection attempt that ignored the stop once held the launcher for its 10 s timeout)."""
+    cluster, _ = saturn3
+    cluster.kill("serializer.s-b")
+    time.sleep(0.5)  # the sinks are now retrying their link to s-b
+    for name in ("a.label-sink", "c.label-sink"):
+        started = time.monotonic()
+        cluster.kill(name, signal.SIGTERM)  # waits for the exit (at most 10 s)
+        assert time.monotonic() - started < 3, f"{name} took {time.monotonic() - started:.1f}s to stop"
+        assert cluster.processes[name].popen.returncode == 0, f"{name} did not exit cleanly"
 
 
 class Writer:

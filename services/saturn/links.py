@@ -46,7 +46,7 @@ class OutgoingLink:
         attempt = 0
         while not stop.is_set():
             try:
-                await self._stream(stop)
+                await runtime.unless_stopped(stop, self._stream(stop))
                 attempt = 0
             except grpc.aio.AioRpcError as exc:
                 if self.connected.is_set():
@@ -77,16 +77,7 @@ class OutgoingLink:
                         merged = saturn_pb2.LabelBatch(labels=[x for b in due for x in b.labels])
                         yield saturn_pb2.TreeMessage(batch=merged)
 
-            call = saturn_pb2_grpc.TreeNodeStub(channel).Deliver(messages())
-            stopper = asyncio.create_task(stop.wait())
-            done, _ = await asyncio.wait(
-                {asyncio.ensure_future(call), stopper}, return_when=asyncio.FIRST_COMPLETED
-            )
-            if stopper in done:
-                call.cancel()
-            else:
-                stopper.cancel()
-                await call  # raises the stream's error, if any
+            await saturn_pb2_grpc.TreeNodeStub(channel).Deliver(messages())  # raises the stream's error
 
 
 class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
