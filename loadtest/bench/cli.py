@@ -84,12 +84,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="every region probes at the same time (labels of several origins interleave, where "
         "§4.4 matters) instead of in turn",
     )
+    add(
+        "--idle",
+        type=float,
+        default=5.0,
+        help="seconds the idle cluster's CPU is measured before the load (0: skip; default: 5)",
+    )
     add("--base-port", type=int, help="first port of the started cluster (default: a free block)")
     add("--attach", action="store_true", help="measure the cluster already running at the topology's ports")
     add("--out", default="bench-results", help="where results and cluster logs go (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.warmup < 0:
         parser.error("--warmup must be >= 0")
+    if args.idle < 0:
+        parser.error("--idle must be >= 0")
     return args
 
 
@@ -109,7 +117,7 @@ def settings_for(args: argparse.Namespace, topology: Topology) -> Settings:
     return Settings(
         clients=args.clients, duration=args.duration, warmup=args.warmup, value_size=args.value_size,
         keys=args.keys, group=args.group, region=region, probe_writes=args.probe_writes,
-        probe_rate=args.probe_rate, probe_together=args.probe_together,
+        probe_rate=args.probe_rate, probe_together=args.probe_together, idle=args.idle,
     )  # fmt: skip
 
 
@@ -126,8 +134,9 @@ def run_protocol(
     assert protocol is not None
     name, env = split_variant(protocol)
     configured = with_overrides(topology, protocol=name, base_port=args.base_port or find_base_port(topology))
-    with variant_environment(env), started(configured, Path(args.out) / f"run-{protocol}"):
-        return bench_protocol(configured, protocol, settings)
+    with variant_environment(env), started(configured, Path(args.out) / f"run-{protocol}") as cluster:
+        pids = {name: running.popen.pid for name, running in cluster.processes.items()}
+        return bench_protocol(configured, protocol, settings, pids)
 
 
 def split_variant(protocol: str) -> tuple[str, dict[str, str]]:

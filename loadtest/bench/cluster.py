@@ -31,15 +31,22 @@ def _port_free(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) != 0
 
 
+# Blocks of ports for started clusters: below Linux's ephemeral range (32768-60999, where an
+# outgoing connection may take any port a cluster wants), away from the shipped topologies' own
+# ports (7000-7999: someone may run one by hand) and from the test suite's (10000-32767).
+PORT_BLOCKS = [*range(2000, 7000, 200), *range(8000, 10000, 200)]
+
+
 def find_base_port(topology: Topology) -> int:
-    """A base port where every port of the topology is free. Searched away from the topology's
-    own ports (someone may be running it by hand) and from the test suite's blocks (20000-40000),
-    with a per-process offset so that two benchmarks started together do not pick the same."""
-    for base in range(41000 + (os.getpid() % 40) * 400, 60001, 200):
+    """A base port where every port of the topology is free, starting at a per-process offset so
+    that two benchmarks started together do not pick the same."""
+    offset = os.getpid() % len(PORT_BLOCKS)
+    for base in PORT_BLOCKS[offset:] + PORT_BLOCKS[:offset]:
         candidate = with_overrides(topology, base_port=base)
-        if all(_port_free(candidate.host, port) for _, port in candidate.all_ports()):
+        ports = [port for _, port in candidate.all_ports()]
+        if max(ports) < 10000 and all(_port_free(candidate.host, port) for port in ports):
             return base
-    raise BenchError("no free block of ports between 41000 and 60000; pass --base-port")
+    raise BenchError("no free block of ports in 2000-6999 or 8000-9999; pass --base-port")
 
 
 def running_protocol(topology: Topology, region: str) -> str:

@@ -30,6 +30,18 @@ def _throughput(runs: Sequence[ProtocolRun], op: str) -> list[float]:
     return [p.ops_per_s for r in runs if (p := r.phase("causal", op))]
 
 
+def _cpu_per_op(runs: Sequence[ProtocolRun], op: str) -> list[float]:
+    return [us for r in runs if (p := r.phase("causal", op)) and (us := p.total_cpu_us_per_op) is not None]
+
+
+def _idle(runs: Sequence[ProtocolRun]) -> list[float]:
+    return [sum(r.idle_cpu.values()) for r in runs if r.idle_cpu]
+
+
+def _ratio(value: float | None, base: float | None) -> float | None:
+    return value / base if base and value is not None else None
+
+
 def _visibility(runs: Sequence[ProtocolRun]) -> dict[tuple[str, str], tuple[float | None, float | None]]:
     """Per pair, the median over the rounds of the probe's mean and 90th percentile."""
     pairs: dict[tuple[str, str], list[VisibilityRow]] = {}
@@ -59,10 +71,11 @@ def comparison(topology: Topology, runs: Sequence[ProtocolRun]) -> dict | None:
         for op in OPS:
             b, o = _throughput(base, op), _throughput(protocol_runs, op)
             b_med, o_med = _median(b), _median(o)
-            ratio = o_med / b_med if b_med and o_med is not None else None
+            b_cpu, o_cpu = _median(_cpu_per_op(base, op)), _median(_cpu_per_op(protocol_runs, op))
             throughput[op] = {
-                "baseline_ops_s": b_med, "ops_s": o_med, "ratio": ratio,
+                "baseline_ops_s": b_med, "ops_s": o_med, "ratio": _ratio(o_med, b_med),
                 "baseline_rounds": b, "rounds": o,
+                "baseline_cpu_us_per_op": b_cpu, "cpu_us_per_op": o_cpu, "cpu_ratio": _ratio(o_cpu, b_cpu),
             }  # fmt: skip
         pairs = []
         for key, (mean_ms, p90_ms) in _visibility(protocol_runs).items():
@@ -83,6 +96,8 @@ def comparison(topology: Topology, runs: Sequence[ProtocolRun]) -> dict | None:
         ]  # fmt: skip
         result["protocols"][protocol] = {
             "throughput": throughput,
+            "baseline_idle_cores": _median(_idle(base)),
+            "idle_cores": _median(_idle(protocol_runs)),
             "visibility": pairs,
             "extra_mean_ms_all_pairs": mean(extras) if extras else None,
             "extra_mean_ms_short_tree_pairs": mean(short) if short else None,
@@ -99,16 +114,26 @@ def comparison_tables(data: dict) -> str:
     for protocol, entry in data["protocols"].items():
         rows = [
             [OP_TITLES[op], num(t["baseline_ops_s"], 0), num(t["ops_s"], 0), num(t["ratio"], 3),
-             _spread(t["baseline_rounds"]), _spread(t["rounds"])]
+             _spread(t["baseline_rounds"]), _spread(t["rounds"]),
+             num(t.get("baseline_cpu_us_per_op"), 0), num(t.get("cpu_us_per_op"), 0),
+             num(t.get("cpu_ratio"), 3)]
             for op, t in entry["throughput"].items()
         ]  # fmt: skip
         rounds = data.get("rounds", 1)
         what = f"median of {rounds} alternating rounds" if rounds > 1 else "one round"
+        base = data["baseline"]
         parts.append(render_table(
-            f"Throughput, {protocol} vs {data['baseline']} (causal client, same settings; {what})",
-            ["op", f"{data['baseline']} ops/s", f"{protocol} ops/s", "ratio",
-             f"{data['baseline']} range", f"{protocol} range"], rows,
+            f"Throughput, {protocol} vs {base} (causal client, same settings; {what}); CPU = µs of CPU "
+            f"per operation summed over every process",
+            ["op", f"{base} ops/s", f"{protocol} ops/s", "ratio", f"{base} range", f"{protocol} range",
+             f"{base} CPU", f"{protocol} CPU", "CPU ratio"], rows,
         ))  # fmt: skip
+        if entry.get("idle_cores") is not None:
+            base_idle = 100 * (entry.get("baseline_idle_cores") or 0)
+            parts.append(
+                f"idle cluster: {base} {num(base_idle, 1)} % of one core, "
+                f"{protocol} {num(100 * entry['idle_cores'], 1)} %"
+            )
         rows = [
             [f"{p['origin']} -> {p['region']}", num(p["configured_ms"]), num(p["tree_path_ms"]),
              num(p["baseline_mean_ms"]), num(p["mean_ms"]), num(p["extra_mean_ms"], sign=True),

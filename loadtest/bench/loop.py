@@ -27,12 +27,15 @@ class ThreadStats:
     first_error: str | None = None
 
 
-def run_closed_loop(ops: Sequence[Op], warmup: float, duration: float) -> list[ThreadStats]:
+def run_closed_loop(
+    ops: Sequence[Op], warmup: float, duration: float, at_edge: Callable[[str], None] | None = None
+) -> list[ThreadStats]:
     """Runs each op back to back in its own thread (a closed loop: one request in flight per
     client, as in the paper), for ``warmup`` unmeasured seconds then ``duration`` measured ones.
 
     Only operations that start and finish inside the measured window count, so the figures do
-    not include connection set-up or the ramp."""
+    not include connection set-up or the ramp. ``at_edge("open")`` and ``at_edge("close")`` are
+    called when the window opens and closes (to read counters over the same window)."""
     stats = [ThreadStats() for _ in ops]
     window = [0.0, 0.0]
     stop = threading.Event()
@@ -73,8 +76,11 @@ def run_closed_loop(ops: Sequence[Op], warmup: float, duration: float) -> list[T
         thread.start()
     try:
         barrier.wait()
-        while time.perf_counter() < window[1]:
-            time.sleep(min(0.2, max(0.0, window[1] - time.perf_counter())))
+        for edge, at in (("open", window[0]), ("close", window[1])):
+            while time.perf_counter() < at:
+                time.sleep(min(0.2, max(0.0, at - time.perf_counter())))
+            if at_edge is not None:
+                at_edge(edge)
     finally:
         stop.set()  # on Ctrl-C too: clients finish their current call and exit
         barrier.abort()

@@ -4,12 +4,14 @@ then the visibility probe from each region in turn, each followed by waiting for
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from functools import partial
 
 import redis
 
 from causal_client import CausalClient
+from loadtest.bench.cpu import CLIENT_ROLE, CpuByRole, CpuMeter, used_between
 from loadtest.bench.loop import Op, run_closed_loop, summarize
 from loadtest.bench.metrics import Pair, scrape_visibility
 from loadtest.bench.report import num, say
@@ -28,14 +30,28 @@ from services.topology import Topology
 
 
 def measure_phase(
-    run: ProtocolRun, system: str, kind: str, make_op: Callable[[int], Op], settings: Settings
+    run: ProtocolRun,
+    system: str,
+    kind: str,
+    make_op: Callable[[int], Op],
+    settings: Settings,
+    meter: CpuMeter | None = None,
 ) -> PhaseResult:
-    """One closed-loop phase, said before and after, recorded in ``run``."""
+    """One closed-loop phase, said before and after, recorded in ``run``; with a ``meter``, the
+    CPU every process used in the measured window."""
     label = f"[{run.protocol}] {system:<6} {OP_TITLES[kind]:<7}"
     say(f"{label} {settings.clients} clients, {settings.warmup:g} s warm-up + {settings.duration:g} s ...")
     ops = [make_op(i) for i in range(settings.clients)]
-    stats = run_closed_loop(ops, settings.warmup, settings.duration)
+    edges: dict[str, CpuByRole] = {}
+
+    def at_edge(edge: str) -> None:
+        if meter is not None:
+            edges[edge] = meter.snapshot()
+
+    stats = run_closed_loop(ops, settings.warmup, settings.duration, at_edge)
     result = summarize(system, kind, stats, settings.duration)
+    if "open" in edges and "close" in edges:
+        result.cpu_s = used_between(edges["open"], edges["close"])
     errors = f", {result.errors} errors (first: {result.first_error})" if result.errors else ""
     say(
         f"{label} {result.ops_per_s:,.0f} ops/s, p50 {num(result.p50_ms, 2)} ms, "
@@ -46,14 +62,19 @@ def measure_phase(
 
 
 def load_phases(
-    run: ProtocolRun, client: CausalClient, db: redis.Redis, work: Workload, settings: Settings
+    run: ProtocolRun,
+    client: CausalClient,
+    db: redis.Redis,
+    work: Workload,
+    settings: Settings,
+    meter: CpuMeter | None = None,
 ) -> int:
     """Each operation through the client library, then raw, back to back (same machine state);
     returns how many causal writes were made (replication owes them to every other replica)."""
     for n, kind in enumerate(OPS):
         seed = 1000 * n  # the same key sequence for causal and raw
         causal = measure_phase(
-            run, "causal", kind, partial(causal_op, client, run.region, kind, work, seed), settings
+            run, "causal", kind, partial(causal_op, client, run.region, kind, work, seed), settings, meter
         )
         measure_phase(run, "raw", kind, partial(raw_op, db, kind, work, seed), settings)
         run.load_writes += causal.writes_issued
@@ -128,11 +149,27 @@ def probe_visibility_together(
     return visibility_rows(topology, after, before, pairs)
 
 
-def bench_protocol(topology: Topology, protocol: str, settings: Settings) -> ProtocolRun:
-    """Every measurement against one running cluster: the load phases, then the visibility probe."""
+def measure_idle(run: ProtocolRun, meter: CpuMeter, seconds: float) -> None:
+    """What the cluster costs with nobody using it (heartbeats, polling), as fractions of a core."""
+    say(f"[{run.protocol}] idle cluster: CPU over {seconds:g} s ...")
+    before = meter.snapshot()
+    time.sleep(seconds)
+    used = used_between(before, meter.snapshot())
+    run.idle_cpu = {role: cpu / seconds for role, cpu in used.items() if role != CLIENT_ROLE}
+    say(f"[{run.protocol}] idle cluster: {100 * sum(run.idle_cpu.values()):.1f} % of one core")
+
+
+def bench_protocol(
+    topology: Topology, protocol: str, settings: Settings, processes: Mapping[str, int] | None = None
+) -> ProtocolRun:
+    """Every measurement against one running cluster: the idle cost, the load phases, then the
+    visibility probe. ``processes`` (name -> pid) lets it read every process's CPU time."""
     region, group = settings.region, settings.group
     work = Workload(group, settings.keys, b"x" * settings.value_size)
     run = ProtocolRun(protocol, region)
+    meter = CpuMeter(processes) if processes is not None else None
+    if meter is not None and not meter.available:
+        meter = None
     client = CausalClient.connect(topology.frontend_endpoint(region))
     db = redis.Redis(
         host=topology.host, port=topology.redis_port(region, 0), max_connections=settings.clients
@@ -142,8 +179,10 @@ def bench_protocol(topology: Topology, protocol: str, settings: Settings) -> Pro
         before = scrape_visibility(topology)  # earlier traffic (--attach) is subtracted out
         written = preload(client, db, region, work)
         start = drain(run, topology, group, before, region, written)
+        if meter is not None and settings.idle > 0:
+            measure_idle(run, meter, settings.idle)
 
-        load_writes = load_phases(run, client, db, work, settings)
+        load_writes = load_phases(run, client, db, work, settings, meter)
         say(f"[{protocol}] waiting for the {load_writes:,} load writes to be visible at every replica ...")
         after_load = drain(run, topology, group, start, region, load_writes)
         load_pairs = remote_pairs(topology, group, region)

@@ -85,6 +85,28 @@ def visibility_table(title: str, rows: Sequence[VisibilityRow]) -> str:
     return render_table(title, headers, cells)
 
 
+def cpu_table(run: ProtocolRun) -> str | None:
+    """CPU microseconds per causal operation by role, and the idle cluster's CPU by role."""
+    phases = [p for op in OPS if (p := run.phase("causal", op)) and p.cpu_s]
+    if not phases:
+        return None
+    roles = sorted({role for p in phases for role in p.cpu_s} | set(run.idle_cpu))
+    per_op = {p.op: p.cpu_us_per_op for p in phases}
+    rows = [
+        [role, *(num(per_op[p.op].get(role), 0) for p in phases), num(100 * run.idle_cpu.get(role, 0.0), 1)]
+        for role in roles
+    ]
+    rows.append(
+        ["total", *(num(p.total_cpu_us_per_op, 0) for p in phases), num(100 * sum(run.idle_cpu.values()), 1)]
+    )
+    return render_table(
+        f"CPU by role, protocol {run.protocol}: µs of CPU per causal operation (all regions' "
+        f"processes), and % of one core when idle",
+        ["role", *(f"{OP_TITLES[p.op]} µs/op" for p in phases), "idle %"],
+        rows,
+    )
+
+
 def report(run: ProtocolRun, settings: Settings) -> str:
     """The tables of one protocol, as printed (and as they go into the README)."""
     probe = visibility_table(
@@ -99,7 +121,8 @@ def report(run: ProtocolRun, settings: Settings) -> str:
         f"{run.load_writes:,} closed-loop writes from {run.region}",
         run.visibility_load,
     )
-    return "\n\n".join([throughput_table(run, settings), probe, load])
+    cpu = cpu_table(run)
+    return "\n\n".join([throughput_table(run, settings), *([cpu] if cpu else []), probe, load])
 
 
 def results_json(

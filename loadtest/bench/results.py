@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from loadtest.bench.cpu import per_operation_us
 from loadtest.bench.metrics import Pair
 
 OPS = ("read", "write", "mix")
@@ -22,6 +23,7 @@ class Settings:
     probe_writes: int
     probe_rate: float
     probe_together: bool = False
+    idle: float = 5.0  # seconds the idle cluster's CPU is measured (0: not measured)
 
 
 @dataclass
@@ -38,6 +40,16 @@ class PhaseResult:
     p99_ms: float | None
     writes_issued: int = 0  # including warm-up: what replication owes
     first_error: str | None = None
+    cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds by role in the window
+
+    @property
+    def cpu_us_per_op(self) -> dict[str, float]:
+        return per_operation_us(self.cpu_s, self.ops)
+
+    @property
+    def total_cpu_us_per_op(self) -> float | None:
+        per_op = self.cpu_us_per_op
+        return sum(per_op.values()) if per_op else None
 
 
 @dataclass
@@ -66,6 +78,7 @@ class ProtocolRun:
     visibility_load: list[VisibilityRow] = field(default_factory=list)
     load_writes: int = 0
     missing_updates: dict[str, int] = field(default_factory=dict)
+    idle_cpu: dict[str, float] = field(default_factory=dict)  # fraction of a core by role, idle
 
     def note_missing(self, short: dict[Pair, int]) -> None:
         """Records updates not visible in time (lost or very late): reported, not hidden."""
@@ -90,7 +103,11 @@ class ProtocolRun:
             "protocol": self.protocol,
             "region": self.region,
             "round": self.round,
-            "throughput": [asdict(p) for p in self.phases],
+            "throughput": [
+                {**asdict(p), "cpu_us_per_op": p.cpu_us_per_op, "total_cpu_us_per_op": p.total_cpu_us_per_op}
+                for p in self.phases
+            ],
+            "idle_cpu_cores": self.idle_cpu,
             "ratios": {op: self.ratio(op) for op in OPS},
             "visibility": rows(self.visibility_probe),
             "visibility_under_load": rows(self.visibility_load),
