@@ -43,6 +43,11 @@ ATTACH_WAIT = Histogram(
 BULK_SENT = Counter(
     "causal_bulk_payloads_sent_total", "Payloads shipped by bulk transfer", ["region", "destination"]
 )
+BULK_HEARTBEATS = Counter(
+    "causal_bulk_heartbeats_sent_total",
+    "Empty batches bulk transfer sent because the destination asked for them (timestamp order)",
+    ["region", "destination"],
+)
 LABELS_RECEIVED = Counter(
     "causal_labels_received_total",
     "Saturn labels delivered to this region's remote proxy by the tree, by origin and type",
@@ -50,6 +55,11 @@ LABELS_RECEIVED = Counter(
 )
 LABELS_SENT = Counter(
     "causal_labels_sent_total", "Labels this region's sink sent up the tree, by type", ["region", "type"]
+)
+LABEL_MESSAGES_SENT = Counter(
+    "causal_label_messages_sent_total",
+    "Messages this region's sink sent up the tree (labels per message = labels sent / this)",
+    ["region"],
 )
 PROXY_REORDERED = Counter(
     "causal_proxy_reordered_total",

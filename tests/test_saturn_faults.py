@@ -40,12 +40,22 @@ def proxy_mode(cluster: Cluster, region: str) -> float:
     return metric_sum(cluster, region, "causal_proxy_tree_mode", region=region)
 
 
+def bulk_heartbeats(cluster: Cluster) -> float:
+    return sum(metric_sum(cluster, r, "causal_bulk_heartbeats_sent_total", region=r) for r in "abc")
+
+
 def test_tree_down_updates_still_apply_in_timestamp_order(saturn3):
     cluster, client = saturn3
     assert causal_rounds(client, 5)[0] == 0
     assert proxy_mode(cluster, "c") == 1
+    # In the tree's order nobody needs bulk heartbeats: idle senders send none.
+    quiet = bulk_heartbeats(cluster)
+    time.sleep(1.0)
+    assert bulk_heartbeats(cluster) == quiet
     cluster.kill("serializer.s-b")
     eventually(lambda: proxy_mode(cluster, "c") == 0, timeout=5)
+    # Timestamp order needs them: the proxies asked, the senders send them.
+    eventually(lambda: bulk_heartbeats(cluster) > quiet + 10, timeout=5)
     violations, _ = causal_rounds(client, 10)  # liveness: every y shows up, via timestamp order
     assert violations == 0
     cluster.restart("serializer.s-b")

@@ -83,7 +83,7 @@ class Harness:
         self.proxy.on_labels("s-eu", saturn_pb2.LabelBatch(labels=list(labels)))
 
     async def deliver(self) -> None:
-        while await self.proxy.deliver_run():
+        while self.proxy.mode == "tree" and await self.proxy.deliver_run():
             pass
 
 
@@ -191,3 +191,34 @@ def test_a_resent_payload_at_or_below_the_watermark_is_not_applied_again(topolog
     assert h.applied == [("ireland", 90)]
     assert h.after_resend == {}
     assert h.again == set()
+
+
+def test_after_a_gap_no_label_is_delivered_past_a_lost_one(topology, redis_url):
+    """virginia@100's label is lost when a tree link breaks (the serializer says so with a gap
+    label). Its payload is here; virginia@110's label comes after the gap. Delivering @110 would
+    raise virginia's watermark past @100, which would then never be applied (and @110 may depend
+    on it). The proxy falls back to timestamp order instead and applies both, @100 first, once
+    every origin's stable time has passed them."""
+
+    async def scenario(h: Harness) -> None:
+        await h.payload(update("virginia", 90, "a"))
+        await h.payload(update("virginia", 100, "b"))
+        await h.payload(update("virginia", 110, "c"))
+        gap = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_GAP, src="s-eu")
+        h.labels(label("virginia", 90), gap, label("virginia", 110))
+        await h.deliver()
+        h.early, h.mode_after_gap = list(h.applied), h.proxy.mode
+        h.proxy.on_payloads("ireland/0", 200, [])  # ireland's gear: nothing up to 200 (a heartbeat)
+        await h.proxy.deliver_in_timestamp_order()
+
+    h = run(topology, True, scenario)
+    assert ("virginia", 110) not in h.early, "nothing after the gap is delivered in the tree's order"
+    assert h.mode_after_gap == "timestamp"
+    assert h.applied == [("virginia", 90), ("virginia", 100), ("virginia", 110)]
+
+
+def test_a_broken_link_into_the_proxy_is_a_gap_too(topology, redis_url):
+    async def scenario(h: Harness) -> None:
+        h.proxy.on_link_lost("s-eu")
+
+    assert run(topology, True, scenario).proxy.mode == "timestamp"

@@ -8,6 +8,7 @@ after it, so a crash on either side neither loses nor doubles an update.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 
@@ -35,13 +36,28 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
         self.protocol = protocol
         self.local_groups = topology.groups_at(region)
         self.remote_gears = {g: r for r in topology.region_names if r != region for g in topology.gear_ids(r)}
+        self.ack_lines: set[DelayLine[bulk_pb2.Position | None]] = set()  # of the open streams
+
+    def heartbeats_changed(self) -> None:
+        """Tells every connected sender whether heartbeats are wanted now (the protocol's mode
+        changed): they cost CPU on both sides, so they flow only while they are needed."""
+        wanted = self.protocol.wants_heartbeats
+        for acks in self.ack_lines:
+            acks.put(bulk_pb2.Position(heartbeats=wanted, notice=True))
+
+    @functools.cache  # noqa: B019 (one servicer per process, one pair per origin)
+    def applied_metrics(self, origin_region: str):
+        return (
+            metrics.VISIBILITY.labels(self.region, origin_region),
+            metrics.REMOTE_APPLIED.labels(self.region, origin_region),
+        )
 
     def on_applied(self, origin_region: str, updates: list[RemoteUpdate]) -> None:
         now_us = time.time() * 1e6
-        visibility = metrics.VISIBILITY.labels(self.region, origin_region)
+        visibility, applied = self.applied_metrics(origin_region)
         for update in updates:
             visibility.observe(max(0.0, (now_us - update.origin_time_us) / 1e6))
-        metrics.REMOTE_APPLIED.labels(self.region, origin_region).inc(len(updates))
+        applied.inc(len(updates))
 
     async def Ship(self, request_iterator, context: grpc.aio.ServicerContext):
         try:
@@ -58,7 +74,8 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
         acks: DelayLine[bulk_pb2.Position | None] = DelayLine(link)
         position = await self.protocol.resume_position(gear)
         log.info("%s connected; resuming after ts %d", gear, position)
-        acks.put(bulk_pb2.Position(through_ts=position))
+        acks.put(bulk_pb2.Position(through_ts=position, heartbeats=self.protocol.wants_heartbeats))
+        self.ack_lines.add(acks)
         received = metrics.BULK_RECEIVED.labels(self.region, origin)
 
         def applied(updates: list[RemoteUpdate]) -> None:
@@ -80,7 +97,7 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
                         self.protocol.accept_payloads(gear, batch.through_ts, updates, applied)
                     )
                     durable = self.protocol.durable_position(gear, batch.through_ts)
-                    acks.put(bulk_pb2.Position(through_ts=durable))
+                    acks.put(bulk_pb2.Position(through_ts=durable, heartbeats=self.protocol.wants_heartbeats))
             finally:
                 acks.put(None)
 
@@ -89,6 +106,7 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
             while (ack := await acks.get()) is not None:
                 yield ack
         finally:
+            self.ack_lines.discard(acks)
             consumer.cancel()
         await consumer  # re-raises a failure to apply, which ends the stream with an error
 
@@ -112,12 +130,13 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
                 else health_pb2.HealthCheckResponse.NOT_SERVING
             )
             health.set(PROXY_HEALTH, status)
+            servicer.heartbeats_changed()
 
         proxy = protocol.start_proxy(servicer.on_applied, on_mode)
         await proxy.load()
         (parent,) = topology.tree_neighbours[region]
         saturn_pb2_grpc.add_TreeNodeServicer_to_server(
-            TreeNodeServicer(region, (parent,), proxy.on_labels), server
+            TreeNodeServicer(region, (parent,), proxy.on_labels, on_lost=proxy.on_link_lost), server
         )
         tasks.append(asyncio.create_task(proxy.run(stop)))
     await server.start()

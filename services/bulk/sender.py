@@ -26,12 +26,12 @@ log = logging.getLogger("bulk-sender")
 
 READ_COUNT = 512  # stream entries per batch at most
 WINDOW = 64  # batches in flight per destination
-# Idle time after which an empty batch tells the receiver how far this gear's time got. Only
-# protocols that order by timestamp need it (Saturn's fallback, §6.1); each costs a Lua call on
-# both sides, so `eventual` sends none.
-HEARTBEAT_S = {"eventual": None}
-DEFAULT_HEARTBEAT_S = 0.5
-IDLE_BLOCK_S = 0.5
+# While the receiver asks for them (it orders updates by timestamp: Saturn's fallback, §6.1), an
+# idle gear sends this often an empty batch that tells how far its time got; its stable time, so
+# the visibility of remote updates while the tree is down, follows it. Otherwise none: each costs
+# a Lua call and a message at both ends.
+HEARTBEAT_S = 0.1
+IDLE_BLOCK_S = 0.5  # without heartbeats: how long a read of an idle stream blocks
 RETRY_S = (0.1, 0.2, 0.5, 1.0, 2.0)
 
 
@@ -48,8 +48,9 @@ class GearShipper:
         self.redis = self.shard.redis
         self.trimmer = trimmer
         self.sent = metrics.BULK_SENT.labels(region, destination)
+        self.heartbeats_sent = metrics.BULK_HEARTBEATS.labels(region, destination)
         self.link = Link(topology.region_latency_ms(region, destination), topology.jitter_ms)
-        self.heartbeat_s = HEARTBEAT_S.get(topology.protocol, DEFAULT_HEARTBEAT_S)
+        self.heartbeats = False  # the receiver wants them (it says so on the ack stream)
 
     async def run(self, stop: asyncio.Event) -> None:
         attempt = 0
@@ -83,10 +84,17 @@ class GearShipper:
                 "%s → %s: connected, resuming after ts %d", self.gear, self.destination, start.through_ts
             )
             self.trimmer.acked(self.gear, self.destination, start.through_ts)
+            self.heartbeats = start.heartbeats
             in_flight = asyncio.Semaphore(WINDOW)
             reader = asyncio.create_task(self._read_stream(start.through_ts, outbox, in_flight, stop))
             try:
                 async for ack in replies:
+                    if ack.heartbeats != self.heartbeats:
+                        log.info("%s → %s: heartbeats %s", self.gear, self.destination,
+                                 "wanted" if ack.heartbeats else "no longer wanted")  # fmt: skip
+                        self.heartbeats = ack.heartbeats
+                    if ack.notice:
+                        continue  # news of heartbeats only, not an acknowledgement
                     in_flight.release()
                     self.trimmer.acked(self.gear, self.destination, ack.through_ts)
             finally:
@@ -98,33 +106,30 @@ class GearShipper:
     async def _read_stream(
         self, after_ts: int, outbox: DelayLine, in_flight: asyncio.Semaphore, stop: asyncio.Event
     ) -> None:
-        """Ships the stream as it grows; when idle, a heartbeat: an empty batch whose through_ts
-        promises that this gear will write nothing at or below it (the receiver's stable time
-        in timestamp order needs it, paper §6.1)."""
+        """Ships the stream as it grows; when idle and the receiver wants them, a heartbeat: an
+        empty batch whose through_ts promises that this gear will write nothing at or below it
+        (the receiver's stable time in timestamp order needs it, paper §6.1)."""
         cursor = after_ts
         while not stop.is_set():
             await in_flight.acquire()
-            block_s = self.heartbeat_s or IDLE_BLOCK_S
+            block_s = HEARTBEAT_S if self.heartbeats else IDLE_BLOCK_S
             reply = await self.redis.xread(
                 {gears.BULK_STREAM: f"{cursor}-0"}, count=READ_COUNT, block=int(block_s * 1000)
             )
             if reply:
-                entries, through = reply[0][1], None
-            elif not self.heartbeat_s:
+                entries = [(int(entry_id.split(b"-", 1)[0]), fields) for entry_id, fields in reply[0][1]]
+                through = entries[-1][0]
+            elif not self.heartbeats:
                 in_flight.release()
                 continue
-            else:
-                through = await self.shard.heartbeat()
-                # Entries written between the read and the heartbeat are at or below it.
-                entries = await self.redis.xrange(gears.BULK_STREAM, f"({cursor}-0", f"{through}-0")
-            batch = bulk_pb2.PayloadBatch(sent_at=time.time())
-            for entry_id, fields in entries:
+            else:  # with the entries written since the read, which the heartbeat covers
+                through, entries = await self.shard.heartbeat_after(gears.BULK_STREAM, cursor, READ_COUNT)
+                self.heartbeats_sent.inc()
+            batch = bulk_pb2.PayloadBatch(sent_at=time.time(), through_ts=through)
+            for ts, fields in entries:
                 if fields[b"g"] in self.groups:
-                    batch.payloads.add(ts=int(entry_id.split(b"-", 1)[0]), body=fields[b"p"])
-            if entries:
-                cursor = int(entries[-1][0].split(b"-", 1)[0])
-            batch.through_ts = max(cursor, through or 0)
-            cursor = batch.through_ts
+                    batch.payloads.add(ts=ts, body=fields[b"p"])
+            cursor = through
             outbox.put(bulk_pb2.ShipMessage(batch=batch))
             self.sent.inc(len(batch.payloads))
         outbox.put(None)

@@ -41,7 +41,11 @@ class ShipMessage(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[PayloadBatch, _Mapping]] = ...) -> None: ...
 
 class Position(_message.Message):
-    __slots__ = ("through_ts",)
+    __slots__ = ("through_ts", "heartbeats", "notice")
     THROUGH_TS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEATS_FIELD_NUMBER: _ClassVar[int]
+    NOTICE_FIELD_NUMBER: _ClassVar[int]
     through_ts: int
-    def __init__(self, through_ts: _Optional[int] = ...) -> None: ...
+    heartbeats: bool
+    notice: bool
+    def __init__(self, through_ts: _Optional[int] = ..., heartbeats: _Optional[bool] = ..., notice: _Optional[bool] = ...) -> None: ...

@@ -12,9 +12,11 @@ class TreeLabelType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TREE_UPDATE: _ClassVar[TreeLabelType]
     TREE_MIGRATION: _ClassVar[TreeLabelType]
     TREE_HEARTBEAT: _ClassVar[TreeLabelType]
+    TREE_GAP: _ClassVar[TreeLabelType]
 TREE_UPDATE: TreeLabelType
 TREE_MIGRATION: TreeLabelType
 TREE_HEARTBEAT: TreeLabelType
+TREE_GAP: TreeLabelType
 
 class TreeLabel(_message.Message):
     __slots__ = ("type", "src", "ts", "target", "group")

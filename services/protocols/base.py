@@ -37,6 +37,12 @@ class Protocol(ABC):
         here for good."""
         return await self.store.position(origin_gear)
 
+    @property
+    def wants_heartbeats(self) -> bool:
+        """Whether bulk senders must send heartbeats now (empty batches promising that nothing at
+        or below their through_ts will follow): only for ordering by timestamp."""
+        return False
+
     def durable_position(self, origin_gear: str, through_ts: int) -> int:
         """What to acknowledge once a batch up to ``through_ts`` has been accepted: the sender may
         forget everything up to it. Applying on arrival, that is the batch itself."""

@@ -56,6 +56,11 @@ class Saturn(Protocol):
         assert self.proxy is not None, "payloads reach only the process that runs the proxy"
         self.proxy.on_payloads(origin_gear, through_ts, updates)  # applied when their labels come
 
+    @property
+    def wants_heartbeats(self) -> bool:
+        """In timestamp order (§6.1, and at start) the proxy's stable time comes from them."""
+        return self.proxy is not None and self.proxy.mode == "timestamp"
+
     async def resume_position(self, origin_gear: str) -> int:
         assert self.proxy is not None, "bulk transfer reaches only the process that runs the proxy"
         return self.proxy.durable_position(origin_gear.split("/", 1)[0])

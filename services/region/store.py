@@ -125,6 +125,20 @@ class Shard:
         """A time below which this gear will never make another label (see heartbeat.lua)."""
         return int(await self._heartbeat(keys=[gears.GEAR_KEY]))
 
+    async def heartbeat_after(
+        self, stream: str, after: int, count: int
+    ) -> tuple[int, list[tuple[int, dict[bytes, bytes]]]]:
+        """A heartbeat, with the entries of ``stream`` (ts, fields) after ``after`` that it covers,
+        in one round trip. The time returned is what those entries cover: the heartbeat, or the
+        last entry's ts when there were ``count`` or more of them."""
+        stable, raw = await self._heartbeat(keys=[gears.GEAR_KEY, stream], args=[after, count])
+        entries = [
+            (int(entry_id.split(b"-", 1)[0]), dict(zip(fields[::2], fields[1::2], strict=True)))
+            for entry_id, fields in raw
+        ]
+        covered = entries[-1][0] if len(entries) >= count else int(stable)
+        return covered, entries
+
     async def watermarks(self) -> dict[str, int]:
         return {k.decode(): int(v) for k, v in (await self.redis.hgetall(gears.WATERMARK_KEY)).items()}
 

@@ -4,10 +4,11 @@ Gears append every label to their shard's ``labels`` stream inside the write scr
 shard the stream is already in timestamp order and the sink forwards it as it grows. With several
 shards it merges them: every tick it asks each gear for a heartbeat (a time below which that gear
 will make no new label), and forwards, in (ts, src) order, the labels at or below the smallest.
-Every 200 ms it sends a heartbeat label (to every region), so that attaches elsewhere never wait
-on a region that sends them nothing, and proxies can tell a live tree from a broken one; not when
-labels that reach every region went out meanwhile. Under load (above BUSY_RATE labels/s) it lets
-labels gather for BUSY_LINGER_S between reads, so that one message carries many.
+Every 500 ms it sends a heartbeat label (to every region), so that proxies can tell a live tree
+from a broken one and attaches elsewhere that present an update label never wait on a region that
+sends them nothing; not when labels that reach every region went out meanwhile (each heartbeat
+costs a few ms of CPU along the tree, so they are as rare as those two uses allow). Under load it
+lets labels gather between reads, so that one message carries many (see BUSY_RATE).
 Only labels some other region cares about leave the region (genuine partial replication).
 """
 
@@ -19,6 +20,7 @@ import time
 from collections import Counter, deque
 
 from services import metrics, runtime
+from services.pressure import CpuPressure
 from services.proto import saturn_pb2
 from services.region import gears
 from services.region.store import Shard
@@ -27,11 +29,17 @@ from services.topology import Topology
 
 log = logging.getLogger("label-sink")
 
-HEARTBEAT_S = 0.2  # a heartbeat label goes up the tree this often
+HEARTBEAT_S = 0.5  # a heartbeat label goes up the tree this often (when no label reaches everyone)
 MERGE_TICK_S = 0.001  # several shards: how often stable time is recomputed (Saturn: 1 ms)
 READ_COUNT = 1000
-BUSY_RATE = 250.0  # labels/s above which the sink batches: one message then carries several
-BUSY_LINGER_S = 0.01  # how long labels gather when busy (below BUSY_RATE: sent as they come)
+# Batching: a label costs ~1 ms of CPU along the tree (a Python gRPC message and wake-ups at every
+# hop) whether it travels alone or with others. Below BUSY_RATE labels/s they go as they come;
+# above it they gather for BUSY_LINGER_S between reads, and for SATURATED_LINGER_S while the
+# machine's CPUs are saturated (services.pressure), where every message saved is CPU given back
+# and queueing dwarfs the wait (measured: docs/ARCHITECTURE.md, "Label batching").
+BUSY_RATE = 150.0
+BUSY_LINGER_S = 0.01
+SATURATED_LINGER_S = 0.02
 TRIM_EVERY_S = 1.0  # forwarded labels leave the stream, and the cursors are saved, this often
 
 
@@ -79,6 +87,15 @@ class LabelSink:
         # Groups replicated in every other region: their labels reach everyone, as a heartbeat does.
         self.everywhere = {g for g, members in topology.group_members.items() if others <= set(members)}
         self.last_heard_everywhere = 0.0  # when a heartbeat, or a label that reaches all, last left
+        self.rate = RateMeter()
+        self.pressure = CpuPressure()
+        self.messages_sent = metrics.LABEL_MESSAGES_SENT.labels(region)
+
+    def linger_s(self, labels_read: int) -> float:
+        """How long to let labels gather before the next read (see BUSY_RATE)."""
+        if self.rate.add(labels_read) <= BUSY_RATE:
+            return 0.0
+        return SATURATED_LINGER_S if self.pressure.saturated() else BUSY_LINGER_S
 
     def wanted(self, label: saturn_pb2.TreeLabel) -> bool:
         if label.type == saturn_pb2.TREE_UPDATE:
@@ -94,6 +111,7 @@ class LabelSink:
             kinds = Counter("update" if x.type == saturn_pb2.TREE_UPDATE else "migration" for x in labels)
             for kind, count in kinds.items():  # one metric update per kind and batch: they cost
                 metrics.LABELS_SENT.labels(self.region, kind).inc(count)
+            self.messages_sent.inc()
 
     def send_heartbeat(self, ts: int) -> None:
         self.link.send(
@@ -130,7 +148,6 @@ class LabelSink:
         heartbeat every HEARTBEAT_S even when busy (regions that get none of these labels still
         need to hear that time has passed here)."""
         redis = self.shards[0]
-        rate = RateMeter()
         while not stop.is_set():
             wait_ms = max(1, int((HEARTBEAT_S - (time.monotonic() - self.last_heard_everywhere)) * 1000))
             reply = await redis.xread(
@@ -140,15 +157,15 @@ class LabelSink:
                 entries = reply[0][1]
                 self.send([parse_entry(fields[b"l"]) for _, fields in entries])
                 cursors[0] = int(entries[-1][0].split(b"-", 1)[0])
-            if self.heartbeat_due():
-                stable = await self.heartbeat(0)
-                late = await self.read_until(0, cursors[0], stable)  # written just before the heartbeat
+            if self.heartbeat_due():  # with the labels written since the read, which it covers
+                stable, late = await self.gears[0].heartbeat_after(gears.LABEL_STREAM, cursors[0], READ_COUNT)
                 if late:
-                    self.send([parse_entry(raw) for _, raw in late])
+                    self.send([parse_entry(fields[b"l"]) for _, fields in late])
                     cursors[0] = late[-1][0]
                 self.send_heartbeat(stable)
-            if rate.add(len(reply[0][1]) if reply else 0) > BUSY_RATE:
-                await asyncio.sleep(BUSY_LINGER_S)
+            linger = self.linger_s(len(reply[0][1]) if reply else 0)
+            if linger:
+                await asyncio.sleep(linger)
 
     async def pump_merged(self, cursors: list[int], stop: asyncio.Event) -> None:
         """Several shards: forward, in (ts, src) order, what every shard has passed."""
@@ -168,18 +185,20 @@ class LabelSink:
             self.send(labels)
             if self.heartbeat_due():
                 self.send_heartbeat(stable)
-            await runtime.sleep_or_stop(stop, MERGE_TICK_S)
+            await runtime.sleep_or_stop(stop, max(MERGE_TICK_S, self.linger_s(len(labels))))
 
     async def trim(self, cursors: list[int], stop: asyncio.Event) -> None:
         """Every second, off the hot path: the cursors are saved, then what they passed leaves the
         stream. A restart resends what was forwarded after the last save; proxies drop those
         labels as duplicates (at or below their origin's watermark)."""
+        saved = list(cursors)
         while not stop.is_set():
             await runtime.sleep_or_stop(stop, TRIM_EVERY_S)
-            for shard, cursor in zip(self.shards, list(cursors), strict=True):
-                if cursor:
+            for k, (shard, cursor) in enumerate(zip(self.shards, list(cursors), strict=True)):
+                if cursor != saved[k]:  # idle: nothing to save, nothing to trim
                     await shard.set(gears.SINK_POSITION_KEY, cursor)
                     await shard.xtrim(gears.LABEL_STREAM, minid=f"{cursor + 1}-0")
+                    saved[k] = cursor
 
 
 async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event) -> None:

@@ -3,6 +3,12 @@
 A link u→v is one gRPC client stream from u to v's ``Deliver``: one stream, so one order. The
 sender holds batches in a :class:`DelayLine` for the link's latency (WAN latency between the two
 sites plus the edge's artificial delay, paper §5.4), then writes them to the stream.
+
+A stream is reliable while it lasts; labels are lost only when one ends (a process died with
+labels in memory, or a connection with labels in flight). So the receiving end reports every
+incoming stream that ends, and every stream from a neighbour after its first, as a possible
+loss (``on_lost``): a serializer forwards a gap label, a remote proxy falls back to timestamp
+order (paper §6.1). Waiting for silence instead would miss an outage shorter than the silence.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ log = logging.getLogger("tree-link")
 RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 KNOWN_TYPES = frozenset(saturn_pb2.TreeLabelType.values())
 OnBatch = Callable[[str, saturn_pb2.LabelBatch], Awaitable[None] | None]
+OnLost = Callable[[str], None]
 
 
 class OutgoingLink:
@@ -83,10 +90,14 @@ class OutgoingLink:
 class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
     """The receiving end of every link into a node: hands each batch, with its sender, on."""
 
-    def __init__(self, node: str, neighbours: tuple[str, ...], on_batch: OnBatch):
+    def __init__(
+        self, node: str, neighbours: tuple[str, ...], on_batch: OnBatch, on_lost: OnLost | None = None
+    ):
         self.node = node
         self.neighbours = set(neighbours)
         self.on_batch = on_batch
+        self.on_lost = on_lost  # told of a link from a neighbour that may have lost labels
+        self.streams_opened: dict[str, int] = {}  # per neighbour, since this process started
 
     async def Deliver(self, request_iterator, context: grpc.aio.ServicerContext):
         first = await anext(request_iterator, None)
@@ -101,7 +112,19 @@ class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
                 f"{sender!r} is not a tree neighbour of {self.node!r} "
                 f"(neighbours: {sorted(self.neighbours)})",
             )
+        opened = self.streams_opened.get(sender, 0)
+        self.streams_opened[sender] = opened + 1
         log.info("%s ← %s: link open", self.node, sender)
+        if opened:  # re-opened: whatever the old stream still carried may be gone
+            self.lost(sender)
+        try:
+            await self._consume(sender, request_iterator, context)
+        finally:
+            log.info("%s ← %s: link closed", self.node, sender)
+            self.lost(sender)
+        return saturn_pb2.DeliverReply()
+
+    async def _consume(self, sender: str, request_iterator, context: grpc.aio.ServicerContext) -> None:
         async for message in request_iterator:
             if message.WhichOneof("kind") != "batch":
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected label batches after hello")
@@ -113,5 +136,7 @@ class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
             result = self.on_batch(sender, message.batch)
             if asyncio.iscoroutine(result):
                 await result
-        log.info("%s ← %s: link closed", self.node, sender)
-        return saturn_pb2.DeliverReply()
+
+    def lost(self, sender: str) -> None:
+        if self.on_lost is not None:
+            self.on_lost(sender)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import Counter, deque
@@ -39,8 +40,8 @@ MAX_RUN = 512  # labels applied per Redis call at most
 MAX_SCAN = 1024  # how far behind a waiting label the queue is searched for concurrent ones (§4.4)
 MAX_SKIPPED = 32  # ... stopping after this many labels in a row that must wait (the queue is
 #                   roughly in ts order, so a long run of them means few concurrent ones behind)
-TREE_SILENCE_S = 1.0  # an origin silent this long on the tree (heartbeats every 200 ms) = tree down
-CHECK_EVERY_S = 0.2  # with nothing arriving, the tree's silence is checked this often
+TREE_SILENCE_S = 1.5  # an origin silent this long on the tree (3 heartbeats missed) = tree down
+CHECK_EVERY_S = 0.5  # with nothing arriving, the tree's silence is checked this often
 
 Applied = Callable[[str, list[RemoteUpdate]], None]
 
@@ -88,19 +89,33 @@ class RemoteProxy:
         return self.watermarks.get(origin_region, 0)
 
     # -- inputs ------------------------------------------------------------------------------
+    def on_link_lost(self, sender: str) -> None:
+        """Our link from the tree broke or re-opened: labels may be lost (links.py)."""
+        self.gap(f"the link from {sender} broke")
+
+    def gap(self, why: str) -> None:
+        """Labels may have been lost: a later label of an origin could otherwise be delivered
+        past a lost one, and the lost one's update never applied. Timestamp order is safe."""
+        if self.mode == "tree":
+            log.warning("proxy %s: %s: labels may be lost", self.region, why)
+            self.switch("timestamp")
+            self.wakeup.set()
+
     def on_labels(self, sender: str, batch: saturn_pb2.LabelBatch) -> None:
-        self.labels.extend(batch.labels)
         now = time.monotonic()
         counts: Counter[tuple[str, int]] = Counter()
         for label in batch.labels:
+            if label.type == saturn_pb2.TREE_GAP:  # in order: what came before it stays valid
+                self.gap(f"a link into {label.src} broke")
+                continue
+            self.labels.append(label)
             origin = label.src.split("/", 1)[0]
             counts[origin, label.type] += 1
             self.last_heard[origin] = now
             if self.mode == "timestamp":
                 self.first_since_switch.setdefault(origin, label.ts)
         for (origin, kind), count in counts.items():  # one metric update per kind and batch
-            name = saturn_pb2.TreeLabelType.Name(kind).removeprefix("TREE_").lower()
-            metrics.LABELS_RECEIVED.labels(self.region, origin, name).inc(count)
+            self.received_counter(origin, kind).inc(count)
         self.wakeup.set()
 
     def on_payloads(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> None:
@@ -110,7 +125,13 @@ class RemoteProxy:
             if update.ts > self.watermarks.get(update.origin_region, 0):
                 self.ready[update.key] = update
         self.received[origin_gear] = max(through_ts, self.received.get(origin_gear, 0))
-        self.wakeup.set()
+        if self.labels or self.mode == "timestamp":  # in the tree's order, a payload can only
+            self.wakeup.set()  # unblock a label already queued (waking for nothing costs CPU)
+
+    @functools.cache  # noqa: B019 (one proxy per process, a handful of children)
+    def received_counter(self, origin: str, kind: int):
+        name = saturn_pb2.TreeLabelType.Name(kind).removeprefix("TREE_").lower()
+        return metrics.LABELS_RECEIVED.labels(self.region, origin, name)
 
     # -- delivery ----------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -122,8 +143,8 @@ class RemoteProxy:
             if self.mode == "tree":
                 if self.tree_silent():
                     self.switch("timestamp")
-                else:
-                    while await self.deliver_run():
+                else:  # a gap may switch the mode while a run is being applied: then stop
+                    while self.mode == "tree" and await self.deliver_run():
                         pass
             if self.mode == "timestamp":
                 await self.deliver_in_timestamp_order()

@@ -30,7 +30,7 @@ class Router:
             return not behind.isdisjoint(self.replicas.get(label.group, ()))
         if label.type == saturn_pb2.TREE_MIGRATION:
             return label.target in behind
-        return True  # heartbeats
+        return True  # heartbeats and gaps go everywhere
 
     def route(self, source: str, labels) -> dict[str, list[saturn_pb2.TreeLabel]]:
         out: dict[str, list[saturn_pb2.TreeLabel]] = {n: [] for n in self.neighbours if n != source}
@@ -49,8 +49,16 @@ async def serve(topology: Topology, name: str, index: int, stop: asyncio.Event) 
         for neighbour, labels in router.route(source, batch.labels).items():
             links[neighbour].send(labels)
 
+    def lost(source: str) -> None:
+        """Labels from ``source`` may have been lost: every region beyond must learn it, in order
+        behind what it got before (see links.py)."""
+        log.warning("%s: the link from %s broke; a gap label goes to every other neighbour", name, source)
+        gap = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_GAP, src=name)
+        forward(source, saturn_pb2.LabelBatch(labels=[gap]))
+
     server, health = runtime.new_server(topology.serializer_port(name), topology.host)
-    saturn_pb2_grpc.add_TreeNodeServicer_to_server(TreeNodeServicer(name, router.neighbours, forward), server)
+    servicer = TreeNodeServicer(name, router.neighbours, forward, on_lost=lost)
+    saturn_pb2_grpc.add_TreeNodeServicer_to_server(servicer, server)
     await server.start()
     runtime.mark_serving(health)
     log.info(
