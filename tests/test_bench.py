@@ -83,7 +83,7 @@ def test_bench_runs_end_to_end_on_two_regions(tmp_path: Path, capsys: pytest.Cap
     code = bench.main([
         "--topology", str(TOPOLOGIES / "two-region.toml"), "--base-port", str(free_base_port()),
         "--clients", "2", "--duration", "1", "--warmup", "0.2", "--keys", "50",
-        "--probe-writes", "40", "--probe-rate", "200", "--out", str(tmp_path),
+        "--probe-writes", "40", "--probe-rate", "200", "--idle", "0.5", "--out", str(tmp_path),
     ])  # fmt: skip
 
     assert code == 0
@@ -96,6 +96,11 @@ def test_bench_runs_end_to_end_on_two_regions(tmp_path: Path, capsys: pytest.Cap
     for phase in phases.values():
         assert phase["ops_per_s"] > 0 and phase["errors"] == 0 and phase["p99_ms"] >= phase["p50_ms"] > 0
     assert all(ratio > 0 for ratio in run["ratios"].values())
+    for op in bench.OPS:  # CPU of every process in the window, by role, and of the load region
+        causal = phases[("causal", op)]
+        assert causal["total_cpu_us_per_op"] > 0 and causal["cpu_us_per_op"]["frontend"] > 0
+        assert 0 < causal["region_cpu_us_per_op"] < causal["total_cpu_us_per_op"]
+    assert set(run["idle_cpu_cores"]) >= {"a.frontend0", "b.bulk-receiver"}
 
     pairs = {(row["origin"], row["region"]): row for row in run["visibility"]}
     assert set(pairs) == {("a", "b"), ("b", "a")}
@@ -111,6 +116,19 @@ def test_bench_runs_end_to_end_on_two_regions(tmp_path: Path, capsys: pytest.Cap
     out = capsys.readouterr().out
     assert "causal/raw" in out and "a -> b" in out and "b -> a" in out
     assert f"wrote {tmp_path / 'two-region.json'}" in out
+
+
+def test_cpu_is_attributed_to_roles_and_regions_by_process_name():
+    from loadtest.bench.cpu import CLIENT_ROLE, by_role, of_region, region_of, role_of, used_between
+
+    assert role_of("virginia.frontend0") == "frontend" and role_of("ireland.redis1") == "redis"
+    assert role_of("serializer.s-eu") == "serializer" and role_of("a.label-sink") == "label-sink"
+    assert region_of("virginia.frontend0") == "virginia"
+    assert region_of("serializer.s-eu") is None and region_of(CLIENT_ROLE) is None
+    cpu = {"a.frontend0": 1.0, "a.frontend1": 0.5, "b.redis0": 0.25, "serializer.s": 2.0, CLIENT_ROLE: 4.0}
+    assert by_role(cpu) == {"frontend": 1.5, "redis": 0.25, "serializer": 2.0, CLIENT_ROLE: 4.0}
+    assert of_region(cpu, "a") == 1.5 and of_region(cpu, "c") == 0
+    assert used_between({"a.x": 1.0, "gone.y": 3.0}, {"a.x": 1.5, "new.z": 9.0}) == {"a.x": 0.5}
 
 
 def test_unimplemented_protocol_fails_with_the_services_error(tmp_path: Path):

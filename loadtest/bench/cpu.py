@@ -19,6 +19,26 @@ _TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _INDEX = re.compile(r"\d+$")
 
 CpuByRole = dict[str, float]  # role -> CPU seconds (or, for idle, a fraction of one core)
+CpuByProcess = dict[str, float]  # process name (as the launcher names it) -> CPU seconds
+
+
+def region_of(process: str) -> str | None:
+    """'virginia.frontend0' -> 'virginia'; serializers and the benchmark's clients: None."""
+    prefix, dot, _ = process.partition(".")
+    return prefix if dot and prefix != "serializer" else None
+
+
+def by_role(cpu: CpuByProcess) -> CpuByRole:
+    totals: CpuByRole = {}
+    for process, seconds in cpu.items():
+        role = CLIENT_ROLE if process == CLIENT_ROLE else role_of(process)
+        totals[role] = totals.get(role, 0.0) + seconds
+    return totals
+
+
+def of_region(cpu: CpuByProcess, region: str) -> float:
+    """CPU of one region's own processes (a datacenter: not the clients, not the serializers)."""
+    return sum(seconds for process, seconds in cpu.items() if region_of(process) == region)
 
 
 def role_of(process: str) -> str:
@@ -48,21 +68,15 @@ class CpuMeter:
         self.pids[CLIENT_ROLE] = os.getpid()
         self.available = cpu_seconds(os.getpid()) is not None
 
-    def snapshot(self) -> CpuByRole:
-        totals: CpuByRole = {}
-        for name, pid in self.pids.items():
-            seconds = cpu_seconds(pid)
-            if seconds is not None:
-                role = CLIENT_ROLE if name == CLIENT_ROLE else role_of(name)
-                totals[role] = totals.get(role, 0.0) + seconds
-        return totals
+    def snapshot(self) -> CpuByProcess:
+        return {name: seconds for name, pid in self.pids.items() if (seconds := cpu_seconds(pid)) is not None}
 
 
-def used_between(before: CpuByRole, after: CpuByRole) -> CpuByRole:
-    """CPU seconds per role between two snapshots (roles present in both)."""
-    return {role: max(0.0, after[role] - before[role]) for role in after if role in before}
+def used_between(before: CpuByProcess, after: CpuByProcess) -> CpuByProcess:
+    """CPU seconds per process between two snapshots (processes present in both)."""
+    return {name: max(0.0, after[name] - before[name]) for name in after if name in before}
 
 
-def per_operation_us(cpu: CpuByRole, operations: int) -> CpuByRole:
-    """CPU microseconds per operation, per role."""
+def per_operation_us(cpu: dict[str, float], operations: int) -> dict[str, float]:
+    """CPU microseconds per operation, per key (role or process)."""
     return {role: 1e6 * seconds / operations for role, seconds in cpu.items()} if operations else {}

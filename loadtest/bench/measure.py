@@ -11,7 +11,7 @@ from functools import partial
 import redis
 
 from causal_client import CausalClient
-from loadtest.bench.cpu import CLIENT_ROLE, CpuByRole, CpuMeter, used_between
+from loadtest.bench.cpu import CLIENT_ROLE, CpuByProcess, CpuMeter, used_between
 from loadtest.bench.loop import Op, run_closed_loop, summarize
 from loadtest.bench.metrics import Pair, scrape_visibility
 from loadtest.bench.report import num, say
@@ -42,7 +42,7 @@ def measure_phase(
     label = f"[{run.protocol}] {system:<6} {OP_TITLES[kind]:<7}"
     say(f"{label} {settings.clients} clients, {settings.warmup:g} s warm-up + {settings.duration:g} s ...")
     ops = [make_op(i) for i in range(settings.clients)]
-    edges: dict[str, CpuByRole] = {}
+    edges: dict[str, CpuByProcess] = {}
 
     def at_edge(edge: str) -> None:
         if meter is not None:
@@ -155,7 +155,7 @@ def measure_idle(run: ProtocolRun, meter: CpuMeter, seconds: float) -> None:
     before = meter.snapshot()
     time.sleep(seconds)
     used = used_between(before, meter.snapshot())
-    run.idle_cpu = {role: cpu / seconds for role, cpu in used.items() if role != CLIENT_ROLE}
+    run.idle_cpu = {process: cpu / seconds for process, cpu in used.items() if process != CLIENT_ROLE}
     say(f"[{run.protocol}] idle cluster: {100 * sum(run.idle_cpu.values()):.1f} % of one core")
 
 

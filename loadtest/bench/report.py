@@ -12,6 +12,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadtest.bench.cpu import by_role, of_region
 from loadtest.bench.results import OP_TITLES, OPS, ProtocolRun, Settings, VisibilityRow
 from services.topology import Topology
 
@@ -90,18 +91,21 @@ def cpu_table(run: ProtocolRun) -> str | None:
     phases = [p for op in OPS if (p := run.phase("causal", op)) and p.cpu_s]
     if not phases:
         return None
-    roles = sorted({role for p in phases for role in p.cpu_s} | set(run.idle_cpu))
     per_op = {p.op: p.cpu_us_per_op for p in phases}
+    idle = by_role(run.idle_cpu)
+    roles = sorted({role for p in phases for role in per_op[p.op]} | set(idle))
     rows = [
-        [role, *(num(per_op[p.op].get(role), 0) for p in phases), num(100 * run.idle_cpu.get(role, 0.0), 1)]
+        [role, *(num(per_op[p.op].get(role), 0) for p in phases), num(100 * idle.get(role, 0.0), 1)]
         for role in roles
     ]
+    rows.append(["total", *(num(p.total_cpu_us_per_op, 0) for p in phases), num(100 * sum(idle.values()), 1)])
     rows.append(
-        ["total", *(num(p.total_cpu_us_per_op, 0) for p in phases), num(100 * sum(run.idle_cpu.values()), 1)]
-    )
+        [f"{run.region}'s own", *(num(p.region_cpu_us_per_op(run.region), 0) for p in phases),
+         num(100 * of_region(run.idle_cpu, run.region), 1)]
+    )  # fmt: skip
     return render_table(
         f"CPU by role, protocol {run.protocol}: µs of CPU per causal operation (all regions' "
-        f"processes), and % of one core when idle",
+        f"processes; last line: the load region's own), and % of one core when idle",
         ["role", *(f"{OP_TITLES[p.op]} µs/op" for p in phases), "idle %"],
         rows,
     )

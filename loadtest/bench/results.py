@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from loadtest.bench.cpu import per_operation_us
+from loadtest.bench.cpu import by_role, of_region, per_operation_us
 from loadtest.bench.metrics import Pair
 
 OPS = ("read", "write", "mix")
@@ -40,11 +40,16 @@ class PhaseResult:
     p99_ms: float | None
     writes_issued: int = 0  # including warm-up: what replication owes
     first_error: str | None = None
-    cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds by role in the window
+    cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds by process in the window
 
     @property
     def cpu_us_per_op(self) -> dict[str, float]:
-        return per_operation_us(self.cpu_s, self.ops)
+        """By role (all regions' processes of a role together)."""
+        return per_operation_us(by_role(self.cpu_s), self.ops)
+
+    def region_cpu_us_per_op(self, region: str) -> float | None:
+        """The CPU of one region's own processes per operation."""
+        return 1e6 * of_region(self.cpu_s, region) / self.ops if self.cpu_s and self.ops else None
 
     @property
     def total_cpu_us_per_op(self) -> float | None:
@@ -78,7 +83,7 @@ class ProtocolRun:
     visibility_load: list[VisibilityRow] = field(default_factory=list)
     load_writes: int = 0
     missing_updates: dict[str, int] = field(default_factory=dict)
-    idle_cpu: dict[str, float] = field(default_factory=dict)  # fraction of a core by role, idle
+    idle_cpu: dict[str, float] = field(default_factory=dict)  # fraction of a core by process, idle
 
     def note_missing(self, short: dict[Pair, int]) -> None:
         """Records updates not visible in time (lost or very late): reported, not hidden."""
@@ -95,6 +100,14 @@ class ProtocolRun:
             return None
         return causal.ops_per_s / raw.ops_per_s
 
+    def phase_json(self, p: PhaseResult) -> dict:
+        return {
+            **asdict(p),
+            "cpu_us_per_op": p.cpu_us_per_op,
+            "total_cpu_us_per_op": p.total_cpu_us_per_op,
+            "region_cpu_us_per_op": p.region_cpu_us_per_op(self.region),
+        }
+
     def to_json(self) -> dict:
         def rows(items: list[VisibilityRow]) -> list[dict]:
             return [{**asdict(r), "extra_ms": r.extra_ms} for r in items]
@@ -103,10 +116,7 @@ class ProtocolRun:
             "protocol": self.protocol,
             "region": self.region,
             "round": self.round,
-            "throughput": [
-                {**asdict(p), "cpu_us_per_op": p.cpu_us_per_op, "total_cpu_us_per_op": p.total_cpu_us_per_op}
-                for p in self.phases
-            ],
+            "throughput": [self.phase_json(p) for p in self.phases],
             "idle_cpu_cores": self.idle_cpu,
             "ratios": {op: self.ratio(op) for op in OPS},
             "visibility": rows(self.visibility_probe),
