@@ -126,15 +126,24 @@ class CausalClient:
         label: Label | str | None = None,
         auto_migrate: bool = True,
         on_migrate: MigrationObserver | None = None,
+        attach: bool = True,
     ) -> Session:
         """A new session attached to ``region``; pass a label (or token) to resume a causal past.
-        ``on_migrate`` is told of every migration (a load test times them)."""
+        ``on_migrate`` is told of every migration (a load test times them).
+
+        ``attach=False`` skips the Attach round trip (and its wait, paper Alg. 1): only for a
+        label whose whole causal past is known to be visible at ``region`` already, because it
+        was obtained there (a session that ended its last call at ``region``, stored and resumed:
+        what a region once showed it keeps showing). Anything else must attach."""
         if isinstance(label, str):
             label = Label.from_token(label)
         session = Session(
             self, region, label or Label.zero(), auto_migrate=auto_migrate, on_migrate=on_migrate
         )
-        session.attach(region)
+        if attach:
+            session.attach(region)
+        else:
+            self.region(region)  # still an UnknownRegion for a name the topology does not have
         return session
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from loadtest.bench.visibility import visibility_rows
 from loadtest.locust_run import LocustOptions, RequestStats, read_failures, run_locust
 from loadtest.plan import Plan
 from loadtest.population import seed, username, wait_seeded
-from loadtest.summary import MigrationRow, ProtocolSummary
+from loadtest.summary import AttachRow, MigrationRow, ProtocolSummary
 from services.runtime import load_topology
 from services.topology import Topology
 
@@ -80,6 +80,7 @@ def measure(
         requests=requests,
         visibility=[r for r in visibility_rows(topology, visible_after, visible_before, pairs)],
         migrations=migration_rows(requests, attach_after, attach_before),
+        update_attaches=update_attach_rows(attach_after, attach_before),
         failures=read_failures(prefix),
         seed_seconds=seed_seconds,
     )
@@ -118,6 +119,21 @@ def migration_rows(
         row = rows.setdefault((origin, region), MigrationRow(origin, region, r.requests))
         row.client_mean_ms, row.client_p90_ms = r.mean_ms, r.p90_ms
     return [rows[pair] for pair in sorted(rows)]
+
+
+def update_attach_rows(
+    after: dict[AttachKey, Histogram], before: dict[AttachKey, Histogram]
+) -> list[AttachRow]:
+    """Per (label's origin, region): attaches that presented another region's update label."""
+    rows = []
+    for (region, origin, kind), histogram in sorted(after.items()):
+        if kind != "update" or origin == region:
+            continue  # a region's own labels never wait
+        delta = histogram.minus(before.get((region, origin, kind)))
+        if delta.count > 0:
+            wait_mean, wait_p90 = to_ms(delta.mean), to_ms(delta.quantile(0.9))
+            rows.append(AttachRow(origin, region, int(delta.count), wait_mean, wait_p90))
+    return rows
 
 
 def running_topology(run_dir: Path) -> tuple[Path, Topology]:

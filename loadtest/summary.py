@@ -30,6 +30,19 @@ class MigrationRow:
 
 
 @dataclass
+class AttachRow:
+    """Attaches at ``region`` that presented an update label made at ``origin`` (a causal past
+    from elsewhere, not a migration): they wait for every region's clock to pass the label
+    (paper Alg. 1), which is what migration labels avoid."""
+
+    origin: str
+    region: str
+    count: int
+    wait_mean_ms: float | None
+    wait_p90_ms: float | None
+
+
+@dataclass
 class ProtocolSummary:
     protocol: str
     target: str
@@ -40,6 +53,7 @@ class ProtocolSummary:
     migrations: list[MigrationRow]
     failures: list[str] = field(default_factory=list)
     seed_seconds: float = 0.0
+    update_attaches: list[AttachRow] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -102,6 +116,15 @@ def migrations_table(run: ProtocolSummary) -> str:
     )
 
 
+def update_attaches_table(run: ProtocolSummary) -> str:
+    rows = [
+        [f"{a.origin} -> {a.region}", num(a.count, 0), num(a.wait_mean_ms), num(a.wait_p90_ms)]
+        for a in run.update_attaches
+    ]
+    title = f"[{run.protocol}] attaches with another region's update label (stabilization waits)"
+    return render_table(title, ["label from -> at", "count", "wait mean", "wait p90"], rows)
+
+
 def visibility_table(runs: Sequence[ProtocolSummary]) -> str:
     """Per pair, each protocol's mean and p90 side by side, and the extra over the first (eventual)."""
     base = runs[0]
@@ -148,7 +171,7 @@ def comparison(runs: Sequence[ProtocolSummary]) -> str:
 def report(runs: Sequence[ProtocolSummary]) -> str:
     parts = []
     for run in runs:
-        parts += [operations_table(run), migrations_table(run)]
+        parts += [operations_table(run), migrations_table(run), update_attaches_table(run)]
         if run.failures:
             parts.append("first failures:\n  " + "\n  ".join(run.failures))
     parts.append(visibility_table(runs))

@@ -127,3 +127,19 @@ def metric_sum(cluster: Cluster, at: str, name: str, **labels: str) -> float:
         for s in metric_samples(cluster, at)
         if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
     )
+
+
+@pytest.fixture
+def store_calls(monkeypatch) -> list[str]:
+    """Every store RPC the process's sessions make (method names), still made for real."""
+    from causal_client.client import Session
+
+    calls: list[str] = []
+    real_call = Session._call
+
+    def counting(self, method, request, *args, **kwargs):
+        calls.append(method)
+        return real_call(self, method, request, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "_call", counting)
+    return calls

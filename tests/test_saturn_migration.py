@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from conftest import eventually, load_topology, unique
 
-from causal_client import CausalClient, Session
+from causal_client import CausalClient, Session, UnknownRegion
 from services.launcher.cluster import Cluster
 
 POLL_S = 0.001
@@ -103,6 +103,20 @@ def test_monotonic_reads_across_migrations(demo, demo_client):
         rounds += 1
         stale += any(v != "v2" for v in seen)
     expect_caught(protocol, stale, rounds, "monotonic reads")
+
+
+def test_a_session_resumed_where_its_label_was_made_needs_no_attach(demo, demo_client, store_calls):
+    """``attach=False``: a stored label obtained at a region resumes there without the Attach round
+    trip (what the web app does for a cookie its own region wrote); everything it saw is there."""
+    session = demo_client.session("ireland")
+    row = unique("resume")
+    session.write("all", row, {"v": "1"})
+    store_calls.clear()
+    resumed = demo_client.session("ireland", label=session.token, attach=False)
+    assert store_calls == [] and resumed.label == session.label and resumed.region == "ireland"
+    assert resumed.read("all", row).text("v") == "1"
+    with pytest.raises(UnknownRegion):
+        demo_client.session("atlantis", label=session.token, attach=False)
 
 
 # -- transparent migration under partial replication ---------------------------------------------

@@ -302,6 +302,11 @@ def test_travel_keeps_the_session_and_what_it_has_seen(alice):
     assert line_bodies(page)[0] == body
     page.select_option("#travel-region", IRELAND)
     response = submit(page, page.locator("form.travel button[type=submit]"))
+    assert response.status == 200  # ireland asks before signing anybody in
+    assert badge(page) == IRELAND
+    assert page.locator("main h1").inner_text() == f"Arriving in {IRELAND}"
+    shoot(page, "arrive")
+    response = submit(page, page.get_by_role("button", name=f"Continue as @{alice.name}"))
     assert response.status == 200
     assert page.url == alice.url(IRELAND)
     assert badge(page) == IRELAND

@@ -29,7 +29,7 @@ from http.cookiejar import CookieJar
 from pathlib import Path
 
 import pytest
-from conftest import TOPOLOGIES
+from conftest import TOPOLOGIES, metric_sum
 from web_support import start_web_cluster
 
 from services.launcher.cluster import Cluster
@@ -106,6 +106,18 @@ class Browser:
         assert token, f"no csrftoken_{region} cookie after a page at {region}"
         fields = {**fields, "csrfmiddlewaretoken": token}
         return self.open(self.url(region, path), fields, referer=self.url(region, "/"))
+
+    def arrive(self, link: str) -> Reply:
+        """A travel hand-off as a person follows it: the destination's page says who arrives,
+        its button POSTs the token (with the destination's CSRF token). Returns the final reply
+        (a redirect home), or the refusal of either step."""
+        shown = self.open(link)
+        if shown.status != 200:
+            return shown
+        region = next(r for r in self.topology.region_names if link.startswith(self.url(r, "/")))
+        assert 'action="/arrive/"' in shown.text and "Continue" in shown.text, shown.text[:500]
+        token = urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)["t"][0]
+        return self.post(region, "/arrive/", {"t": token})
 
     def follow(self, reply: Reply) -> Reply:
         assert reply.status in (301, 302, 303), f"expected a redirect from {reply.url}, got {reply.status}"
@@ -267,6 +279,15 @@ def partial(clusters) -> Cluster:
 
 
 # -- 1. travel ---------------------------------------------------------------------------------------
+def token_of(link: str) -> str:
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)["t"][0]
+
+
+def migration_attaches(cluster: Cluster, region: str) -> float:
+    """Attaches at ``region`` that presented a migration label to it (the services' metric)."""
+    return metric_sum(cluster, region, "causal_attach_wait_seconds_count", region=region, kind="migration")
+
+
 def travel_link(browser: Browser, here: str, destination: str) -> str:
     reply = browser.post(here, "/travel/", {"region": destination})
     assert reply.status == 302, f"travel {here}->{destination}: {reply.status} {reply.text[:300]}"
@@ -282,8 +303,15 @@ def test_travel_shows_the_tweet_at_once_and_links_work_once_and_only_there(demo)
     assert find(browser.get("virginia", "/").text, body), "read-your-writes at virginia"
 
     link = travel_link(browser, "virginia", "ireland")
-    arrived = browser.open(link)
+    page = browser.open(link)
+    assert page.status == 200 and f"as <strong>@{name}</strong>" in page.text, page.text[:500]
+    assert browser.cookie("session_ireland") is None, "the link alone signs nobody in (a POST does)"
+    attaches = migration_attaches(demo, "ireland")
+    arrived = browser.arrive(link)
     assert arrived.status == 302, f"arrival: {arrived.status} {arrived.text[:500]}"
+    # The arrival attached with the migration label (§4.3), which is what makes the next check
+    # hold whatever the latency: had it resumed without attaching, this count would not move.
+    assert migration_attaches(demo, "ireland") == attaches + 1
     assert browser.cookie("session_ireland"), "arriving signs the user in at ireland"
     home = browser.follow(arrived)
     assert home.status == 200, home.text[:500]
@@ -291,11 +319,13 @@ def test_travel_shows_the_tweet_at_once_and_links_work_once_and_only_there(demo)
     assert "You travelled from virginia to ireland" in home.text
     assert find(home.text, body), "the tweet seen before leaving is on ireland's first page (no polling)"
 
-    used = browser.open(link)  # the same hand-off again
+    used = browser.arrive(link)  # the same hand-off again
     assert used.status == 400 and "already used" in used.text, (used.status, used.text[:500])
+    posted_again = Browser(demo).post("ireland", "/arrive/", {"t": token_of(link)})
+    assert posted_again.status == 400 and "already used" in posted_again.text, posted_again.text[:500]
 
     fresh = travel_link(browser, "virginia", "ireland")
-    token = urllib.parse.parse_qs(urllib.parse.urlsplit(fresh).query)["t"][0]
+    token = token_of(fresh)
     middle = len(token) // 3
     forged = token[:middle] + ("A" if token[middle] != "A" else "B") + token[middle + 1 :]
     tampered = Browser(demo).open(browser.url("ireland", "/arrive/?t=" + urllib.parse.quote(forged)))
@@ -308,7 +338,7 @@ def test_travel_shows_the_tweet_at_once_and_links_work_once_and_only_there(demo)
     assert stranger.cookie("session_frankfurt") is None, "a refused hand-off signs nobody in"
 
     still = Browser(demo)  # the refusal at frankfurt did not use the link up: ireland accepts it
-    reply = still.open(fresh)
+    reply = still.arrive(fresh)
     assert reply.status == 302, (reply.status, reply.text[:500])
     assert find(still.follow(reply).text, body)
 

@@ -1,9 +1,16 @@
 """Every request runs in the user's causal session.
 
-The signed session cookie holds the user and the causal label. A request that touches the store
-attaches here with that label (Alg. 1: it returns once everything the user has seen is visible
-in this region, so nothing they saw disappears), and stores the label that comes back, which
-has merged in everything the request read and wrote.
+The signed session cookie (one per region) holds the user and the causal label. A request that
+touches the store resumes the session here with that label, and stores the label that comes
+back, which has merged in everything the request read and wrote.
+
+Resuming is free when the label was stored by a request that ended at this region: all it
+covers was visible here then, and stays visible. Otherwise (a hand-off from another region, a
+cookie from an older version) the session attaches (Alg. 1), which returns once everything the
+user has seen is visible here, so nothing they saw disappears. A request that had to move to
+another region (data not replicated here) stores a migration label back to this region instead
+(§4.3), so that the next request's attach waits only for that label, never for a stabilization
+of every region's clock.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ log = logging.getLogger("webapp.causal")
 
 USER_KEY = "user"
 LABEL_KEY = "label"
+LABEL_HERE_KEY = "label_here"  # the label's causal past is visible at this region: no attach
 NOTE_KEY = "label_note"  # where the session's label last came from, for the label panel
 
 
@@ -50,8 +58,13 @@ class CausalRequest:
     @property
     def session(self) -> Session:
         if self._session is None:
+            label = self.stored_label
+            # Stored by a request that ended here: what it covers is visible here (module doc).
+            visible_here = self.request.session.get(LABEL_HERE_KEY) is True and (
+                label.is_zero or label.region in self.ctx.regions
+            )
             try:
-                self._session = self.ctx.client.session(self.ctx.region, label=self.stored_label)
+                self._session = self.ctx.client.session(self.ctx.region, label=label, attach=not visible_here)
             except InvalidRequest:  # a label this topology does not know (e.g. it was changed)
                 log.warning("dropping an unusable label from %s's session", self.username or "a visitor")
                 self._session = self.ctx.client.session(self.ctx.region)
@@ -74,12 +87,24 @@ class CausalRequest:
         return self._account or None
 
     def remember(self, note: str | None = None) -> None:
-        """Keeps the session's label in the cookie (after the request, or now)."""
+        """Keeps the session's label in the cookie (after the request, or now). A session that
+        moved to another region during the request leaves a migration label back to this one."""
         if self._session is not None:
-            token = self._session.token
-            if token != self.request.session.get(LABEL_KEY):
-                self.request.session[LABEL_KEY] = token
-                self.request.session[NOTE_KEY] = note or self.note or f"a request at {self.ctx.region}"
+            here = self._session.region == self.ctx.region
+            label = self._session.label
+            if not here:  # its label is not known to be visible here yet: the fast way back (§4.3)
+                try:
+                    label = self._session.prepare_migration(self.ctx.region)
+                    note = note or f"a request that moved to {self._session.region} (migration label back)"
+                except CausalError as exc:  # the next request attaches with the label itself
+                    log.warning("no migration label back from %s: %s", self._session.region, exc)
+            token = label.to_token()
+            stored = self.request.session
+            if token != stored.get(LABEL_KEY):
+                stored[LABEL_KEY] = token
+                stored[NOTE_KEY] = note or self.note or f"a request at {self.ctx.region}"
+            if stored.get(LABEL_HERE_KEY) != here:
+                stored[LABEL_HERE_KEY] = here
         if note:
             self.request.session[NOTE_KEY] = note
 
@@ -89,6 +114,7 @@ class CausalRequest:
         self.request.session.cycle_key()
         self.request.session[USER_KEY] = username
         self.request.session[LABEL_KEY] = label.to_token()
+        self.request.session[LABEL_HERE_KEY] = False  # the next request attaches (cheap if it is)
         self.request.session[NOTE_KEY] = note or f"signed in at {self.ctx.region}"
         self._account = False
 
@@ -97,6 +123,7 @@ class CausalRequest:
         label = self._session.label if self._session else self.stored_label
         self.request.session.flush()
         self.request.session[LABEL_KEY] = label.to_token()
+        self.request.session[LABEL_HERE_KEY] = False
         self.request.session[NOTE_KEY] = f"signed out at {self.ctx.region}"
         self._account = None
 

@@ -8,10 +8,14 @@ SATURN_TOPOLOGY (the topology file), SATURN_REGION (this web app's region), DJAN
 """
 
 import os
+import secrets
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
+# Without DJANGO_SECRET_KEY, a random key of this process: nothing signed can be forged, but
+# sessions and travel hand-offs then work only within this process (the launcher gives every
+# region of a run one shared key; a published fallback key would let anyone forge a session).
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(50)
 DEBUG = os.environ.get("DJANGO_DEBUG", "0") == "1"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
 

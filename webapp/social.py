@@ -227,9 +227,20 @@ class Social:
         ])  # fmt: skip
 
     def names(self, group: str, row: str, limit: int = 1000) -> dict[str, str]:
-        """A following/followers row: user -> their home group."""
+        """A following/followers row, its first ``limit`` users: user -> their home group."""
         page = self.session.slice(group, row, limit=limit, reverse=False)
         return {cell.column: cell.text for cell in page}
+
+    def all_names(self, group: str, row: str, page_size: int = 1000) -> dict[str, str]:
+        """A whole following/followers row, however long, a page (one read) at a time."""
+        names: dict[str, str] = {}
+        after = None
+        while True:
+            page = self.session.slice(group, row, limit=page_size, after=after, reverse=False)
+            names.update((cell.column, cell.text) for cell in page)
+            if not page.next_cursor or len(page.cells) < page_size:
+                return names
+            after = page.next_cursor
 
     def followers(self, account: Account) -> dict[str, str]:
         return self.names(account.home_group, f"followers:{account.username}")

@@ -12,7 +12,10 @@ from __future__ import annotations
 import logging
 
 from celery import Celery
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
+from causal_client import CausalError, Session
 from webapp.region import current
 from webapp.social import Entry, Social
 
@@ -30,40 +33,86 @@ app.conf.update(
 )
 
 
+class QueueUnavailable(RuntimeError):
+    """A region's broker cannot take a task (it is down or unreachable)."""
+
+
 def send(task, region: str, *args: object) -> None:
-    """Queues ``task`` at ``region``'s broker (this region's: the usual case)."""
-    with app.connection_for_write(current().topology.broker_url(region)) as connection:
-        task.apply_async(args=args, connection=connection)
+    """Queues ``task`` at ``region``'s broker; raises QueueUnavailable if it cannot."""
+    try:
+        with app.connection_for_write(current().topology.broker_url(region)) as connection:
+            task.apply_async(args=args, connection=connection, retry=False)
+    except (OperationalError, RedisError, OSError) as exc:
+        raise QueueUnavailable(f"the task queue of {region} is unavailable: {exc}") from exc
 
 
-@app.task(name="webapp.fan_out", bind=True, max_retries=5, default_retry_delay=1.0)
-def fan_out(self, entry_json: str, tweet_id: str, label_token: str) -> int:
+def queue_fan_out(entry: Entry, session: Session) -> str:
+    """Queues the fan-out of a tweet just posted by ``session``, at the region where the tweet
+    was written (the session's: its worker finds the tweet and its label there at once). If that
+    broker is down, the fan-out runs here and now, slower but never lost. Returns where it ran."""
+    try:
+        send(fan_out, session.region, entry.to_json(), entry.id, session.token)
+        return f"queued at {session.region}"
+    except QueueUnavailable as exc:
+        log.warning("%s; fanning out tweet %s inline", exc, entry.id)
+        fan_out_with(session, entry)
+        return "inline"
+
+
+# Store errors (a region briefly unreachable) and broker errors are retried with backoff; the
+# writes are idempotent (the same cell set again), so a retry after a partial fan-out is safe.
+RETRY = {
+    "autoretry_for": (CausalError, QueueUnavailable),
+    "retry_backoff": 1,
+    "retry_backoff_max": 30,
+    "max_retries": 8,
+}
+
+
+@app.task(name="webapp.fan_out", **RETRY)
+def fan_out(entry_json: str, tweet_id: str, label_token: str) -> int:
     """Reads the author's followers and writes the tweet into their timelines, group by group."""
     ctx = current()
-    entry = Entry.from_json(tweet_id, entry_json)
-    session = ctx.client.session(ctx.region, label=label_token)  # waits until the tweet is here
+    session = ctx.client.session(ctx.region, label=label_token)  # the tweet's label: here already
+    return fan_out_with(session, Entry.from_json(tweet_id, entry_json))
+
+
+def fan_out_with(session: Session, entry: Entry) -> int:
+    """The fan-out itself, in ``session``: every follower's timeline in groups replicated where
+    the session is, and for each other group a task at the closest region replicating it, which
+    attaches with a migration label (it waits only for what the author had seen to get there).
+    If that region's broker is down, the session writes those timelines itself (it migrates)."""
+    ctx = current()
     social = Social(ctx, session)
-    followers = social.names(entry.group, f"followers:{entry.author}")
+    followers = social.all_names(entry.group, f"followers:{entry.author}")
     by_group: dict[str, list[str]] = {}
     for name, group in followers.items():
         by_group.setdefault(group, []).append(name)
-    written = 0
+    written, relayed = 0, 0
     for group, names in by_group.items():
-        target = ctx.closest_replica(group)
-        if target == session.region or ctx.replicates(group, session.region):
+        if ctx.replicates(group, session.region):
             written += social.write_timelines(entry, names, group)
-        else:
-            send(fan_out_group, target, entry_json, tweet_id, group, names, session.token)
-    log.info("tweet %s by %s: %d timelines here, %d groups elsewhere", tweet_id, entry.author,
-             written, len(by_group) - (1 if written else 0))  # fmt: skip
+            continue
+        target = min(
+            ctx.topology.group_members[group],
+            key=lambda r: ctx.topology.region_latency_ms(session.region, r),
+        )
+        migration = session.prepare_migration(target)
+        try:
+            send(fan_out_group, target, entry.to_json(), entry.id, group, names, migration.to_token())
+            relayed += 1
+        except QueueUnavailable as exc:
+            log.warning("%s; writing group %s's timelines from %s", exc, group, session.region)
+            written += Social(ctx, session).write_timelines(entry, names, group)
+    log.info("tweet %s by %s: %d timelines at %s, %d groups relayed", entry.id, entry.author,
+             written, session.region, relayed)  # fmt: skip
     return written
 
 
-@app.task(name="webapp.fan_out_group", bind=True, max_retries=5, default_retry_delay=1.0)
-def fan_out_group(
-    self, entry_json: str, tweet_id: str, group: str, names: list[str], label_token: str
-) -> int:
-    """One group's part of a fan-out, at a region that replicates the group."""
+@app.task(name="webapp.fan_out_group", **RETRY)
+def fan_out_group(entry_json: str, tweet_id: str, group: str, names: list[str], label_token: str) -> int:
+    """One group's part of a fan-out, at a region that replicates the group; ``label_token`` is
+    a migration label to here (§4.3)."""
     ctx = current()
     session = ctx.client.session(ctx.region, label=label_token)
     return Social(ctx, session).write_timelines(Entry.from_json(tweet_id, entry_json), names, group)

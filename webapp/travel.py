@@ -2,9 +2,11 @@
 
 The region left makes a migration label (above everything the session has seen) and a signed,
 short-lived, single-use hand-off naming the user, the label and the destination. The destination
-attaches with the label, which returns only once the migration label has reached it through
-Saturn's tree, that is, once everything the user had seen is visible there: nothing seen
-disappears, not even an instant after arriving.
+shows who is arriving and asks for a click (a POST with its CSRF token: a link alone must not
+sign anybody into an account, or a stranger's hand-off link would sign its visitor into the
+stranger's account); then it attaches with the label, which returns only once the migration
+label has reached it through Saturn's tree, that is, once everything the user had seen is
+visible there: nothing seen disappears, not even an instant after arriving.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ NONCE_TTL_S = 2 * MAX_AGE_S
 
 class BadHandoff(Exception):
     """Forged, expired, replayed or meant for another region; the message says which."""
+
+
+class HandoffUnavailable(Exception):
+    """The region cannot check a hand-off now (its broker, where nonces are kept, is down)."""
 
 
 @dataclass(frozen=True)
@@ -63,22 +69,52 @@ def read_handoff(token: str, here: str) -> Handoff:
     return handoff
 
 
-def use_once(broker_url: str, nonce: str) -> None:
-    """A hand-off works once: its nonce is claimed in this region's broker Redis."""
-    client = redis.Redis.from_url(broker_url, socket_timeout=5)
-    try:
-        if not client.set(f"webapp:handoff:{nonce}", 1, nx=True, ex=NONCE_TTL_S):
+class Nonces:
+    """Single use: a hand-off's nonce is claimed in this region's broker Redis, and given back
+    if the arrival fails on our side (so that the traveller can try again)."""
+
+    def __init__(self, broker_url: str):
+        self.broker_url = broker_url
+
+    def _call(self, command: str, *args: object):
+        client = redis.Redis.from_url(self.broker_url, socket_timeout=5, socket_connect_timeout=5)
+        try:
+            return client.execute_command(command, *args)
+        except redis.RedisError as exc:
+            raise HandoffUnavailable(f"travel is unavailable here right now ({exc})") from None
+        finally:
+            client.close()
+
+    def used(self, nonce: str) -> bool:
+        return bool(self._call("EXISTS", f"webapp:handoff:{nonce}"))
+
+    def claim(self, nonce: str) -> None:
+        if not self._call("SET", f"webapp:handoff:{nonce}", 1, "NX", "EX", NONCE_TTL_S):
             raise BadHandoff("This travel link was already used.")
-    finally:
-        client.close()
+
+    def give_back(self, nonce: str) -> None:
+        self._call("DEL", f"webapp:handoff:{nonce}")
+
+
+def check(causal: CausalRequest, token: str) -> Handoff:
+    """The hand-off a token carries, if it can still be used here (without using it)."""
+    handoff = read_handoff(token, causal.ctx.region)
+    if Nonces(causal.ctx.topology.broker_url(causal.ctx.region)).used(handoff.nonce):
+        raise BadHandoff("This travel link was already used.")
+    return handoff
 
 
 def arrive(causal: CausalRequest, token: str) -> Handoff:
     """Checks the hand-off and attaches here with its label (waiting until it is stable)."""
     ctx = causal.ctx
     handoff = read_handoff(token, ctx.region)
-    use_once(ctx.topology.broker_url(ctx.region), handoff.nonce)
-    causal._session = ctx.client.session(ctx.region, label=handoff.label)
+    nonces = Nonces(ctx.topology.broker_url(ctx.region))
+    nonces.claim(handoff.nonce)
+    try:
+        causal._session = ctx.client.session(ctx.region, label=handoff.label)
+    except Exception:
+        nonces.give_back(handoff.nonce)
+        raise
     note = f"travelled from {handoff.origin} (migration label)"
     if handoff.username:
         causal.sign_in(handoff.username, label=causal._session.label, note=note)

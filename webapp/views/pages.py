@@ -140,8 +140,7 @@ def post(request: HttpRequest) -> HttpResponse:
         if reply_to is None:
             raise BadRequest("The tweet you reply to does not exist (here).")
     entry = social.post(me, form.cleaned_data["body"], reply_to)
-    session = request.causal.session
-    tasks.send(tasks.fan_out, request.causal.ctx.region, entry.to_json(), entry.id, session.token)
+    tasks.queue_fan_out(entry, request.causal.session)
     request.causal.note = f"your tweet at {request.causal.ctx.region}"
     messages.success(request, "Posted." if reply_to is None else f"Replied to @{reply_to.author}.")
     return redirect("home")

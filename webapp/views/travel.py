@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
-from django.views.decorators.http import require_GET, require_POST
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
 
 from webapp import travel as handoff
 from webapp.views.errors import page
@@ -23,11 +23,19 @@ def travel(request: HttpRequest) -> HttpResponse:
     return redirect(handoff.leave(request.causal, destination))
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 def arrive(request: HttpRequest) -> HttpResponse:
+    """GET: who is arriving, and a button; POST (CSRF-checked): the arrival itself."""
+    region = request.causal.ctx.region
+    token = (request.POST if request.method == "POST" else request.GET).get("t", "")
     try:
-        arrived = handoff.arrive(request.causal, request.GET.get("t", ""))
+        if request.method == "GET":
+            found = handoff.check(request.causal, token)  # checked now, used only by the POST
+            return render(request, "arrive.html", {"handoff": found, "token": token})
+        arrived = handoff.arrive(request.causal, token)
     except handoff.BadHandoff as exc:
         return page(request, 400, "Cannot travel with this link", str(exc))
-    messages.info(request, f"You travelled from {arrived.origin} to {request.causal.ctx.region}.")
+    except handoff.HandoffUnavailable as exc:
+        return page(request, 503, "Travel is unavailable", f"{exc}. Try again in a moment.")
+    messages.info(request, f"You travelled from {arrived.origin} to {region}.")
     return redirect("home")

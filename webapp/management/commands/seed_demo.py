@@ -1,8 +1,8 @@
 """`manage.py seed_demo`: demo users, follows and tweets (with replies), through the store.
 
-Runs against the region in SATURN_REGION of SATURN_TOPOLOGY (the demo's launcher prints the
-commands); every user's password is the one given (default ``demo-password``). Idempotent enough
-to run twice: existing users are kept, new tweets are added.
+Runs against the region in SATURN_REGION of SATURN_TOPOLOGY (the README's demo section gives the
+command for a running demo); every user's password is the one given (default ``demo-password``).
+Idempotent enough to run twice: existing users are kept, new tweets are added.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand
 from webapp.accounts import CLAIM_NAMESPACE
 from webapp.region import current
 from webapp.social import NoSuchUser, Social
-from webapp.tasks import fan_out
+from webapp.tasks import fan_out_with
 
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
 LINES = [
@@ -69,7 +69,7 @@ class Command(BaseCommand):
                 if original is not None:
                     body = f"@{original.author} {body}"
                 entry = social.post(account, body, original)
-                fan_out(entry.to_json(), entry.id, session.token)  # in this process, not queued
+                fan_out_with(session, entry)  # in this process, not queued
                 posted.append(entry)
         self.stdout.write(self.style.SUCCESS(
             f"seeded {len(accounts)} users and {len(posted)} tweets at {ctx.region}; password: {password!r}"
