@@ -3,15 +3,28 @@ while the machine's CPUs are saturated, as Linux's pressure stall information (P
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from services import pressure
+from services.launcher.redis_binary import find_redis_server
 from services.pressure import CpuPressure, some_total_us
+from services.region.store import Shard
 from services.saturn import label_sink
-from services.saturn.label_sink import BUSY_LINGER_S, BUSY_RATE, SATURATED_LINGER_S, LabelSink, RateMeter
+from services.saturn.label_sink import (
+    BUSY_LINGER_S,
+    BUSY_RATE,
+    SATURATED_LINGER_S,
+    LabelSink,
+    MigrationWaker,
+    RateMeter,
+)
 from services.topology import Topology
 
 PSI = "some avg10=1.00 avg60=2.00 avg300=3.00 total={}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n"
@@ -86,12 +99,68 @@ class Pressure:
 def test_the_sink_lingers_only_above_the_busy_rate_and_longer_when_saturated():
     topology = Topology.load(Path(__file__).parents[1] / "topologies" / "demo-3region.toml")
     sink = LabelSink(topology, "virginia")
+    slow, fast = int(BUSY_RATE * 0.1 * 0.5), int(BUSY_RATE * 0.1 * 2)  # in the meter's 0.1 s window
     sink.pressure = Pressure(saturated=True)
-    slow = int(BUSY_RATE * 0.1 * 0.5)  # half the busy rate within the meter's window
     assert sink.linger_s(slow) == 0.0, "below the busy rate labels go as they come, even saturated"
     time.sleep(0.11)
-    fast = int(BUSY_RATE * 0.1 * 2)
     assert sink.linger_s(fast) == SATURATED_LINGER_S
     sink.pressure = Pressure(saturated=False)
-    assert sink.linger_s(0) == BUSY_LINGER_S
+    assert sink.linger_s(0) == BUSY_LINGER_S  # the fast ones are still in the window
+    time.sleep(0.11)
+    assert sink.linger_s(0) == 0.0, "nothing flowing: nothing to wait for"
     assert SATURATED_LINGER_S > BUSY_LINGER_S > 0
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A real Redis server of its own."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.02)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_a_migration_label_cuts_the_linger_short(redis_url: str):
+    """migrate.lua publishes; a lingering sink wakes at once (a client waits for that label)."""
+
+    async def scenario() -> tuple[float, float]:
+        shard = Shard(redis_url, "virginia/0", "virginia")
+        waker = MigrationWaker(shard.redis)
+        stop = asyncio.Event()
+        listening = asyncio.create_task(waker.run(stop))
+        await asyncio.sleep(0.2)  # subscribed
+        waker.before_read()
+        started = time.monotonic()
+        await waker.linger(0.3)  # nothing written: the whole linger
+        idle = time.monotonic() - started
+        waker.before_read()
+        started = time.monotonic()
+
+        async def migrate_soon() -> None:
+            await asyncio.sleep(0.05)
+            await shard.migrate(0, "ireland", True)  # as the frontend's Migrate does
+
+        migrating = asyncio.create_task(migrate_soon())
+        await waker.linger(5.0)
+        await migrating
+        woken = time.monotonic() - started
+        stop.set()
+        await listening
+        await shard.close()
+        return idle, woken
+
+    idle, woken = asyncio.run(scenario())
+    assert idle >= 0.29
+    assert woken < 1.0, f"the migration label did not wake the sink ({woken:.2f} s)"

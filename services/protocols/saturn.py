@@ -3,7 +3,6 @@ order the tree delivers them; attaches wait for the client's label to be stable 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 
@@ -12,7 +11,7 @@ from services.protocols.base import AppliedCallback, Protocol
 from services.region.store import RegionStore, RemoteUpdate
 from services.saturn.proxy import RemoteProxy
 
-ATTACH_POLL_S = 0.001
+WAIT_SLICE_S = 1.0  # a blocked read of the watermark events lasts at most this (then re-checks)
 #: "0" turns off §4.4 (delivering concurrent labels past one still waiting for its payload),
 #: to measure what it buys; see loadtest/bench.
 CONCURRENT_APPLY_ENV = "SATURN_CONCURRENT_APPLY"
@@ -39,10 +38,14 @@ class Saturn(Protocol):
             return
         deadline = None if timeout is None else time.monotonic() + timeout
         shard = self.store.shards[0]
-        while not self.stable_for(label, await shard.watermarks()):
-            if deadline is not None and time.monotonic() > deadline:
+        while True:
+            marks, last_event = await shard.watermarks_since()
+            if self.stable_for(label, marks):
+                return
+            left = WAIT_SLICE_S if deadline is None else min(WAIT_SLICE_S, deadline - time.monotonic())
+            if left <= 0:
                 raise TimeoutError(f"label {label} not stable at {self.store.region} within {timeout:.1f}s")
-            await asyncio.sleep(ATTACH_POLL_S)
+            await shard.wait_watermark_event(last_event, left)  # the proxy raised them, or time
 
     # -- receiving side (remote proxy) -------------------------------------------------------
     def start_proxy(self, on_applied, on_mode=None) -> RemoteProxy:

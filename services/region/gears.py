@@ -21,6 +21,11 @@ WATERMARK_KEY = "wm"  # saturn: origin region → greatest label ts delivered he
 #                       (on shard 0; other shards keep the greatest ts applied there, for exactly-once)
 CLAIM_PREFIX = "claim:"  # strongly consistent claims decided here (never replicated): key → holder
 SINK_POSITION_KEY = "sink_pos"  # saturn: the label sink's durable cursor in the label stream
+WATERMARK_EVENTS = "wm:events"  # saturn: a capped stream, one entry per raise of the watermarks
+#                                 (on shard 0): waiting attaches block on it instead of polling
+SINK_WAKE_CHANNEL = "sink:wake"  # saturn: pub/sub; a migration label was written (the sink stops
+#                                  lingering: a client is waiting for that label to travel)
+WATERMARK_EVENTS_MAXLEN = 1000
 
 
 def row_keys(group: str, row: str) -> list[str]:

@@ -72,7 +72,7 @@ class Shard:
             raise
 
     async def migrate(self, client_ts: int, target: str, emit_label: bool) -> int:
-        args = [client_ts, self.gear_id, target, int(emit_label)]
+        args = [client_ts, self.gear_id, target, int(emit_label), gears.SINK_WAKE_CHANNEL]
         return int(await self._migrate(keys=[gears.GEAR_KEY, gears.LABEL_STREAM], args=args))
 
     async def read(self, ops: list[store_pb2.ReadOp], default_limit: int) -> list:
@@ -111,8 +111,8 @@ class Shard:
         """Applies updates in the given order, skipping those at or below their origin's
         watermark here (applied before), then raises the watermarks to ``marks``; returns the
         keys of those applied."""
-        keys: list[str] = [gears.WATERMARK_KEY]
-        args: list = [len(updates)]
+        keys: list[str] = [gears.WATERMARK_KEY, gears.WATERMARK_EVENTS]
+        args: list = [gears.WATERMARK_EVENTS_MAXLEN, len(updates)]
         for u in updates:
             keys += gears.row_keys(u.group, u.row)
             args += [u.ts, u.src, u.origin_region, len(u.changes), *gears.change_args(u.changes)]
@@ -141,6 +141,20 @@ class Shard:
 
     async def watermarks(self) -> dict[str, int]:
         return {k.decode(): int(v) for k, v in (await self.redis.hgetall(gears.WATERMARK_KEY)).items()}
+
+    async def watermarks_since(self) -> tuple[dict[str, int], bytes]:
+        """The watermarks, and the last watermark event before reading them (one round trip):
+        a raise after that event is an event after it (see wait_watermark_event)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.xrevrange(gears.WATERMARK_EVENTS, count=1)
+        pipe.hgetall(gears.WATERMARK_KEY)
+        last, marks = await pipe.execute()
+        event = last[0][0] if last else b"0-0"
+        return {k.decode(): int(v) for k, v in marks.items()}, event
+
+    async def wait_watermark_event(self, after: bytes, timeout_s: float) -> None:
+        """Returns when a watermark event later than ``after`` exists, or after ``timeout_s``."""
+        await self.redis.xread({gears.WATERMARK_EVENTS: after}, count=1, block=max(1, int(timeout_s * 1000)))
 
     async def position(self, origin_gear: str) -> int:
         value = await self.redis.hget(gears.POSITION_KEY, origin_gear)

@@ -15,9 +15,12 @@ Only labels some other region cares about leave the region (genuine partial repl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter, deque
+
+from redis.exceptions import RedisError
 
 from services import metrics, runtime
 from services.pressure import CpuPressure
@@ -36,7 +39,8 @@ READ_COUNT = 1000
 # hop) whether it travels alone or with others. Below BUSY_RATE labels/s they go as they come;
 # above it they gather for BUSY_LINGER_S between reads, and for SATURATED_LINGER_S while the
 # machine's CPUs are saturated (services.pressure), where every message saved is CPU given back
-# and queueing dwarfs the wait (measured: docs/ARCHITECTURE.md, "Label batching").
+# and queueing dwarfs the wait. A migration label ends the wait at once (MigrationWaker).
+# Measured: docs/ARCHITECTURE.md, "Label batching" (why not at any rate when saturated, too).
 BUSY_RATE = 150.0
 BUSY_LINGER_S = 0.01
 SATURATED_LINGER_S = 0.02
@@ -72,6 +76,40 @@ class RateMeter:
         return self.total / self.window_s
 
 
+class MigrationWaker:
+    """Cuts the sink's lingering short when a migration label is written (migrate.lua publishes on
+    shard 0, where every migration label is made): a client waits for that label to reach its
+    target, while update labels only wait to become visible."""
+
+    def __init__(self, redis) -> None:
+        self.redis = redis
+        self.woken = asyncio.Event()
+
+    def before_read(self) -> None:
+        """What the next read returns needs no wake-up; only what is written after it does."""
+        self.woken.clear()
+
+    async def linger(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.woken.wait(), seconds)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await runtime.unless_stopped(stop, self._listen())
+            except (RedisError, OSError) as exc:
+                log.warning("migration wake-ups unavailable (%s); retrying", exc)
+                self.woken.set()  # meanwhile nobody waits on a linger for nothing
+                await runtime.sleep_or_stop(stop, 0.5)
+
+    async def _listen(self) -> None:
+        async with self.redis.pubsub() as pubsub:
+            await pubsub.subscribe(gears.SINK_WAKE_CHANNEL)
+            async for message in pubsub.listen():
+                if message["type"] == "message":
+                    self.woken.set()
+
+
 class LabelSink:
     def __init__(self, topology: Topology, region: str):
         self.region = region
@@ -90,6 +128,7 @@ class LabelSink:
         self.rate = RateMeter()
         self.pressure = CpuPressure()
         self.messages_sent = metrics.LABEL_MESSAGES_SENT.labels(region)
+        self.waker = MigrationWaker(self.shards[0])
 
     def linger_s(self, labels_read: int) -> float:
         """How long to let labels gather before the next read (see BUSY_RATE)."""
@@ -141,7 +180,9 @@ class LabelSink:
         cursors = await self.cursors()
         log.info("label sink %s → %s, resuming after %s", self.region, self.link.neighbour, cursors)
         pump = self.pump_one if len(self.shards) == 1 else self.pump_merged
-        await asyncio.gather(self.link.run(stop), pump(cursors, stop), self.trim(cursors, stop))
+        await asyncio.gather(
+            self.link.run(stop), self.waker.run(stop), pump(cursors, stop), self.trim(cursors, stop)
+        )
 
     async def pump_one(self, cursors: list[int], stop: asyncio.Event) -> None:
         """One shard: the stream is in ts order; forward it as it grows (blocking read), with a
@@ -150,6 +191,7 @@ class LabelSink:
         redis = self.shards[0]
         while not stop.is_set():
             wait_ms = max(1, int((HEARTBEAT_S - (time.monotonic() - self.last_heard_everywhere)) * 1000))
+            self.waker.before_read()
             reply = await redis.xread(
                 {gears.LABEL_STREAM: f"{cursors[0]}-0"}, count=READ_COUNT, block=wait_ms
             )
@@ -165,12 +207,13 @@ class LabelSink:
                 self.send_heartbeat(stable)
             linger = self.linger_s(len(reply[0][1]) if reply else 0)
             if linger:
-                await asyncio.sleep(linger)
+                await self.waker.linger(linger)
 
     async def pump_merged(self, cursors: list[int], stop: asyncio.Event) -> None:
         """Several shards: forward, in (ts, src) order, what every shard has passed."""
         shards = range(len(self.shards))
         while not stop.is_set():
+            self.waker.before_read()
             stable = min(await asyncio.gather(*(self.heartbeat(k) for k in shards)))
             parts = await asyncio.gather(*(self.read_until(k, cursors[k], stable) for k in shards))
             # A shard with more than one read's worth has only been seen up to its last entry.
@@ -185,7 +228,11 @@ class LabelSink:
             self.send(labels)
             if self.heartbeat_due():
                 self.send_heartbeat(stable)
-            await runtime.sleep_or_stop(stop, max(MERGE_TICK_S, self.linger_s(len(labels))))
+            linger = self.linger_s(len(labels))
+            if linger:
+                await self.waker.linger(linger)
+            else:
+                await runtime.sleep_or_stop(stop, MERGE_TICK_S)
 
     async def trim(self, cursors: list[int], stop: asyncio.Event) -> None:
         """Every second, off the hot path: the cursors are saved, then what they passed leaves the
