@@ -28,6 +28,7 @@ from loadtest.placement import friend_locality, random_placement
 from loadtest.plan import Plan, PlanError, make_plan
 from loadtest.run import measure, run_protocol, running_topology
 from loadtest.summary import report, write_summary
+from services.launcher.cluster import read_state
 from services.topology import Topology, TopologyError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -150,7 +151,9 @@ def run_command(args: argparse.Namespace) -> int:
     runs = []
     if args.running:
         topology_file, _ = running_topology(Path(args.running))
-        runs.append(measure(plan_dir, topology_file, options, out, say, seed_first=False))
+        state = read_state(args.running) or {}
+        pids = {name: p["pid"] for name, p in state.get("processes", {}).items()}
+        runs.append(measure(plan_dir, topology_file, options, out, say, seed_first=False, processes=pids))
     else:
         for protocol in [p.strip() for p in args.protocols.split(",") if p.strip()]:
             runs.append(run_protocol(plan_dir, protocol, options, out, say))

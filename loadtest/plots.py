@@ -1,5 +1,7 @@
-"""The benchmark's figure: one row per protocol, throughput (causal vs raw Redis) on the left and
-remote-update visibility (measured vs configured one-way latency) per region pair on the right.
+"""The benchmark's figures. Per run: one row per protocol, throughput (causal vs raw Redis) on the
+left and remote-update visibility (measured vs configured one-way latency) per region pair on the
+right. With protocols compared: each one's throughput relative to the baseline (every round a
+dot, the median a bar) and its CPU per operation stacked by role (medians over the rounds).
 
 Drawn from the results JSON only, so a figure can be redrawn from a saved run:
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from statistics import median
 
 import matplotlib
 
@@ -69,6 +72,85 @@ def _visibility(ax: Axes, run: dict) -> None:
     _legend_below(ax)
 
 
+ROLE_COLOURS = {
+    "bench client": "#bbbbbb", "frontend": "#1f77b4", "redis": "#d62728", "bulk-sender": "#2ca02c",
+    "bulk-receiver": "#98df8a", "label-sink": "#ff7f0e", "serializer": "#9467bd",
+}  # fmt: skip
+
+
+def _ratios(ax: Axes, results: dict) -> None:
+    comparison = results["comparison"]
+    protocols = list(comparison["protocols"])
+    width = 0.8 / len(protocols)
+    for i, protocol in enumerate(protocols):
+        throughput = comparison["protocols"][protocol]["throughput"]
+        ops = [op for op in OP_TITLES if op in throughput and throughput[op]["ratio"] is not None]
+        xs = [k + (i - (len(protocols) - 1) / 2) * width for k in range(len(ops))]
+        ratios = [throughput[op]["ratio"] for op in ops]
+        ax.bar(xs, ratios, width * 0.9, label=f"{protocol} (median)", alpha=0.8)
+        for x, op, ratio in zip(xs, ops, ratios, strict=True):
+            base = throughput[op]["baseline_ops_s"]
+            dots = [r / base for r in throughput[op]["rounds"]] if base else []
+            ax.plot([x] * len(dots), dots, "k.", markersize=4)
+            ax.annotate(f"{ratio:.3f}", (x, ratio / 2), ha="center", va="center", fontsize=10, color="white")
+    ax.axhline(1.0, color=CONFIGURED, linewidth=1)
+    ax.set_xticks(range(len(OP_TITLES)), list(OP_TITLES.values()))
+    ax.set_ylim(0, 1.25)
+    ax.set_ylabel(f"throughput / {comparison['baseline']}")
+    ax.set_title(f"throughput relative to {comparison['baseline']} (dots: rounds)")
+    _legend_below(ax)
+
+
+def _cpu_by_role(ax: Axes, results: dict) -> None:
+    """Per operation, one stacked bar per protocol: µs of CPU per operation by role."""
+    protocols = sorted({run["protocol"] for run in results["runs"]}, key=lambda p: (p != "eventual", p))
+    per: dict[tuple[str, str], dict[str, float]] = {}
+    for protocol in protocols:
+        for op in OP_TITLES:
+            phases = [
+                p for run in results["runs"] if run["protocol"] == protocol
+                for p in run["throughput"]
+                if p["system"] == "causal" and p["op"] == op and p.get("cpu_us_per_op")
+            ]  # fmt: skip
+            roles = {role for p in phases for role in p["cpu_us_per_op"]}
+            per[protocol, op] = {r: median(p["cpu_us_per_op"].get(r, 0.0) for p in phases) for r in roles}
+    if not any(per.values()):
+        ax.set_visible(False)
+        return
+    roles = [r for r in ROLE_COLOURS if any(r in v for v in per.values())]
+    roles += sorted({r for v in per.values() for r in v} - set(roles))
+    width = 0.8 / len(protocols)
+    labelled: set[str] = set()
+    for i, protocol in enumerate(protocols):
+        for k, op in enumerate(OP_TITLES):
+            x, bottom = k + (i - (len(protocols) - 1) / 2) * width, 0.0
+            for role in roles:
+                value = per[protocol, op].get(role, 0.0)
+                label = role if role not in labelled else None
+                labelled.add(role)
+                ax.bar(x, value, width * 0.9, bottom=bottom, color=ROLE_COLOURS.get(role), label=label)
+                bottom += value
+            ax.annotate(protocol, (x, bottom), ha="center", va="bottom", fontsize=7, rotation=90)
+    ax.set_xticks(range(len(OP_TITLES)), list(OP_TITLES.values()))
+    ax.set_ylabel("µs of CPU per operation (all processes)")
+    ax.set_title("where the CPU goes, by role (medians over the rounds)")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.15)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=4, fontsize=8, frameon=False)
+
+
+def plot_comparison(results: dict, path: Path) -> Path:
+    """Writes the comparison PNG (the results must have a "comparison") and returns its path."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.6))
+    _ratios(left, results)
+    _cpu_by_role(right, results)
+    rounds = results["comparison"].get("rounds", 1)
+    fig.suptitle(f"{results['topology']}: protocols side by side ({rounds} alternating round(s))")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot_results(results: dict, path: Path) -> Path:
     """Writes the PNG and returns its path (with --repeat, the first round of each protocol; the
     printed comparison has the medians)."""
@@ -93,7 +175,10 @@ def main(argv: list[str]) -> int:
         print("usage: python -m loadtest.plots RESULTS.json", file=sys.stderr)
         return 2
     source = Path(argv[0])
-    print(plot_results(json.loads(source.read_text()), source.with_suffix(".png")))
+    results = json.loads(source.read_text())
+    print(plot_results(results, source.with_suffix(".png")))
+    if results.get("comparison"):
+        print(plot_comparison(results, source.with_name(f"{source.stem}-compare.png")))
     return 0
 
 

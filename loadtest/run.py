@@ -3,19 +3,21 @@ social network, run Locust for the given time, and read the services' metrics ar
 
 from __future__ import annotations
 
+import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from causal_client import CausalClient
 from loadtest.bench.cluster import find_base_port, started, with_overrides
+from loadtest.bench.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
 from loadtest.bench.metrics import Pair, parse_histograms, scrape, scrape_visibility
 from loadtest.bench.stats import Histogram, to_ms
 from loadtest.bench.visibility import visibility_rows
 from loadtest.locust_run import LocustOptions, RequestStats, read_failures, run_locust
 from loadtest.plan import Plan
 from loadtest.population import seed, username, wait_seeded
-from loadtest.summary import AttachRow, MigrationRow, ProtocolSummary
+from loadtest.summary import LOAD_GENERATOR, AttachRow, MigrationRow, ProtocolSummary
 from services.runtime import load_topology
 from services.topology import Topology
 
@@ -40,13 +42,29 @@ def run_protocol(
     topology = with_overrides(topology, base_port=find_base_port(topology))
     run_dir = out_dir / f"run-{protocol}"
     with started(topology, run_dir, web=options.user_class == "WebUser") as cluster:
-        return measure(plan_dir, cluster.topology_file, options, out_dir, say, seed_first=True)
+        pids = {name: running.popen.pid for name, running in cluster.processes.items()}
+        return measure(
+            plan_dir, cluster.topology_file, options, out_dir, say, seed_first=True, processes=pids
+        )
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's children that have ended (Locust, master and workers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def measure(
-    plan_dir: Path, topology_file: Path, options: LocustOptions, out_dir: Path, say: Say, seed_first: bool
+    plan_dir: Path,
+    topology_file: Path,
+    options: LocustOptions,
+    out_dir: Path,
+    say: Say,
+    seed_first: bool,
+    processes: Mapping[str, int] | None = None,
 ) -> ProtocolSummary:
-    """Seeds (unless the population is there already), runs Locust, reads the metrics."""
+    """Seeds (unless the population is there already), runs Locust, reads the metrics; with
+    ``processes`` (the cluster's, name -> pid), the CPU each role used per operation."""
     topology = load_topology(str(topology_file))
     plan = Plan.load(plan_dir, topology_file)
     protocol = topology.protocol
@@ -66,9 +84,14 @@ def measure(
         f"[{protocol}] Locust: {options.clients} {options.user_class}s, {options.mix} mix, "
         f"{options.duration:g} s"
     )
+    meter = CpuMeter(processes) if processes else None
+    cpu_before, generator_before = (meter.snapshot() if meter else {}), children_cpu_s()
     requests = run_locust(
         options, plan_dir, topology_file, prefix, lambda note: say(f"[{protocol}]   {note}")
     )
+    cpu_used = used_between(cpu_before, meter.snapshot()) if meter else {}
+    cpu_used.pop(CLIENT_ROLE, None)  # this process only waited; Locust's processes are counted below
+    generator_s = children_cpu_s() - generator_before
     time.sleep(SETTLE_S)
     visible_after, attach_after = scrape_visibility(topology), scrape(topology, parse_attach)
     pairs = [(a, b) for a in topology.region_names for b in topology.region_names if a != b]
@@ -81,6 +104,7 @@ def measure(
         visibility=[r for r in visibility_rows(topology, visible_after, visible_before, pairs)],
         migrations=migration_rows(requests, attach_after, attach_before),
         update_attaches=update_attach_rows(attach_after, attach_before),
+        cpu_s={**by_role(cpu_used), LOAD_GENERATOR: generator_s} if meter else {},
         failures=read_failures(prefix),
         seed_seconds=seed_seconds,
     )

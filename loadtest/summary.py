@@ -29,6 +29,9 @@ class MigrationRow:
     wait_p90_ms: float | None = None
 
 
+LOAD_GENERATOR = "load generator"  # Locust's processes (master and workers)
+
+
 @dataclass
 class AttachRow:
     """Attaches at ``region`` that presented an update label made at ``origin`` (a causal past
@@ -54,6 +57,10 @@ class ProtocolSummary:
     failures: list[str] = field(default_factory=list)
     seed_seconds: float = 0.0
     update_attaches: list[AttachRow] = field(default_factory=list)
+    cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds by role during the run
+
+    def cpu_us_per_op(self) -> dict[str, float]:
+        return {role: 1e6 * s / self.total for role, s in self.cpu_s.items()} if self.total else {}
 
     @property
     def kind(self) -> str:
@@ -82,7 +89,10 @@ class ProtocolSummary:
 
     def to_json(self) -> dict:
         data = asdict(self)
-        data |= {"ops_per_s": self.ops_per_s, "total": self.total, "failed": self.failed}
+        data |= {
+            "ops_per_s": self.ops_per_s, "total": self.total, "failed": self.failed,
+            "cpu_us_per_op": self.cpu_us_per_op(),
+        }  # fmt: skip
         return data
 
 
@@ -123,6 +133,28 @@ def update_attaches_table(run: ProtocolSummary) -> str:
     ]
     title = f"[{run.protocol}] attaches with another region's update label (stabilization waits)"
     return render_table(title, ["label from -> at", "count", "wait mean", "wait p90"], rows)
+
+
+def cpu_table(runs: Sequence[ProtocolSummary]) -> str | None:
+    """µs of CPU per operation by role, protocols side by side: steadier than throughput on a
+    shared machine, and it says where a protocol's price is paid."""
+    measured = [run for run in runs if run.cpu_s]
+    if not measured:
+        return None
+    per_op = [run.cpu_us_per_op() for run in measured]
+    roles = [*sorted({role for cpu in per_op for role in cpu} - {LOAD_GENERATOR}), LOAD_GENERATOR]
+    rows = [[role, *(num(cpu.get(role), 0) for cpu in per_op)] for role in roles]
+    services = [sum(v for r, v in cpu.items() if r != LOAD_GENERATOR) for cpu in per_op]
+    rows.append(["services in all", *(num(v, 0) for v in services)])
+    if len(measured) > 1 and services[0]:
+        ratio = num(services[-1] / services[0], 3)
+        label = f"services, {measured[-1].protocol} / {measured[0].protocol}"
+        rows.append([label, *[""] * (len(measured) - 1), ratio])
+    return render_table(
+        "CPU per operation by role (µs; every region's processes; Locust's own on the last line)",
+        ["role", *(run.protocol for run in measured)],
+        rows,
+    )
 
 
 def visibility_table(runs: Sequence[ProtocolSummary]) -> str:
@@ -175,6 +207,9 @@ def report(runs: Sequence[ProtocolSummary]) -> str:
         if run.failures:
             parts.append("first failures:\n  " + "\n  ".join(run.failures))
     parts.append(visibility_table(runs))
+    cpu = cpu_table(runs)
+    if cpu:
+        parts.append(cpu)
     if len(runs) > 1:
         parts.append(comparison(runs))
     return "\n\n".join(parts)

@@ -156,9 +156,11 @@ def write_outputs(out: Path, results: dict) -> list[Path]:
     paths = [json_path]
     if results["runs"]:
         try:
-            from loadtest.plots import plot_results
+            from loadtest.plots import plot_comparison, plot_results
         except ImportError as exc:
             say(f"no plot: {exc} (pip install -e '.[bench]')")
         else:
             paths.append(plot_results(results, out / f"{results['topology']}.png"))
+            if results.get("comparison"):
+                paths.append(plot_comparison(results, out / f"{results['topology']}-compare.png"))
     return paths
