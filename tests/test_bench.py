@@ -131,6 +131,38 @@ def test_cpu_is_attributed_to_roles_and_regions_by_process_name():
     assert used_between({"a.x": 1.0, "gone.y": 3.0}, {"a.x": 1.5, "new.z": 9.0}) == {"a.x": 0.5}
 
 
+FORKING_WORKER = """
+import os, sys, time
+pid = os.fork()
+if pid == 0:  # a forked worker, as gunicorn's and Celery's are: burn 0.3 s of CPU, then exit
+    while sum(os.times()[:2]) < 0.3:
+        pass
+    os._exit(0)
+os.waitpid(pid, 0)  # reaped: its CPU is now in this process's children's figures
+print("worker done", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="CPU figures come from /proc")
+def test_cpu_of_a_process_includes_its_forked_workers():
+    import subprocess
+    import sys
+
+    from loadtest.bench.cpu import CLIENT_ROLE, CpuMeter, cpu_seconds
+
+    server = subprocess.Popen([sys.executable, "-c", FORKING_WORKER], stdout=subprocess.PIPE, text=True)
+    try:
+        meter = CpuMeter({"a.web": server.pid})
+        assert server.stdout is not None and server.stdout.readline() == "worker done\n"
+        snapshot = meter.snapshot()
+        assert snapshot["a.web"] >= 0.3 > (cpu_seconds(server.pid) or 0.0) + 0.2
+        assert CLIENT_ROLE in snapshot  # the measuring process itself, without its children
+    finally:
+        server.kill()
+        server.wait()
+
+
 def test_unimplemented_protocol_fails_with_the_services_error(tmp_path: Path):
     code = bench.main([
         "--topology", str(TOPOLOGIES / "two-region.toml"), "--base-port", str(free_base_port()),

@@ -50,26 +50,58 @@ def role_of(process: str) -> str:
     return _INDEX.sub("", name or prefix)
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a process so far; None if it is gone or /proc is not there."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name; None if it is gone or not Linux."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat.rsplit(")", 1)[1].split()  # the command name may contain spaces
-    return (int(fields[11]) + int(fields[12])) / _TICKS_PER_S
+    return stat.rsplit(")", 1)[1].split()  # the command name may contain spaces
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far; None if it is gone or /proc is not there."""
+    fields = _stat(pid)
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / _TICKS_PER_S
+
+
+def children_by_parent() -> dict[int, list[int]]:
+    """Every live process's children, from /proc (one pass, for one snapshot)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    return children
+
+
+def tree_cpu_seconds(pid: int, children: Mapping[int, list[int]]) -> float | None:
+    """CPU seconds of a process and all its descendants, live or already reaped: gunicorn's and
+    Celery's workers are forked children, which a process's own figures leave out."""
+    fields = _stat(pid)
+    if fields is None:
+        return None
+    own = sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICKS_PER_S  # + its reaped children
+    return own + sum(tree_cpu_seconds(child, children) or 0.0 for child in children.get(pid, ()))
 
 
 class CpuMeter:
-    """Snapshots of the CPU time of named processes (plus this one, the benchmark's clients)."""
+    """Snapshots of the CPU time of named processes with their descendants (plus this process
+    alone: the benchmark's clients; its children are the cluster, counted by name)."""
 
     def __init__(self, processes: Mapping[str, int]):
-        self.pids = {name: pid for name, pid in processes.items()}
-        self.pids[CLIENT_ROLE] = os.getpid()
+        self.pids = dict(processes)
         self.available = cpu_seconds(os.getpid()) is not None
 
     def snapshot(self) -> CpuByProcess:
-        return {name: seconds for name, pid in self.pids.items() if (seconds := cpu_seconds(pid)) is not None}
+        children = children_by_parent() if self.available else {}
+        cpu = {
+            name: seconds
+            for name, pid in self.pids.items()
+            if (seconds := tree_cpu_seconds(pid, children)) is not None
+        }
+        if (own := cpu_seconds(os.getpid())) is not None:
+            cpu[CLIENT_ROLE] = own
+        return cpu
 
 
 def used_between(before: CpuByProcess, after: CpuByProcess) -> CpuByProcess:
