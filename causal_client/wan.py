@@ -10,6 +10,7 @@ remote region need it too; the services import it from here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections import deque
@@ -48,38 +49,53 @@ class Link:
 
 
 class DelayLine(Generic[T]):
-    """An asyncio FIFO whose items come out one link-latency after they went in."""
+    """An asyncio FIFO whose items come out one link-latency after they went in.
+
+    An item put with ``slack`` may wait that much longer, until something behind it is due: it
+    then leaves with that, in one message. For messages that only need to arrive eventually
+    (heartbeats), so that several share one send and one wake-up at the receiver."""
 
     def __init__(self, link: Link):
         self.link = link
-        self._items: deque[tuple[float, T]] = deque()
+        self._items: deque[tuple[float, float, T]] = deque()  # (release, deadline, item)
         self._wakeup = asyncio.Event()
 
-    def put(self, item: T) -> None:
-        self._items.append((self.link.release_time(time.monotonic()), item))
+    def put(self, item: T, slack: float = 0.0) -> None:
+        release = self.link.release_time(time.monotonic())
+        self._items.append((release, release + slack, item))
         self._wakeup.set()
 
     def __len__(self) -> int:
         return len(self._items)
 
+    def _head_due(self) -> float:
+        """When the head must leave: its deadline, or earlier if an item behind it is due."""
+        release, deadline, _ = self._items[0]
+        if deadline == release:
+            return release
+        return min(d for _, d, _ in self._items)
+
     async def get(self) -> T:
         while True:
             if self._items:
-                release, item = self._items[0]
-                delay = release - time.monotonic()
+                delay = self._head_due() - time.monotonic()
                 if delay <= 0:
-                    self._items.popleft()
-                    return item
-                await asyncio.sleep(delay)  # later items are never due before the head
+                    return self._items.popleft()[2]
+                if self._items[0][0] == self._items[0][1]:
+                    await asyncio.sleep(delay)  # later items are never due before the head
+                else:  # a slack head: an item put meanwhile may be due sooner
+                    self._wakeup.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wakeup.wait(), delay)
             else:
                 self._wakeup.clear()
                 await self._wakeup.wait()
 
     async def get_due(self) -> list[T]:
-        """The head once it is due, with every item due by then behind it (in order): when the
-        consumer falls behind, what piled up leaves as one message instead of many."""
+        """The head once it is due, with every item whose latency has passed behind it (in
+        order): when the consumer falls behind, or slack items gathered, they leave as one."""
         due = [await self.get()]
         now = time.monotonic()
         while self._items and self._items[0][0] <= now:
-            due.append(self._items.popleft()[1])
+            due.append(self._items.popleft()[2])
         return due

@@ -28,6 +28,43 @@ def test_delay_line_holds_each_item_for_the_latency_and_keeps_order():
     assert max(delay for _, delay in out) < 0.030 + 0.020 + 0.060  # jitter bound plus slack
 
 
+def test_slack_items_wait_for_company_and_leave_with_it_in_order():
+    async def run() -> tuple[list[str], float, list[str], float]:
+        line: DelayLine[str] = DelayLine(Link(latency_ms=20))
+        started = time.monotonic()
+        line.put("heartbeat a", slack=0.2)
+        await asyncio.sleep(0.05)  # a's latency has passed; it waits for company
+        line.put("heartbeat b", slack=0.2)
+        first = await line.get_due()  # nothing else came: both leave at a's deadline, together
+        first_at = time.monotonic() - started
+        line.put("heartbeat c", slack=30.0)
+        line.put("label", slack=0.0)  # due in 20 ms: takes the waiting heartbeat along, in order
+        second_started = time.monotonic()
+        second = await line.get_due()
+        return first, first_at, second, time.monotonic() - second_started
+
+    first, first_at, second, second_after = asyncio.run(run())
+    assert first == ["heartbeat a", "heartbeat b"] and first_at >= 0.02 + 0.2
+    assert second == ["heartbeat c", "label"]
+    assert 0.02 <= second_after < 10, "a real item is never held for a slack item's deadline"
+
+
+def test_only_fresh_heartbeat_batches_get_slack():
+    from services.proto import saturn_pb2
+    from services.saturn.links import HEARTBEAT_MAX_AGE_S, HEARTBEAT_SLACK_S, heartbeat_slack
+
+    link = Link(latency_ms=10)
+    now_us = int(time.time() * 1e6)
+    heartbeat = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src="a/sink", ts=now_us)
+    update = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_UPDATE, src="a/0", ts=now_us, group="g")
+    old = saturn_pb2.TreeLabel(
+        type=saturn_pb2.TREE_HEARTBEAT, src="b/sink", ts=now_us - int(HEARTBEAT_MAX_AGE_S * 1e6)
+    )
+    assert heartbeat_slack([heartbeat], link) == HEARTBEAT_SLACK_S
+    assert heartbeat_slack([heartbeat, update], link) == 0.0
+    assert heartbeat_slack([heartbeat, old], link) == 0.0  # the oldest decides
+
+
 def test_zero_latency_link_adds_nothing():
     link = Link(0)
     assert link.is_instant

@@ -27,6 +27,7 @@ DEFAULT_TOPOLOGY = PROJECT_ROOT / "topologies" / "demo-3region.toml"
 # Variants of a protocol, named "protocol+variant": the environment its services run with.
 VARIANTS: dict[str, dict[str, str]] = {
     "serial": {"SATURN_CONCURRENT_APPLY": "0"},  # saturn without §4.4 (concurrent labels wait too)
+    "eager": {"SATURN_HEARTBEAT_SLACK": "0"},  # heartbeats leave as soon as due, each on its own
 }
 # What makes one protocol's run fail without stopping the others.
 RUN_FAILURES = (BenchError, LaunchError, RedisNotFound, CausalError, redis.RedisError, OSError)
@@ -60,8 +61,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--keys", type=_positive(int), default=1000, help="distinct rows, chosen uniformly (default: 1000)")
     add(
         "--protocols",
-        help="comma-separated, one run each; 'saturn+serial' is saturn without §4.4 (default: the "
-        "topology's protocol)",
+        help="comma-separated, one run each; 'saturn+serial' is saturn without §4.4, 'saturn+eager' "
+        "without heartbeat slack (default: the topology's protocol)",
     )
     add(
         "--repeat",
