@@ -65,23 +65,32 @@ def cpu_seconds(pid: int) -> float | None:
     return None if fields is None else (int(fields[11]) + int(fields[12])) / _TICKS_PER_S
 
 
-def children_by_parent() -> dict[int, list[int]]:
-    """Every live process's children, from /proc (one pass, for one snapshot)."""
-    children: dict[int, list[int]] = {}
+def process_table() -> dict[int, tuple[int, float]]:
+    """Every live process: pid -> (parent pid, CPU seconds of it and its reaped children), from
+    one pass over /proc (one snapshot)."""
+    table: dict[int, tuple[int, float]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    return children
+            table[int(entry.name)] = (
+                int(fields[1]),
+                sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICKS_PER_S,
+            )
+    return table
 
 
-def tree_cpu_seconds(pid: int, children: Mapping[int, list[int]]) -> float | None:
+def tree_cpu_seconds(
+    pid: int, table: Mapping[int, tuple[int, float]], children: Mapping[int, list[int]]
+) -> float | None:
     """CPU seconds of a process and all its descendants, live or already reaped: gunicorn's and
     Celery's workers are forked children, which a process's own figures leave out."""
-    fields = _stat(pid)
-    if fields is None:
+    if pid not in table:
         return None
-    own = sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICKS_PER_S  # + its reaped children
-    return own + sum(tree_cpu_seconds(child, children) or 0.0 for child in children.get(pid, ()))
+    total, stack = 0.0, [pid]
+    while stack:
+        process = stack.pop()
+        total += table[process][1]
+        stack.extend(children.get(process, ()))
+    return total
 
 
 class CpuMeter:
@@ -93,11 +102,14 @@ class CpuMeter:
         self.available = cpu_seconds(os.getpid()) is not None
 
     def snapshot(self) -> CpuByProcess:
-        children = children_by_parent() if self.available else {}
+        table = process_table() if self.available else {}
+        children: dict[int, list[int]] = {}
+        for child, (parent, _) in table.items():
+            children.setdefault(parent, []).append(child)
         cpu = {
             name: seconds
             for name, pid in self.pids.items()
-            if (seconds := tree_cpu_seconds(pid, children)) is not None
+            if (seconds := tree_cpu_seconds(pid, table, children)) is not None
         }
         if (own := cpu_seconds(os.getpid())) is not None:
             cpu[CLIENT_ROLE] = own
