@@ -58,12 +58,14 @@ class RegionContext:
     def replicates(self, group: str, region: str | None = None) -> bool:
         return (region or self.region) in self.topology.group_members.get(group, ())
 
-    def closest_replica(self, group: str) -> str:
-        """The region replicating ``group`` nearest to this one (this one if it does)."""
+    def closest_replica(self, group: str, near: str | None = None) -> str:
+        """The region replicating ``group`` nearest to ``near`` (this region by default; itself
+        if it replicates the group)."""
+        here = near or self.region
         members = self.topology.group_members[group]
-        if self.region in members:
-            return self.region
-        return min(members, key=lambda r: self.topology.region_latency_ms(self.region, r))
+        if here in members:
+            return here
+        return min(members, key=lambda r: self.topology.region_latency_ms(here, r))
 
     def web_url(self, region: str) -> str:
         return self.topology.web_url(region)

@@ -93,10 +93,7 @@ def fan_out_with(session: Session, entry: Entry) -> int:
         if ctx.replicates(group, session.region):
             written += social.write_timelines(entry, names, group)
             continue
-        target = min(
-            ctx.topology.group_members[group],
-            key=lambda r: ctx.topology.region_latency_ms(session.region, r),
-        )
+        target = ctx.closest_replica(group, near=session.region)
         migration = session.prepare_migration(target)
         try:
             send(fan_out_group, target, entry.to_json(), entry.id, group, names, migration.to_token())

@@ -29,6 +29,9 @@ class BadHandoff(Exception):
     """Forged, expired, replayed or meant for another region; the message says which."""
 
 
+ALREADY_USED = "This travel link was already used."
+
+
 class HandoffUnavailable(Exception):
     """The region cannot check a hand-off now (its broker, where nonces are kept, is down)."""
 
@@ -85,22 +88,26 @@ class Nonces:
         finally:
             client.close()
 
+    @staticmethod
+    def _key(nonce: str) -> str:
+        return f"webapp:handoff:{nonce}"
+
     def used(self, nonce: str) -> bool:
-        return bool(self._call("EXISTS", f"webapp:handoff:{nonce}"))
+        return bool(self._call("EXISTS", self._key(nonce)))
 
     def claim(self, nonce: str) -> None:
-        if not self._call("SET", f"webapp:handoff:{nonce}", 1, "NX", "EX", NONCE_TTL_S):
-            raise BadHandoff("This travel link was already used.")
+        if not self._call("SET", self._key(nonce), 1, "NX", "EX", NONCE_TTL_S):
+            raise BadHandoff(ALREADY_USED)
 
     def give_back(self, nonce: str) -> None:
-        self._call("DEL", f"webapp:handoff:{nonce}")
+        self._call("DEL", self._key(nonce))
 
 
 def check(causal: CausalRequest, token: str) -> Handoff:
     """The hand-off a token carries, if it can still be used here (without using it)."""
     handoff = read_handoff(token, causal.ctx.region)
     if Nonces(causal.ctx.topology.broker_url(causal.ctx.region)).used(handoff.nonce):
-        raise BadHandoff("This travel link was already used.")
+        raise BadHandoff(ALREADY_USED)
     return handoff
 
 
