@@ -48,6 +48,11 @@ class RemoteUpdate:
         return RemoteUpdate(ts, src.decode(), origin_time, group.decode(), row.decode(), changes)
 
 
+def _watermarks(raw: dict[bytes, bytes]) -> dict[str, int]:
+    """The watermark hash as Redis returns it -> origin region: ts."""
+    return {k.decode(): int(v) for k, v in raw.items()}
+
+
 class Shard:
     """One shard: a Redis server and the gear that owns it."""
 
@@ -140,7 +145,7 @@ class Shard:
         return covered, entries
 
     async def watermarks(self) -> dict[str, int]:
-        return {k.decode(): int(v) for k, v in (await self.redis.hgetall(gears.WATERMARK_KEY)).items()}
+        return _watermarks(await self.redis.hgetall(gears.WATERMARK_KEY))
 
     async def watermarks_since(self) -> tuple[dict[str, int], bytes]:
         """The watermarks, and the last watermark event before reading them (one round trip):
@@ -149,8 +154,7 @@ class Shard:
         pipe.xrevrange(gears.WATERMARK_EVENTS, count=1)
         pipe.hgetall(gears.WATERMARK_KEY)
         last, marks = await pipe.execute()
-        event = last[0][0] if last else b"0-0"
-        return {k.decode(): int(v) for k, v in marks.items()}, event
+        return _watermarks(marks), (last[0][0] if last else b"0-0")
 
     async def wait_watermark_event(self, after: bytes, timeout_s: float) -> None:
         """Returns when a watermark event later than ``after`` exists, or after ``timeout_s``."""
