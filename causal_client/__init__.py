@@ -13,6 +13,7 @@ from causal_client.errors import (
     UnknownRegion,
 )
 from causal_client.label import Label, LabelType
+from causal_client.session_token import SessionToken
 
 __all__ = [
     "CausalClient",
@@ -31,6 +32,7 @@ __all__ = [
     "Row",
     "ServerError",
     "Session",
+    "SessionToken",
     "StoreTimeout",
     "UnknownRegion",
 ]

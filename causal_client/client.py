@@ -23,9 +23,10 @@ import grpc
 
 from causal_client.claims import owner_region
 from causal_client.data import Mutation, ReadSpec, Row, Value
-from causal_client.errors import NotReplicatedHere, UnknownRegion, from_rpc_error
-from causal_client.label import Label
+from causal_client.errors import NotReplicatedHere, RegionUnavailable, UnknownRegion, from_rpc_error
+from causal_client.label import Label, LabelType
 from causal_client.proto import store_pb2, store_pb2_grpc
+from causal_client.session_token import SessionToken
 from causal_client.wan import Link
 
 R = TypeVar("R")
@@ -123,27 +124,31 @@ class CausalClient:
     def session(
         self,
         region: str,
-        label: Label | str | None = None,
+        label: SessionToken | Label | str | None = None,
         auto_migrate: bool = True,
         on_migrate: MigrationObserver | None = None,
-        attach: bool = True,
+        timeout: float = ATTACH_TIMEOUT_S,
     ) -> Session:
-        """A new session attached to ``region``; pass a label (or token) to resume a causal past.
-        ``on_migrate`` is told of every migration (a load test times them).
+        """A session attached to ``region``, new or resuming a causal past: a session's
+        :attr:`Session.token`, or a bare label (a hand-off: see ``session_token``). Returns once
+        that whole past is visible at ``region``:
 
-        ``attach=False`` skips the Attach round trip (and its wait, paper Alg. 1): only for a
-        label whose whole causal past is known to be visible at ``region`` already, because it
-        was obtained there (a session that ended its last call at ``region``, stored and resumed:
-        what a region once showed it keeps showing). Anything else must attach."""
-        if isinstance(label, str):
-            label = Label.from_token(label)
-        session = Session(
-            self, region, label or Label.zero(), auto_migrate=auto_migrate, on_migrate=on_migrate
-        )
-        if attach:
-            session.attach(region)
-        else:
-            self.region(region)  # still an UnknownRegion for a name the topology does not have
+        - a token made at ``region``: at once, with no call at all (its past was visible here);
+        - a token made elsewhere: the session migrates from there (paper §4.3), or, if that region
+          cannot be reached, attaches with its label, waiting until every origin has passed it;
+        - a bare label: attaches with it (Alg. 1: a migration label made for ``region`` is waited
+          for; any other label waits until every origin has passed it).
+
+        ``on_migrate`` is told of every migration (a load test times them); ``timeout`` bounds
+        the wait for the past (:class:`StoreTimeout`)."""
+        self.region(region)  # an UnknownRegion before anything else
+        past = SessionToken.parse(label)
+        if past.region:
+            session = Session(self, past.region, past.label, auto_migrate, on_migrate)
+            session.migrate(region, timeout)
+            return session
+        session = Session(self, region, Label.zero(), auto_migrate, on_migrate)
+        session._arrive(region, past.label, timeout)
         return session
 
     def close(self) -> None:
@@ -177,10 +182,20 @@ class Session:
         on_migrate: MigrationObserver | None = None,
     ):
         self.client = client
-        self.region = region
+        self.region = region  # everything the session has seen is visible here
         self.label = label
         self.auto_migrate = auto_migrate
         self.on_migrate = on_migrate
+        self._settle()
+
+    def _settle(self) -> None:
+        """A migration label vouches for what its session had seen when it was made, at the one
+        region it was made for (paper §4.3). Held by a session anywhere else, it would outlive
+        that: presented again after the session did more, a region would wait for it alone. So
+        a session keeps one only while at its target, and elsewhere as a plain label
+        (``Label.as_past``), which a region waits for by stabilization, never less."""
+        if self.label.type == LabelType.MIGRATION and self.label.target != self.region:
+            self.label = self.label.as_past()
 
     # -- plumbing ----------------------------------------------------------------------------
     def _call(self, method: str, request, timeout: float | None = None, region: str | None = None):
@@ -193,7 +208,8 @@ class Session:
             raise from_rpc_error(exc) from None
         finally:
             link.sleep_one_way()
-        if "label" in reply.DESCRIPTOR.fields_by_name and reply.HasField("label"):
+        # A prepared migration label is not the session's: it is for whoever arrives at its target.
+        if method != "Migrate" and "label" in reply.DESCRIPTOR.fields_by_name and reply.HasField("label"):
             self.label = self.label.merge(Label.from_proto(reply.label))
         return reply
 
@@ -221,34 +237,49 @@ class Session:
     # -- session -----------------------------------------------------------------------------
     @property
     def token(self) -> str:
-        """The session's causal past as a string, for cookies and hand-offs."""
-        return self.label.to_token()
+        """The session as a string (its label and its region), for cookies and tasks:
+        ``client.session(region, label=token)`` resumes it anywhere (see ``session_token``)."""
+        return SessionToken(self.label, self.region).encode()
 
     def attach(self, region: str | None = None, timeout: float = ATTACH_TIMEOUT_S) -> None:
-        """Attaches to ``region`` (default: the current one), waiting until the session's causal
-        past is visible there (paper Alg. 1)."""
-        region = region or self.region
+        """Attaches to ``region`` (default: the current one) by waiting until every origin has
+        passed the session's label there (paper Alg. 1's stabilization): correct from anywhere,
+        even when the region that holds the session's past is down. :meth:`migrate` is faster
+        where that region answers."""
+        self._arrive(region or self.region, self.label.as_past(), timeout)
+
+    def _arrive(self, region: str, label: Label, timeout: float) -> None:
+        """Attaches at ``region`` presenting ``label``: the session's own (stabilization) or a
+        migration label made for this very move."""
         self.client.region(region)
-        self._call("Attach", store_pb2.AttachRequest(label=self.label.to_proto()), timeout, region)
+        self._call("Attach", store_pb2.AttachRequest(label=label.to_proto()), timeout, region)
         self.region = region
+        self._settle()
 
     def migrate(self, target: str, timeout: float = ATTACH_TIMEOUT_S) -> None:
-        """Moves the session to another region (paper §4.3): a migration label made here, then
-        an attach there presenting it."""
+        """Moves the session to another region (paper §4.3): a migration label made where the
+        session is, then an attach there presenting it. If the session's region cannot be
+        reached, the attach presents the session's label instead and waits until every origin
+        has passed it there (its past may then be unreachable too: a :class:`StoreTimeout` says
+        so, never a session without its past)."""
         self.client.region(target)
         if target == self.region:
             return
         started = time.perf_counter()
         origin = self.region
-        migration = self.prepare_migration(target)
-        self._call("Attach", store_pb2.AttachRequest(label=migration.to_proto()), timeout, target)
-        self.region = target
+        try:
+            ticket = self.prepare_migration(target)
+        except RegionUnavailable:
+            ticket = self.label.as_past()
+        self._arrive(target, ticket, timeout)
         if self.on_migrate is not None:
             self.on_migrate(origin, target, time.perf_counter() - started)
 
     def prepare_migration(self, target: str) -> Label:
-        """The first half of :meth:`migrate`: the migration label, made here, for whoever attaches
-        at ``target`` next (a session handed to another process, e.g. a web app's hand-off)."""
+        """The first half of :meth:`migrate`: a migration label made where the session is, for
+        whoever attaches at ``target`` next (a hand-off to another process or region). It is a
+        ticket for one attach and covers only what the session has seen so far: the session does
+        not take it as its label, and should hand off without doing more here."""
         self.client.region(target)
         reply = self._call(
             "Migrate", store_pb2.MigrateRequest(label=self.label.to_proto(), target_region=target)

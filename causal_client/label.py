@@ -68,6 +68,14 @@ class Label:
     def __hash__(self) -> int:
         return hash((self.ts, self.src, self.type))
 
+    def as_past(self) -> Label:
+        """This label as a position in the causal order only (same ts and src, no type, no
+        target): presented in an attach, a region waits until every origin has passed it, never
+        less. A migration label vouches for more, but only at its target (see Session)."""
+        if self.type == LabelType.UPDATE:
+            return self
+        return Label(ts=self.ts, src=self.src)
+
     def merge(self, other: Label | None) -> Label:
         """The greater of two labels: how a client folds a returned label into its past."""
         if other is None or other <= self:

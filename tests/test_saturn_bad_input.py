@@ -213,21 +213,31 @@ def test_attach_refuses_impossible_labels_through_the_client(client):
         pytest.param(
             lambda: Label(ts=now_us(30), src="b/0", type=LabelType.MIGRATION, target="a"), id="migration"
         ),
+        # Made at a itself: a label made here says nothing of what its client saw elsewhere.
+        pytest.param(lambda: Label(ts=now_us(30), src="a/0"), id="made-here"),
+        pytest.param(
+            lambda: Label(ts=now_us(30), src="a/0", type=LabelType.MIGRATION, target="b"),
+            id="migration-made-here-for-elsewhere",
+        ),
     ],
 )
 def test_attach_that_cannot_become_stable_times_out(client, label):
-    """A valid label from b, 30 s ahead: nothing from b reaches that time for 30 s, so the attach
-    waits, and the caller's deadline ends it with DEADLINE_EXCEEDED (StoreTimeout)."""
-    session = client.session("a")
-    session.label = label()
+    """A valid label 30 s ahead: nothing reaches that time for 30 s, so the attach waits, and the
+    caller's deadline ends it with DEADLINE_EXCEEDED (StoreTimeout)."""
     started = time.monotonic()
     with pytest.raises(StoreTimeout):
-        session.attach("a", timeout=0.5)
+        client.session("a", label=label(), timeout=0.5)
     assert 0.45 <= time.monotonic() - started < 2.0
-    # the region is not stuck: an attach with a label that is stable returns at once
+    # the region is not stuck: an attach with a label that is stable returns soon
     past = client.session("b").write("all", unique("stable"), {"v": "1"})
-    fresh = client.session("a")
-    fresh.label = past
     started = time.monotonic()
-    fresh.attach("a", timeout=5)
+    client.session("a", label=past, timeout=5)
     assert time.monotonic() - started < 1.0
+
+
+def test_a_migration_label_made_for_here_by_here_returns_at_once(client):
+    """Its client was attached here when it was made (the only fast path on the server)."""
+    ticket = Label(ts=now_us(30), src="a/0", type=LabelType.MIGRATION, target="a")
+    started = time.monotonic()
+    client.session("a", label=ticket, timeout=5)
+    assert time.monotonic() - started < 0.5

@@ -105,18 +105,19 @@ def test_monotonic_reads_across_migrations(demo, demo_client):
     expect_caught(protocol, stale, rounds, "monotonic reads")
 
 
-def test_a_session_resumed_where_its_label_was_made_needs_no_attach(demo, demo_client, store_calls):
-    """``attach=False``: a stored label obtained at a region resumes there without the Attach round
-    trip (what the web app does for a cookie its own region wrote); everything it saw is there."""
+def test_a_session_resumed_where_it_was_needs_no_call(demo, demo_client, store_calls):
+    """A session's token names the region it was attached to: resumed there, everything it saw
+    is there already, so there is no Attach round trip (what the web app does for a cookie its
+    own region wrote)."""
     session = demo_client.session("ireland")
     row = unique("resume")
     session.write("all", row, {"v": "1"})
     store_calls.clear()
-    resumed = demo_client.session("ireland", label=session.token, attach=False)
+    resumed = demo_client.session("ireland", label=session.token)
     assert store_calls == [] and resumed.label == session.label and resumed.region == "ireland"
     assert resumed.read("all", row).text("v") == "1"
     with pytest.raises(UnknownRegion):
-        demo_client.session("atlantis", label=session.token, attach=False)
+        demo_client.session("atlantis", label=session.token)
 
 
 # -- transparent migration under partial replication ---------------------------------------------

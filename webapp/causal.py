@@ -1,16 +1,17 @@
 """Every request runs in the user's causal session.
 
-The signed session cookie (one per region) holds the user and the causal label. A request that
-touches the store resumes the session here with that label, and stores the label that comes
-back, which has merged in everything the request read and wrote.
+The signed session cookie (one per region) holds the user and the causal session's token: its
+label and the region where that past is visible (causal_client.session_token). A request that
+touches the store resumes the session here from the token, and stores the token that comes back,
+which has merged in everything the request read and wrote.
 
-Resuming is free when the label was stored by a request that ended at this region: all it
-covers was visible here then, and stays visible. Otherwise (a hand-off from another region, a
-cookie from an older version) the session attaches (Alg. 1), which returns once everything the
-user has seen is visible here, so nothing they saw disappears. A request that had to move to
-another region (data not replicated here) stores a migration label back to this region instead
-(§4.3), so that the next request's attach waits only for that label, never for a stabilization
-of every region's clock.
+Resuming is free when the token says the session ended its last request here: all it covers was
+visible here then, and stays visible. A request that had to move to another region (data not
+replicated here) stores a migration label back to this region instead (§4.3), so that the next
+request waits only for that label. Anything else (a token from another region, a hand-off, a
+cookie from an older version) resumes as the client library does: a migration from the token's
+region, or an attach that waits until every region has passed the label, so nothing the user saw
+disappears.
 """
 
 from __future__ import annotations
@@ -21,15 +22,14 @@ from datetime import UTC, datetime
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from causal_client import CausalError, InvalidRequest, Label, LabelType, Session
+from causal_client import CausalError, InvalidRequest, Label, LabelType, Session, SessionToken, UnknownRegion
 from webapp.region import RegionContext, current
 from webapp.social import Account, NoSuchUser, Social
 
 log = logging.getLogger("webapp.causal")
 
 USER_KEY = "user"
-LABEL_KEY = "label"
-LABEL_HERE_KEY = "label_here"  # the label's causal past is visible at this region: no attach
+LABEL_KEY = "label"  # the causal session's token (a migration label back here after a move)
 NOTE_KEY = "label_note"  # where the session's label last came from, for the label panel
 
 
@@ -48,24 +48,27 @@ class CausalRequest:
         return self.request.session.get(USER_KEY)
 
     @property
+    def stored_token(self) -> str:
+        return self.request.session.get(LABEL_KEY) or ""
+
+    @property
     def stored_label(self) -> Label:
-        token = self.request.session.get(LABEL_KEY)
         try:
-            return Label.from_token(token) if token else Label.zero()
+            return SessionToken.parse(self.stored_token).label
         except CausalError:
             return Label.zero()
 
     @property
+    def current_token(self) -> str:
+        """The session's token: the live session's if the request has one, else the stored one."""
+        return self._session.token if self._session is not None else self.stored_token
+
+    @property
     def session(self) -> Session:
         if self._session is None:
-            label = self.stored_label
-            # Stored by a request that ended here: what it covers is visible here (module doc).
-            visible_here = self.request.session.get(LABEL_HERE_KEY) is True and (
-                label.is_zero or label.region in self.ctx.regions
-            )
             try:
-                self._session = self.ctx.client.session(self.ctx.region, label=label, attach=not visible_here)
-            except InvalidRequest:  # a label this topology does not know (e.g. it was changed)
+                self._session = self.ctx.client.session(self.ctx.region, label=self.stored_token or None)
+            except (InvalidRequest, UnknownRegion):  # a token this topology does not know
                 log.warning("dropping an unusable label from %s's session", self.username or "a visitor")
                 self._session = self.ctx.client.session(self.ctx.region)
         return self._session
@@ -87,43 +90,37 @@ class CausalRequest:
         return self._account or None
 
     def remember(self, note: str | None = None) -> None:
-        """Keeps the session's label in the cookie (after the request, or now). A session that
+        """Keeps the session's token in the cookie (after the request, or now). A session that
         moved to another region during the request leaves a migration label back to this one."""
         if self._session is not None:
-            here = self._session.region == self.ctx.region
-            label = self._session.label
-            if not here:  # its label is not known to be visible here yet: the fast way back (§4.3)
+            token = self._session.token
+            if self._session.region != self.ctx.region:  # the fast way back (§4.3)
                 try:
-                    label = self._session.prepare_migration(self.ctx.region)
+                    token = self._session.prepare_migration(self.ctx.region).to_token()
                     note = note or f"a request that moved to {self._session.region} (migration label back)"
-                except CausalError as exc:  # the next request attaches with the label itself
+                except CausalError as exc:  # the next request resumes from the token: see session
                     log.warning("no migration label back from %s: %s", self._session.region, exc)
-            token = label.to_token()
             stored = self.request.session
             if token != stored.get(LABEL_KEY):
                 stored[LABEL_KEY] = token
                 stored[NOTE_KEY] = note or self.note or f"a request at {self.ctx.region}"
-            if stored.get(LABEL_HERE_KEY) != here:
-                stored[LABEL_HERE_KEY] = here
         if note:
             self.request.session[NOTE_KEY] = note
 
-    def sign_in(self, username: str, label: Label | None = None, note: str | None = None) -> None:
+    def sign_in(self, username: str, note: str | None = None) -> None:
         """A fresh session (new cookie) for ``username``, keeping the causal past."""
-        label = label or (self._session.label if self._session else self.stored_label)
+        token = self.current_token
         self.request.session.cycle_key()
         self.request.session[USER_KEY] = username
-        self.request.session[LABEL_KEY] = label.to_token()
-        self.request.session[LABEL_HERE_KEY] = False  # the next request attaches (cheap if it is)
+        self.request.session[LABEL_KEY] = token
         self.request.session[NOTE_KEY] = note or f"signed in at {self.ctx.region}"
         self._account = False
 
     def sign_out(self) -> None:
         """Forgets the user; the browser keeps its causal past (what it has seen stays seen)."""
-        label = self._session.label if self._session else self.stored_label
+        token = self.current_token
         self.request.session.flush()
-        self.request.session[LABEL_KEY] = label.to_token()
-        self.request.session[LABEL_HERE_KEY] = False
+        self.request.session[LABEL_KEY] = token
         self.request.session[NOTE_KEY] = f"signed out at {self.ctx.region}"
         self._account = None
 

@@ -71,9 +71,10 @@ RETRY = {
 
 @app.task(name="webapp.fan_out", **RETRY)
 def fan_out(entry_json: str, tweet_id: str, label_token: str) -> int:
-    """Reads the author's followers and writes the tweet into their timelines, group by group."""
+    """Reads the author's followers and writes the tweet into their timelines, group by group.
+    ``label_token`` is the poster's session token, made at this region (queue_fan_out)."""
     ctx = current()
-    session = ctx.client.session(ctx.region, label=label_token)  # the tweet's label: here already
+    session = ctx.client.session(ctx.region, label=label_token)  # the poster's token: free here
     return fan_out_with(session, Entry.from_json(tweet_id, entry_json))
 
 

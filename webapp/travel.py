@@ -124,7 +124,7 @@ def arrive(causal: CausalRequest, token: str) -> Handoff:
         raise
     note = f"travelled from {handoff.origin} (migration label)"
     if handoff.username:
-        causal.sign_in(handoff.username, label=causal._session.label, note=note)
+        causal.sign_in(handoff.username, note=note)
     else:
         causal.remember(note)
     return handoff

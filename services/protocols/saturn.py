@@ -27,14 +27,22 @@ class Saturn(Protocol):
         self.remote_regions = [r for r in store.topology.region_names if r != store.region]
 
     def stable_for(self, label: Label, watermarks: dict[str, int]) -> bool:
+        """Whether everything a client holding ``label`` may have seen is visible here.
+
+        A label is only the greatest the client has seen, not where its past is: one made here
+        says nothing of what the client saw elsewhere (written at c, read at b, then a label made
+        here by a read of a newer local write). So only a migration label made for this region
+        says more: its source made it after everything the client had seen there, and the tree
+        delivers it here after all of that (§4.3); made here, the client was here. Any other
+        label waits until every origin has passed it (Alg. 1), wherever it was made."""
         if label.type == LabelType.MIGRATION and label.target == self.store.region:
-            # Delivered in Saturn's order after everything the client had seen (§4.3).
+            if label.region == self.store.region:
+                return True
             return watermarks.get(label.region, 0) >= label.ts
-        # An update label from elsewhere: wait for every origin to have passed it (Alg. 1).
         return all(watermarks.get(region, 0) >= label.ts for region in self.remote_regions)
 
     async def wait_attach(self, label: Label, timeout: float | None = None) -> None:
-        if label.is_zero or label.region == self.store.region:
+        if label.is_zero:
             return
         deadline = None if timeout is None else time.monotonic() + timeout
         shard = self.store.shards[0]

@@ -1,0 +1,141 @@
+"""A session resumed from its token at any region sees its whole past (read-your-writes, monotonic
+reads, causal order), whichever way it gets there.
+
+A session's label is only the greatest label it has seen, not a summary of where its past is: a
+label made at region A does not mean that A holds what the session wrote elsewhere. The sequence
+that broke on causality-3region (A→C slow, A→B and B→C fast): the session writes x at C,
+migrates to B, reads there a newer y written at A by someone else (its label is now y's, made at
+A), then resumes at A from its token. x is still on its way from C to A (100 ms): a resume that
+trusts "made here" reads nothing. Every test runs under `eventual` too, where the same sequence
+must be caught, or it proves nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from conftest import eventually, load_topology, unique
+
+from causal_client import CausalClient, LabelType, Session
+from services.launcher.cluster import Cluster
+
+ROUNDS = 10
+POLL_S = 0.001
+
+
+@pytest.fixture(scope="module", params=["eventual", "saturn"])
+def cluster(request, tmp_path_factory) -> Iterator[Cluster]:
+    topology = load_topology("causality-3region.toml", protocol=request.param)
+    with Cluster(topology, tmp_path_factory.mktemp(f"resume-{request.param}")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def client(cluster) -> Iterator[CausalClient]:
+    with CausalClient.connect(cluster.topology.frontend_endpoint("a")) as client:
+        for region in cluster.topology.region_names:
+            client.session(region)  # connections up front: the rounds below measure no set-up
+        yield client
+
+
+def expect_caught(cluster: Cluster, failures: int, rounds: int, what: str) -> None:
+    if cluster.topology.protocol == "eventual":
+        assert failures >= 1, f"eventual: {what} never broken in {rounds} rounds; the test cannot fail"
+    else:
+        assert failures == 0, f"saturn: {what} broken in {failures} of {rounds} rounds"
+
+
+def past_elsewhere(client: CausalClient) -> tuple[Session, str]:
+    """The session of the issue's sequence: wrote x at c, moved to b, read there a newer y made
+    at a. Returns it (attached at b, its label made at a) and x's row."""
+    session = client.session("c")
+    x = unique("x")
+    session.write("all", x, {"v": "x"})
+    session.migrate("b")
+    y = unique("y")
+    client.session("a").write("all", y, {"v": "y"})
+    eventually(lambda: len(session.read("all", y)) > 0, interval=POLL_S)
+    assert session.region == "b" and session.label.region == "a"
+    return session, x
+
+
+def test_resuming_at_the_region_that_made_the_label_keeps_the_sessions_writes(cluster, client):
+    misses = 0
+    for _ in range(ROUNDS):
+        session, x = past_elsewhere(client)
+        resumed = client.session("a", label=session.token)
+        misses += len(resumed.read("all", x)) == 0
+    expect_caught(cluster, misses, ROUNDS, "read-your-writes on a resume at the label's region")
+
+
+@pytest.mark.parametrize("form", ["label", "label token"])
+def test_a_bare_label_made_here_waits_for_every_origin(cluster, client, form):
+    """The issue's sequence with the label alone (no region to migrate from): the region that
+    made it must still wait until every origin has passed it."""
+    misses = 0
+    for _ in range(ROUNDS):
+        session, x = past_elsewhere(client)
+        bare = session.label if form == "label" else session.label.to_token()
+        misses += len(client.session("a", label=bare).read("all", x)) == 0
+    expect_caught(cluster, misses, ROUNDS, "read-your-writes on a resume from a bare label")
+
+
+def test_a_hand_off_ticket_brings_the_past(cluster, client):
+    """A migration label prepared at the session's region (a web app's travel) resumes there."""
+    misses = 0
+    for _ in range(ROUNDS):
+        session, x = past_elsewhere(client)
+        ticket = session.prepare_migration("a")
+        misses += len(client.session("a", label=ticket.to_token()).read("all", x)) == 0
+    expect_caught(cluster, misses, ROUNDS, "read-your-writes after a hand-off")
+
+
+def test_a_session_resumed_at_its_own_region_needs_no_call(cluster, client, store_calls):
+    session, x = past_elsewhere(client)
+    store_calls.clear()
+    resumed = client.session("b", label=session.token)
+    assert store_calls == []
+    assert (resumed.region, resumed.label) == ("b", session.label)
+    assert resumed.read("all", x).text("v") == "x"
+
+
+@pytest.mark.parametrize("way", ["token", "migrate"])
+def test_moving_away_from_a_region_that_is_down_waits_for_every_origin(cluster, way):
+    """The session's region (b) cannot be reached, so no migration label can be made there: the
+    session attaches at a with its label and waits until every origin has passed it."""
+    misses, rounds = 0, 5
+    for _ in range(rounds):
+        with CausalClient.connect(cluster.topology.frontend_endpoint("a")) as client:
+            session, x = past_elsewhere(client)
+            cluster.kill("b.frontend0")
+            try:
+                if way == "token":
+                    session = client.session("a", label=session.token)
+                else:
+                    session.migrate("a")
+                assert session.region == "a"
+                misses += len(session.read("all", x)) == 0
+            finally:
+                cluster.restart("b.frontend0")
+    expect_caught(cluster, misses, rounds, "read-your-writes when the session's region is down")
+
+
+def test_a_session_holds_a_migration_label_only_where_it_leads(cluster, client):
+    """A migration label vouches for what its session had seen when it was made, at its target
+    only (§4.3). A prepared one is not taken as the session's label (the session may do more
+    before anyone uses it); one used anywhere but its target becomes a plain label, so that,
+    presented again, it makes a region wait for every origin, never less."""
+    session, _ = past_elsewhere(client)
+    before = session.label
+    ticket = session.prepare_migration("c")
+    assert ticket.type == LabelType.MIGRATION and ticket.target == "c" and ticket > before
+    assert session.label == before  # prepared, not taken
+    session.migrate("c")  # Alg. 1: the session takes the migration label it arrived with
+    assert session.label.type == LabelType.MIGRATION and session.label.target == "c"
+    assert session.label > ticket
+    elsewhere = client.session("b", label=ticket)  # a ticket for c, used at b
+    assert elsewhere.label.type == LabelType.UPDATE and elsewhere.label.sort_key() == ticket.sort_key()
+    resumed = client.session("a", label=session.token)  # migrates from c
+    assert resumed.region == "a" and resumed.label.type == LabelType.MIGRATION
+    assert resumed.label.target == "a" and resumed.label > session.label
