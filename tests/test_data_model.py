@@ -306,6 +306,42 @@ def test_whole_row_read(sessions):
     assert all(cell.label.src == "a/0" and cell.label.target == f"all/{row}" for cell in seen)
 
 
+def grow(session, row: str, start: int, end: int) -> None:
+    """Columns c{start}..c{end-1} (numbered so they sort in order), in pieces a mutation allows."""
+    step = 1000
+    for first in range(start, end, step):
+        values = {f"c{i:05d}": "v" for i in range(first, min(first + step, end))}
+        session.write("all", row, values)
+
+
+def test_whole_row_reads_up_to_the_limit_and_a_clear_error_beyond(sessions):
+    """Wide rows (timelines, follower lists) read whole up to MAX_ROW_COLUMNS, around Lua's
+    unpack limit (~8,000) included; one column more is an InvalidRequest that says what to do,
+    never a cut row or an internal error; slices still read it; deleting a column makes it fit."""
+    from services.region.validation import MAX_ROW_COLUMNS, MAX_SLICE
+
+    session = sessions["a"]
+    row = unique("wide")
+    grow(session, row, 0, 7999)
+    for width in (7999, 8000, 8001, MAX_ROW_COLUMNS):
+        grow(session, row, len(session.read("all", row)), width)
+        whole = session.read("all", row)
+        assert len(whole) == width and whole.columns[-1] == f"c{width - 1:05d}"
+        assert len(session.multi_read([ReadSpec("all", row), ReadSpec("all", unique("other"))])[0]) == width
+    grow(session, row, MAX_ROW_COLUMNS, MAX_ROW_COLUMNS + 1)
+    with pytest.raises(InvalidRequest, match=f"more than {MAX_ROW_COLUMNS} columns: read it in slices"):
+        session.read("all", row)
+    with pytest.raises(InvalidRequest, match="read it in slices"):
+        session.multi_read([ReadSpec("all", unique("other")), ReadSpec("all", row)])
+    page = session.slice("all", row, limit=MAX_SLICE)
+    assert len(page) == MAX_SLICE and page.columns[0] == f"c{MAX_ROW_COLUMNS:05d}"
+    assert session.read("all", row, ["c00000", f"c{MAX_ROW_COLUMNS:05d}"]).columns == [
+        "c00000", f"c{MAX_ROW_COLUMNS:05d}"
+    ]  # fmt: skip
+    session.delete("all", row, ["c00000"])
+    assert len(session.read("all", row)) == MAX_ROW_COLUMNS
+
+
 def test_named_columns_read(sessions):
     row = unique("named")
     sessions["a"].write("all", row, {"x": "1", "y": "2", "z": "3"})

@@ -21,7 +21,7 @@ from causal_client.proto import store_pb2, store_pb2_grpc
 from services import metrics, runtime
 from services.protocols import Protocol, protocol_for
 from services.region.gears import ColumnChange, RowChange
-from services.region.store import ColumnTypeError, RegionStore
+from services.region.store import BadRequestForData, RegionStore
 from services.region.validation import DEFAULT_SLICE, MAX_OPS, RequestError, Validator, invalid
 from services.topology import Topology
 
@@ -39,7 +39,7 @@ def rpc(op: str):
             except RequestError as exc:
                 metrics.OP_ERRORS.labels(self.region, op, exc.code.name).inc()
                 await context.abort(exc.code, exc.message)
-            except ColumnTypeError as exc:
+            except BadRequestForData as exc:
                 metrics.OP_ERRORS.labels(self.region, op, "INVALID_ARGUMENT").inc()
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:

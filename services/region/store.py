@@ -12,13 +12,27 @@ from redis.exceptions import NoScriptError, ResponseError
 from causal_client.label import Label, LabelType
 from causal_client.proto import store_pb2
 from services.region import gears
+from services.region.validation import MAX_ROW_COLUMNS, MAX_SLICE
 from services.topology import Topology
 
-ROW_LIMIT = 10_000  # a whole-row read returns at most this many columns
+
+class BadRequestForData(ValueError):
+    """A request that is well-formed but that the data refuses: the client's mistake (an
+    INVALID_ARGUMENT status), found inside a gear."""
 
 
-class ColumnTypeError(ValueError):
+class ColumnTypeError(BadRequestForData):
     """A set on a counter column or an increment on a value column."""
+
+
+class RowTooWide(BadRequestForData):
+    """A whole-row read of a row with more columns than a reply may carry."""
+
+    def __init__(self, group: str, row: str):
+        super().__init__(
+            f"row {row!r} of group {group!r} has more than {MAX_ROW_COLUMNS} columns: read it in "
+            f"slices (at most {MAX_SLICE} columns a page, with a cursor)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,22 +99,28 @@ class Shard:
         calls = []
         for op in ops:
             after = op.slice.after if op.HasField("slice") else None
-            limit = (op.slice.limit or default_limit) if op.HasField("slice") else ROW_LIMIT
+            limit = (op.slice.limit or default_limit) if op.HasField("slice") else MAX_ROW_COLUMNS
             args = gears.read_args(list(op.columns), after, limit, op.slice.reverse)
             calls.append((gears.row_keys(op.group, op.row), args))
         if len(calls) == 1:
-            return [await self._read(keys=calls[0][0], args=calls[0][1])]
+            try:
+                raw = await self._read(keys=calls[0][0], args=calls[0][1])
+            except ResponseError as exc:
+                raw = exc
+            return [_read_result(ops[0], raw)]
         # Not Script-in-pipeline: redis-py would add a SCRIPT EXISTS round trip to every execute.
         for attempt in (1, 2):
             pipe = self.redis.pipeline(transaction=False)
             for keys, args in calls:
                 pipe.evalsha(self._read.sha, len(keys), *keys, *args)
             try:
-                return await pipe.execute()
+                results = await pipe.execute(raise_on_error=False)
             except NoScriptError:
-                if attempt == 2:
-                    raise
+                results = [NoScriptError()]
+            if attempt == 1 and any(isinstance(r, NoScriptError) for r in results):
                 await self.redis.script_load(self._read.script)  # e.g. Redis was restarted
+                continue
+            return [_read_result(op, raw) for op, raw in zip(ops, results, strict=True)]
         raise AssertionError("unreachable")
 
     async def apply(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> list[int]:
@@ -300,6 +320,15 @@ def _row_result(op: store_pb2.ReadOp, raw: list) -> tuple[store_pb2.RowResult, L
         else:
             result.cells.add(column=name, value=value, label=pb_label)
     return result, best
+
+
+def _read_result(op: store_pb2.ReadOp, raw: list | Exception) -> list:
+    """What read.lua returned for ``op``, or the error it stands for."""
+    if isinstance(raw, ResponseError) and str(raw).startswith("WIDE "):
+        raise RowTooWide(op.group, op.row)
+    if isinstance(raw, Exception):
+        raise raw
+    return raw
 
 
 def _text(value: bytes | str) -> str:

@@ -14,6 +14,7 @@ from services.topology import Topology
 MAX_KEY_BYTES = 1024
 MAX_OPS = 1000
 MAX_SLICE = 1000
+MAX_ROW_COLUMNS = 10_000  # a whole-row read of a wider row is refused: read it in slices
 DEFAULT_SLICE = 40
 MAX_FUTURE_S = 60.0  # a label further ahead of this region's clock is refused as forged
 
