@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
+
+from services.pids import pid_alive
 
 # Fine buckets: the benchmark estimates percentiles of visibility latency from them.
 VISIBILITY_BUCKETS = tuple(
@@ -77,11 +80,28 @@ BULK_RECEIVED = Counter(
 )
 
 
-class _TornFileTolerantCollector(multiprocess.MultiProcessCollector):
-    """Skips metric files too short to hold a header: a process killed while creating one leaves
-    it empty, and prometheus_client would otherwise fail every scrape of the region."""
+_LIVE_GAUGE_FILE = re.compile(r"gauge_live[a-z]+_(\d+)\.db")
+
+
+def forget_dead_processes(path: str) -> None:
+    """Removes the files of live-mode gauges (``causal_proxy_tree_mode``) whose process is gone.
+    prometheus_client keeps them until someone calls ``mark_process_dead``, which a killed
+    process never does: a region whose receiver was killed and restarted would serve the dead
+    one's gauge next to the new one's. Counters and histograms of dead processes stay: their
+    counts happened."""
+    for file in glob.glob(os.path.join(path, "gauge_live*_*.db")):
+        match = _LIVE_GAUGE_FILE.fullmatch(os.path.basename(file))
+        if match and not pid_alive(int(match.group(1))):
+            multiprocess.mark_process_dead(int(match.group(1)), path)
+
+
+class _RegionCollector(multiprocess.MultiProcessCollector):
+    """The region's processes summed, as every scrape should see them: without the gauges of dead
+    processes, and skipping metric files too short to hold a header (a process killed while
+    creating one leaves it empty, and prometheus_client would otherwise fail every scrape)."""
 
     def collect(self):
+        forget_dead_processes(self._path)
         files = [f for f in glob.glob(os.path.join(self._path, "*.db")) if os.path.getsize(f) >= 8]
         return self.merge(files, accumulate=True)
 
@@ -91,5 +111,5 @@ def serve(port: int, host: str = "127.0.0.1") -> None:
     registry = None
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
-        _TornFileTolerantCollector(registry)
+        _RegionCollector(registry)
     start_http_server(port, addr=host, registry=registry) if registry else start_http_server(port, addr=host)

@@ -324,3 +324,42 @@ def test_metrics_survive_a_process_killed_while_creating_its_file(launch):
     assert scrape() == 200
     cluster.restart("b.bulk-receiver")
     assert scrape() == 200
+
+
+def test_gauges_of_killed_processes_disappear(launch):
+    """`causal_proxy_tree_mode` is one per region: after a SIGKILL and a restart of the process
+    that serves it, the region shows the new process's value only (not 2, the dead one's too);
+    killed and not restarted, it shows none."""
+    from conftest import metric_samples
+
+    cluster: Cluster = launch("two-region.toml", protocol="saturn")
+
+    def tree_mode() -> dict[int, float]:
+        samples = metric_samples(cluster, "b")
+        return {int(s.labels["pid"]): s.value for s in samples if s.name == "causal_proxy_tree_mode"}
+
+    def receiver() -> int:
+        return cluster.processes["b.bulk-receiver"].popen.pid
+
+    assert list(tree_mode().values()) == [1.0]
+    for _ in range(2):
+        cluster.kill("b.bulk-receiver")
+        cluster.restart("b.bulk-receiver")
+        eventually(lambda: tree_mode() == {receiver(): 1.0}, timeout=15)
+    cluster.kill("b.bulk-receiver")
+    assert tree_mode() == {}
+
+
+def test_a_process_restarted_from_a_thread_outlives_the_thread(launch):
+    """The kernel's parent-death signal follows the thread that forked a child: a process that
+    a worker thread restarted (a supervisor, a test harness) must not die when that thread ends."""
+    cluster: Cluster = launch("two-region.toml")
+    worker = threading.Thread(target=cluster.restart, args=("b.frontend0",))
+    worker.start()
+    worker.join(30)
+    restarted = cluster.processes["b.frontend0"]
+    time.sleep(1.5)  # a SIGTERM at the thread's exit takes effect within the grace period
+    assert restarted.popen.poll() is None, f"exited with {restarted.popen.returncode}"
+    assert cluster.is_healthy(restarted.spec)
+    with CausalClient.connect(cluster.topology.frontend_endpoint("b")) as client:
+        client.session("b").write("all", "after-restart", {"v": "1"})

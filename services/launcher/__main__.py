@@ -15,8 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from services.launcher.cluster import Cluster, LaunchError, _grpc_serving, _redis_ping, pid_alive, read_state
+from services.launcher.cluster import Cluster, LaunchError, _grpc_serving, _redis_ping, read_state
 from services.launcher.redis_binary import RedisNotFound
+from services.pids import pid_alive
 from services.topology import Topology, TopologyError
 
 DEFAULT_RUN_DIR = Path(".run")

@@ -23,6 +23,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from services.launcher import spawner
 from services.launcher.redis_binary import find_redis_server
 from services.topology import Topology
 
@@ -212,7 +213,7 @@ class Cluster:
         if spec.region:
             env["PROMETHEUS_MULTIPROC_DIR"] = str(self.metrics_dir(spec.region))
         with open(log_path, "ab") as log_file:
-            popen = subprocess.Popen(
+            popen = spawner.popen(
                 [sys.executable, "-m", "services.launcher.orphan_guard", str(os.getpid()), "--", *spec.argv],
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=env, cwd=self.run_dir, start_new_session=True,
@@ -365,17 +366,3 @@ def _grpc_serving(endpoint: str, service: str = "") -> bool:
 def read_state(run_dir: str | Path) -> dict | None:
     path = Path(run_dir) / STATE_FILE
     return json.loads(path.read_text()) if path.exists() else None
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped) counts as dead.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True

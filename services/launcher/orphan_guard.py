@@ -1,7 +1,9 @@
 """Exec wrapper for every launched process: ``python -m services.launcher.orphan_guard PID -- CMD...``.
 
 Asks the kernel to SIGTERM this process when its parent (the launcher, PID) dies, checks the
-launcher did not die before that request, then becomes CMD (the request survives exec). Done in
+launcher did not die before that request, then becomes CMD (the request survives exec). The
+kernel's "parent" is the thread that forked: the launcher forks from one thread that lives as
+long as it does (``spawner``). Done in
 a wrapper rather than a ``preexec_fn``: running Python between fork and exec in a process with
 threads (tests, gRPC) can deadlock or abort the child.
 """
