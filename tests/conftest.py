@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import socket
@@ -93,6 +94,33 @@ def client_for() -> Iterator[Callable[[Cluster], CausalClient]]:
     yield make
     for client in clients:
         client.close()
+
+
+@contextlib.contextmanager
+def cluster_under(
+    protocol: str, topology: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    """A module's cluster: ``topology`` under ``protocol``, stopped when the module is done."""
+    topo = load_topology(topology, protocol=protocol)
+    with Cluster(topo, tmp_path_factory.mktemp(f"{topo.name}-{protocol}")) as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def connected_client(cluster: Cluster, entry: str) -> Iterator[CausalClient]:
+    """A client with a connection to every region up front (rounds then measure no set-up)."""
+    with CausalClient.connect(cluster.topology.frontend_endpoint(entry)) as client:
+        for region in cluster.topology.region_names:
+            client.session(region)
+        yield client
+
+
+def expect_caught(protocol: str, failures: int, rounds: int, what: str) -> None:
+    """Saturn: no failure at all. Eventual: at least one, or the check cannot catch anything."""
+    if protocol == "eventual":
+        assert failures >= 1, f"eventual: {what} never broken in {rounds} rounds; the test cannot fail"
+    else:
+        assert failures == 0, f"saturn: {what} broken in {failures} of {rounds} rounds"
 
 
 def eventually(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.01):

@@ -215,3 +215,22 @@ def test_comparison_over_rounds_uses_medians():
     (pair,) = result["protocols"]["saturn"]["visibility"]
     assert pair["mean_ms"] == 26.0 and pair["baseline_mean_ms"] == 22.0
     assert pair["extra_mean_ms"] == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("protocol", ["saturn", "eventual"])
+def test_resume_bench_times_every_path_and_counts_lost_writes(protocol, capsys):
+    """`python -m loadtest.bench.resume`: one round per path; under saturn no resumed session
+    misses its write (exit 0), under eventual the one resumed while x is in flight does."""
+    from loadtest.bench import resume
+
+    status = resume.main(["--rounds", "2", "--protocol", protocol])
+    out = capsys.readouterr().out
+    rows = {line[:37].strip(): line.split()[-1] for line in out.splitlines() if line.endswith("/2")}
+    assert set(rows) == {
+        "own region, token", "elsewhere, token (migration)",
+        "elsewhere, bare label (stabilization)", "elsewhere, token, x in flight",
+    }  # fmt: skip
+    if protocol == "saturn":
+        assert status == 0 and set(rows.values()) == {"0/2"}
+    else:
+        assert rows["elsewhere, token, x in flight"] != "0/2"

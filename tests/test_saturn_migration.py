@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import eventually, load_topology, unique
+from conftest import cluster_under, connected_client, eventually, expect_caught, unique
 
 from causal_client import CausalClient, Session, UnknownRegion
 from services.launcher.cluster import Cluster
@@ -28,16 +28,13 @@ def visible(session: Session, group: str, row: str) -> bool:
 # -- read-your-writes and monotonic reads on demo-3region ----------------------------------------
 @pytest.fixture(scope="module", params=["eventual", "saturn"])
 def demo(request, tmp_path_factory) -> Iterator[Cluster]:
-    topology = load_topology("demo-3region.toml", protocol=request.param)
-    with Cluster(topology, tmp_path_factory.mktemp(f"demo-{request.param}")) as cluster:
+    with cluster_under(request.param, "demo-3region.toml", tmp_path_factory) as cluster:
         yield cluster
 
 
 @pytest.fixture(scope="module")
 def demo_client(demo) -> Iterator[CausalClient]:
-    with CausalClient.connect(demo.topology.frontend_endpoint("virginia")) as client:
-        for region in demo.topology.region_names:
-            client.session(region)  # connections up front: the rounds below measure no set-up
+    with connected_client(demo, "virginia") as client:
         yield client
 
 
@@ -46,14 +43,6 @@ ROUTES = [
     (("frankfurt", "virginia"), 8),
     (("virginia", "ireland", "frankfurt", "virginia"), 4),
 ]
-
-
-def expect_caught(protocol: str, failures: int, rounds: int, what: str) -> None:
-    """Saturn: no failure at all. Eventual: at least one, or the check cannot catch anything."""
-    if protocol == "eventual":
-        assert failures >= 1, f"eventual: {what} never broken in {rounds} rounds; the test cannot fail"
-    else:
-        assert failures == 0, f"saturn: {what} broken in {failures} of {rounds} rounds"
 
 
 def test_read_your_writes_across_migrations(demo, demo_client):
