@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -128,6 +129,7 @@ class CausalClient:
         auto_migrate: bool = True,
         on_migrate: MigrationObserver | None = None,
         timeout: float = ATTACH_TIMEOUT_S,
+        attach: bool = True,
     ) -> Session:
         """A session attached to ``region``, new or resuming a causal past: a session's
         :attr:`Session.token`, or a bare label (a hand-off: see ``session_token``). Returns once
@@ -140,7 +142,16 @@ class CausalClient:
           for; any other label waits until every origin has passed it).
 
         ``on_migrate`` is told of every migration (a load test times them); ``timeout`` bounds
-        the wait for the past (:class:`StoreTimeout`)."""
+        the wait for the past (:class:`StoreTimeout`). ``attach=False`` is deprecated and changes
+        nothing: it trusted the caller to know the past was visible at ``region``, which a label
+        cannot tell; a token made at ``region`` needs no call anyway."""
+        if not attach:
+            warnings.warn(
+                "attach=False is deprecated and ignored: pass Session.token, which resumes with no "
+                "call at the region it was made and waits for the session's past anywhere else",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.region(region)  # an UnknownRegion before anything else
         past = SessionToken.parse(label)
         if past.region:

@@ -133,3 +133,14 @@ def test_a_session_holds_a_migration_label_only_where_it_leads(cluster, client):
     resumed = client.session("a", label=session.token)  # migrates from c
     assert resumed.region == "a" and resumed.label.type == LabelType.MIGRATION
     assert resumed.label.target == "a" and resumed.label > session.label
+
+
+def test_attach_false_no_longer_skips_the_wait(cluster, client):
+    """``attach=False`` trusted the caller; it is deprecated and the past is waited for anyway."""
+    misses = 0
+    for _ in range(ROUNDS):
+        session, x = past_elsewhere(client)
+        with pytest.warns(DeprecationWarning, match="attach=False"):
+            resumed = client.session("a", label=session.label, attach=False)
+        misses += len(resumed.read("all", x)) == 0
+    caught(cluster, misses, ROUNDS, "read-your-writes with attach=False")
