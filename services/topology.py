@@ -65,6 +65,9 @@ class Topology(_Strict):
     host: str = "127.0.0.1"
     base_port: int = Field(default=7100, ge=1024, le=60000)
     max_value_bytes: int = Field(default=1 << 20, ge=1, le=64 << 20)
+    # Redis's AOF fsync policy for every store and broker: "always" loses no acknowledged write
+    # when a store is killed; "everysec" (Redis's advice for speed) up to a second of them.
+    appendfsync: Literal["always", "everysec", "no"] = "always"
     jitter_ms: float = Field(default=0.0, ge=0)
     latency_ms: dict[str, dict[str, float]] = Field(default_factory=dict)
     regions: list[Region] = Field(min_length=1)
@@ -72,6 +75,15 @@ class Topology(_Strict):
     serializers: list[Serializer] = Field(default_factory=list)
     tree: list[TreeEdge] = Field(default_factory=list)
     source: str = Field(default="<memory>", exclude=True)
+
+    def data_shape(self) -> dict:
+        """What the stores' data depends on (a store keeps it only for the same shape): the
+        protocol, each region's shards, and the groups. Ports, latencies and the tree may change."""
+        return {
+            "protocol": self.protocol,
+            "shards": {r.name: r.shards for r in self.regions},
+            "groups": {g: sorted(members) for g, members in self.group_members.items()},
+        }
 
     # -- validation --------------------------------------------------------------------------
     @field_validator("groups")

@@ -363,3 +363,19 @@ def test_a_process_restarted_from_a_thread_outlives_the_thread(launch):
     assert cluster.is_healthy(restarted.spec)
     with CausalClient.connect(cluster.topology.frontend_endpoint("b")) as client:
         client.session("b").write("all", "after-restart", {"v": "1"})
+
+
+def test_status_shows_a_restarted_process(start_up):
+    """A crash under `up`: the supervisor restarts it, says so, and `status` shows the count."""
+    up, _ = start_up()
+    up.wait_ready()
+    pid = read_state(up.run_dir)["processes"]["a.frontend0"]["pid"]
+    os.kill(pid, signal.SIGKILL)
+
+    def reported() -> str:
+        out = subprocess.run(cli(up.run_dir, "status"), cwd=ROOT, capture_output=True, text=True, timeout=60)
+        line = next(x for x in out.stdout.splitlines() if x.strip().startswith("a.frontend0"))
+        return line if "restarts 1" in line and line.endswith("healthy") else ""
+
+    eventually(reported, timeout=20)
+    assert "a.frontend0 exited with code -9" in up.output and "a.frontend0 restarted" in up.output

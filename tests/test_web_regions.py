@@ -16,8 +16,10 @@ from __future__ import annotations
 import copy
 import functools
 import html
+import os
 import re
 import secrets
+import signal
 import threading
 import time
 import urllib.error
@@ -409,6 +411,36 @@ def test_concurrent_sign_ups_of_one_name_in_two_regions(demo):
                 for region in demo.topology.region_names
             ))  # fmt: skip
     print(f"sign-up races won per region: {wins}")
+
+
+# -- 2b. processes that die ---------------------------------------------------------------------------
+def follower_sees(region: str, poster: Browser, follower: Browser, body: str) -> None:
+    poster.tweet(region, body)
+    poll(lambda: find(follower.get(region, "/").text, body), 30, f"{body!r} on the follower's timeline")
+
+
+def test_a_dead_worker_or_web_app_comes_back_and_a_killed_broker_keeps_its_tasks(demo):
+    """Supervision: a Celery worker and a gunicorn killed from outside come back by themselves, and
+    tweets reach followers again. Durability: a fan-out queued while the worker is down survives a
+    SIGKILL of the broker (its AOF) and runs once the worker is back."""
+    region = "virginia"
+    poster, poster_name = signed_up(demo, region, "p")
+    follower, _ = signed_up(demo, region, "f")
+    reply = follower.post(region, f"/u/{poster_name}/follow/", {})
+    assert reply.status == 302, (reply.status, reply.text[:300])
+    for name in (f"{region}.celery", f"{region}.web"):
+        dead = demo.processes[name].popen.pid
+        os.kill(dead, signal.SIGKILL)
+        poll(lambda name=name, dead=dead: demo.processes[name].popen.pid != dead, 20, f"{name} restarted")
+        poll(lambda name=name: demo.is_healthy(demo.processes[name].spec), 30, f"{name} healthy again")
+        follower_sees(region, poster, follower, f"after {name} died {secrets.token_hex(4)}")
+    demo.kill(f"{region}.celery")  # down on purpose: the task waits in the broker
+    body = f"queued while the worker was down {secrets.token_hex(4)}"
+    poster.tweet(region, body)
+    demo.kill(f"{region}.broker")
+    demo.restart(f"{region}.broker")
+    demo.restart(f"{region}.celery")
+    poll(lambda: find(follower.get(region, "/").text, body), 30, "the fan-out queued before the crash")
 
 
 # -- 3. the anomaly eventual allows, and saturn never shows ------------------------------------------

@@ -117,7 +117,7 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
     servicer = BulkReceiverServicer(topology, region, store, protocol)
     server, health = runtime.new_server(topology.bulk_port(region), topology.host)
     bulk_pb2_grpc.add_BulkReceiverServicer_to_server(servicer, server)
-    tasks = []
+    background = []
     if isinstance(protocol, Saturn):
         # The remote proxy lives here: payloads reach it in memory, labels on the same server.
         # Health service "proxy": SERVING while the proxy applies in the tree's order.
@@ -138,15 +138,17 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
         saturn_pb2_grpc.add_TreeNodeServicer_to_server(
             TreeNodeServicer(region, (parent,), proxy.on_labels, on_lost=proxy.on_link_lost), server
         )
-        tasks.append(asyncio.create_task(proxy.run(stop)))
+        background.append(proxy.run(stop))
     await server.start()
     runtime.mark_serving(health)
     log.info("bulk receiver %s on %s (%s)", region, topology.bulk_endpoint(region), protocol.name)
-    await stop.wait()
-    await server.stop(grace=1)
-    for task in tasks:
-        task.cancel()
-    await store.close()
+    try:
+        # A failure of the proxy ends the process (crash-only: the supervisor starts it again,
+        # and it resumes from its watermarks), never a receiver that acknowledges and applies nothing.
+        await asyncio.gather(stop.wait(), *background)
+    finally:
+        await server.stop(grace=1)
+        await store.close()
 
 
 def main() -> None:

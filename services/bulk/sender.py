@@ -14,6 +14,7 @@ import time
 
 import grpc
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from causal_client.wan import DelayLine, Link
 from services import metrics, runtime
@@ -58,7 +59,7 @@ class GearShipper:
             try:
                 await self._session(stop)
                 attempt = 0
-            except (grpc.aio.AioRpcError, ConnectionError, OSError) as exc:
+            except (grpc.aio.AioRpcError, RedisError, ConnectionError, OSError) as exc:
                 delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
                 attempt += 1
                 log.warning("%s → %s: %s; retrying in %.1fs", self.gear, self.destination, _why(exc), delay)
@@ -87,6 +88,9 @@ class GearShipper:
             self.heartbeats = start.heartbeats
             in_flight = asyncio.Semaphore(WINDOW)
             reader = asyncio.create_task(self._read_stream(start.through_ts, outbox, in_flight, stop))
+            # A reader that fails (the gear's Redis went away) ends the session, which starts over
+            # from the receiver's position: without this, the loop below waits for acks forever.
+            reader.add_done_callback(lambda _: call.cancel())
             try:
                 async for ack in replies:
                     if ack.heartbeats != self.heartbeats:
@@ -162,7 +166,7 @@ class Trimmer:
                     try:
                         await self.clients[gear].xtrim(gears.BULK_STREAM, minid=f"{floor + 1}-0")
                         trimmed[gear] = floor
-                    except (ConnectionError, OSError) as exc:
+                    except (RedisError, OSError) as exc:
                         log.warning("trim %s: %s", gear, exc)
 
 

@@ -39,9 +39,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     topology = _load(args)
     cluster = Cluster(topology, args.run_dir, web=args.web)
     print(f"starting {topology.name!r} ({topology.protocol}) in {cluster.run_dir} ...", flush=True)
+    kept = not args.fresh and any(cluster.data_dir.glob("*/appendonlydir"))
     started = time.monotonic()
     try:
-        cluster.start(timeout=args.timeout)  # stops what it started if it fails
+        cluster.start(timeout=args.timeout, fresh=args.fresh)  # stops what it started if it fails
     except KeyboardInterrupt:
         print("interrupted while starting; stopped everything")
         return 130
@@ -49,7 +50,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     for what, where in cluster.endpoints():
         print(f"  {what:<32} {where}")
     print(f"  logs: {cluster.run_dir / 'logs'}")
-    print("press Ctrl-C to stop everything", flush=True)
+    if kept:
+        print(f"  data: kept from an earlier run in {cluster.data_dir} (`up --fresh` starts empty)")
+    print("a process that dies is restarted; press Ctrl-C to stop everything", flush=True)
     stopping = False
 
     def request_stop(*_: object) -> None:
@@ -58,15 +61,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
-    reported: set[str] = set()
     try:
-        while not stopping:
+        while not stopping:  # the supervisor restarts what dies, and says so on stderr
             time.sleep(0.5)
-            for name, running in cluster.processes.items():
-                if running.popen.poll() is not None and name not in reported:
-                    reported.add(name)
-                    print(f"warning: {name} exited with code {running.popen.returncode} "
-                          f"(log {running.log_path})", flush=True)  # fmt: skip
     finally:
         print("stopping ...", flush=True)
         cluster.stop()
@@ -84,7 +81,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     bad = 0
     for name, proc in state["processes"].items():
         alive = pid_alive(proc["pid"])
-        if not alive:
+        supervision = proc.get("state", "running")
+        if supervision != "running":
+            health = supervision  # stopped (on purpose), restarting, gave-up
+        elif not alive:
             health = "DEAD"
         elif proc["kind"] == "redis":
             health = "healthy" if _redis_ping(host, proc["port"]) else "unhealthy"
@@ -92,9 +92,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             health = "healthy" if _grpc_serving(f"{host}:{proc['port']}") else "unhealthy"
         else:
             health = "running"
-        bad += health in ("DEAD", "unhealthy")
+        bad += health not in ("healthy", "running")
         port = proc["port"] or "-"
-        print(f"  {name:<28} pid {proc['pid']:<8} port {port!s:<6} {health}")
+        restarts = proc.get("restarts", 0)
+        print(f"  {name:<28} pid {proc['pid']:<8} port {port!s:<6} restarts {restarts:<3} {health}")
     return 1 if bad else 0
 
 
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument(
         "--web", action="store_true", help="also the web app: per region gunicorn, a Celery worker and broker"
     )
+    up.add_argument("--fresh", action="store_true", help="discard the stores' data from an earlier run")
     sub.add_parser("status", help="report the processes of the running topology")
     sub.add_parser("down", help="stop the running topology")
     args = parser.parse_args(argv)

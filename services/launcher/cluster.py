@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.launcher import spawner
 from services.launcher.redis_binary import find_redis_server
+from services.launcher.supervisor import Supervisor
 from services.topology import Topology
 
 log = logging.getLogger("launcher")
@@ -55,14 +57,21 @@ class Running:
 
 
 class Cluster:
-    """All processes of one topology. Use as a context manager, or ``start()`` / ``stop()``."""
+    """All processes of one topology. Use as a context manager, or ``start()`` / ``stop()``.
 
-    def __init__(self, topology: Topology, run_dir: str | Path, web: bool = False):
+    ``supervise``: a process that dies is started again (``supervisor.py``); one stopped on
+    purpose with :meth:`kill` stays down until :meth:`restart`."""
+
+    def __init__(self, topology: Topology, run_dir: str | Path, web: bool = False, supervise: bool = True):
         self.topology = topology
         self.run_dir = Path(run_dir).resolve()
         self.web = web  # also the web app: per region a Celery broker, gunicorn and a Celery worker
+        self.supervise = supervise
         self.processes: dict[str, Running] = {}
         self.specs: dict[str, ProcessSpec] = {}
+        self.held: set[str] = set()  # stopped on purpose: not restarted by the supervisor
+        self.supervisor: Supervisor | None = None
+        self._lock = threading.RLock()  # the processes, between callers and the supervisor
 
     # -- plan --------------------------------------------------------------------------------
     def _service(self, module: str, region: str, index: int = 0) -> list[str]:
@@ -79,13 +88,9 @@ class Cluster:
         specs: list[ProcessSpec] = []
         for r in t.regions:
             for k in range(r.shards):
-                data_dir = self.run_dir / "redis" / f"{r.name}-{k}"
+                port = t.redis_port(r.name, k)
                 specs.append(ProcessSpec(
-                    f"{r.name}.redis{k}",
-                    [redis_bin, "--port", str(t.redis_port(r.name, k)), "--bind", t.host,
-                     "--save", "", "--appendonly", "no", "--daemonize", "no",
-                     "--dir", str(data_dir), "--protected-mode", "no"],
-                    "redis", t.redis_port(r.name, k), r.name,
+                    f"{r.name}.redis{k}", self._redis(redis_bin, port, f"{r.name}-{k}"), "redis", port, r.name
                 ))  # fmt: skip
         if t.protocol == "saturn":
             for sz in t.serializers:
@@ -125,12 +130,9 @@ class Cluster:
         t = self.topology
         specs: list[ProcessSpec] = []
         for r in t.regions:
-            data_dir = self.run_dir / "redis" / f"{r.name}-broker"
+            port = t.broker_port(r.name)
             specs.append(ProcessSpec(
-                f"{r.name}.broker",
-                [redis_bin, "--port", str(t.broker_port(r.name)), "--bind", t.host, "--save", "",
-                 "--appendonly", "no", "--daemonize", "no", "--dir", str(data_dir), "--protected-mode", "no"],
-                "redis", t.broker_port(r.name), r.name,
+                f"{r.name}.broker", self._redis(redis_bin, port, f"{r.name}-broker"), "redis", port, r.name
             ))  # fmt: skip
         for r in t.regions:
             env = self.web_env(r.name)
@@ -148,6 +150,23 @@ class Cluster:
                 "worker", None, r.name, env,
             ))  # fmt: skip
         return specs
+
+    def _redis(self, redis_bin: str, port: int, data: str) -> list[str]:
+        """A durable Redis: every write appended to its AOF before it is acknowledged (with the
+        topology's ``appendfsync``), in a data directory that outlives the process, so a store
+        killed and restarted comes back with what it acknowledged. No RDB snapshots: the AOF
+        (with its RDB preamble after a rewrite) is the one copy."""
+        return [
+            redis_bin, "--port", str(port), "--bind", self.topology.host, "--protected-mode", "no",
+            "--daemonize", "no", "--dir", str(self.data_dir / data), "--save", "",
+            "--appendonly", "yes", "--appendfsync", self.topology.appendfsync,
+        ]  # fmt: skip
+
+    @property
+    def data_dir(self) -> Path:
+        """Every store's and broker's files, one directory each: kept when a process restarts,
+        and from one ``start`` to the next unless started ``fresh``."""
+        return self.run_dir / "redis"
 
     def web_env(self, region: str) -> dict[str, str]:
         """What the web app and its worker need to know: the topology, their region, the key
@@ -180,10 +199,13 @@ class Cluster:
         return self.run_dir / "metrics" / region
 
     # -- life cycle --------------------------------------------------------------------------
-    def start(self, timeout: float = 30.0) -> Cluster:
+    def start(self, timeout: float = 30.0, fresh: bool = False) -> Cluster:
+        """Starts every process and waits until all are healthy. The stores keep their data
+        from an earlier start in the same run directory, unless ``fresh``."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(exist_ok=True)
         self._check_ports_free()
+        self._prepare_data(fresh)
         self.topology_file.write_text(self.topology.model_dump_json(indent=2))
         for region in self.topology.region_names:
             shutil.rmtree(self.metrics_dir(region), ignore_errors=True)
@@ -201,8 +223,42 @@ class Cluster:
         except BaseException:
             self.stop()
             raise
+        if self.supervise:
+            self.supervisor = Supervisor(
+                self._exit_code, self._supervised, self._respawn, self._write_state
+            ).start()
         self._write_state()
         return self
+
+    def _prepare_data(self, fresh: bool) -> None:
+        """Data of an earlier start is kept only for a topology that shapes it the same way
+        (protocol, regions, shards, groups): anything else could not make sense of it."""
+        marker = self.data_dir / "shape.json"
+        shape = json.dumps(self.topology.data_shape(), sort_keys=True)
+        if fresh:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+        elif marker.exists() and marker.read_text() != shape:
+            raise LaunchError(
+                f"{self.data_dir} holds the data of a different topology (protocol, regions, shards "
+                f"or groups differ): start fresh to discard it (`up --fresh`), or use another --run-dir"
+            )
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        marker.write_text(shape)
+
+    # -- supervision (called by the supervisor's thread) -------------------------------------
+    def _supervised(self) -> list[str]:
+        with self._lock:
+            return [name for name in self.processes if name not in self.held]
+
+    def _exit_code(self, name: str) -> int | None:
+        with self._lock:
+            running = self.processes.get(name)
+            return None if running is None or name in self.held else running.popen.poll()
+
+    def _respawn(self, name: str) -> None:
+        with self._lock:
+            if name not in self.held and name in self.processes:
+                self._spawn(self.specs[name])
 
     def _spawn(self, spec: ProcessSpec) -> None:
         if spec.kind == "redis":
@@ -257,7 +313,12 @@ class Cluster:
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM to the services in reverse start order, then to the stores (so that no service
         sees its store vanish while it drains); SIGKILL whatever is still there after ``timeout``."""
-        running = list(self.processes.values())
+        if self.supervisor is not None:
+            self.supervisor.stop()
+            self.supervisor = None
+        with self._lock:
+            self.held.update(self.processes)
+            running = list(self.processes.values())
         services = [r for r in running if r.spec.kind != "redis"]
         stores = [r for r in running if r.spec.kind == "redis"]
         deadline = time.monotonic() + timeout
@@ -272,36 +333,51 @@ class Cluster:
                     log.warning("%s ignored SIGTERM; killing it", proc.spec.name)
                     proc.popen.kill()
                     proc.popen.wait()
-        self.processes.clear()
+        with self._lock:
+            self.processes.clear()
+            self.held.clear()
         (self.run_dir / STATE_FILE).unlink(missing_ok=True)
 
     # -- crash testing -----------------------------------------------------------------------
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        running = self.processes[name]
+        """Stops a process on purpose (SIGKILL: a crash); it stays down until :meth:`restart`."""
+        with self._lock:
+            self.held.add(name)
+            running = self.processes[name]
         running.popen.send_signal(sig)
         running.popen.wait(10)
+        self._write_state()
 
     def restart(self, name: str, timeout: float = 30.0) -> None:
-        if self.processes[name].popen.poll() is None:
-            self.kill(name, signal.SIGTERM)
-        self._spawn(self.specs[name])
+        with self._lock:
+            if self.processes[name].popen.poll() is None:
+                self.kill(name, signal.SIGTERM)
+            self._spawn(self.specs[name])
+            self.held.discard(name)
+            if self.supervisor is not None:
+                self.supervisor.started(name)
         self._wait_healthy(self.specs[name], timeout)
         self._write_state()
 
     # -- reporting ---------------------------------------------------------------------------
     def _write_state(self) -> None:
-        state = {
-            "topology": self.topology.source,
-            "launcher_pid": os.getpid(),
-            "processes": {
-                name: {
+        with self._lock:
+            if not self.processes:
+                return  # stopped: no state file
+            watches = self.supervisor.watches if self.supervisor is not None else {}
+            processes = {}
+            for name, r in self.processes.items():
+                watch = watches.get(name)
+                processes[name] = {
                     "pid": r.popen.pid, "kind": r.spec.kind, "port": r.spec.port,
                     "region": r.spec.region, "log": str(r.log_path),
-                }
-                for name, r in self.processes.items()
-            },
-        }  # fmt: skip
-        (self.run_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
+                    "restarts": watch.restarts if watch else 0,
+                    "state": "stopped" if name in self.held else (watch.state if watch else "running"),
+                }  # fmt: skip
+            state = {"topology": self.topology.source, "launcher_pid": os.getpid(), "processes": processes}
+            path = self.run_dir / STATE_FILE
+            path.with_suffix(".tmp").write_text(json.dumps(state, indent=2))
+            path.with_suffix(".tmp").replace(path)  # a reader never sees half a file
 
     def endpoints(self) -> list[tuple[str, str]]:
         t = self.topology

@@ -45,6 +45,7 @@ BUSY_RATE = 150.0
 BUSY_LINGER_S = 0.01
 SATURATED_LINGER_S = 0.02
 TRIM_EVERY_S = 1.0  # forwarded labels leave the stream, and the cursors are saved, this often
+STORE_RETRY_S = 0.2  # after a store error (a Redis restarting), the next try
 
 
 def parse_entry(raw: bytes) -> saturn_pb2.TreeLabel:
@@ -181,8 +182,23 @@ class LabelSink:
         log.info("label sink %s → %s, resuming after %s", self.region, self.link.neighbour, cursors)
         pump = self.pump_one if len(self.shards) == 1 else self.pump_merged
         await asyncio.gather(
-            self.link.run(stop), self.waker.run(stop), pump(cursors, stop), self.trim(cursors, stop)
+            self.link.run(stop),
+            self.waker.run(stop),
+            self.through_store_outages(pump, cursors, stop),
+            self.through_store_outages(self.trim, cursors, stop),
         )
+
+    async def through_store_outages(self, work, cursors: list[int], stop: asyncio.Event) -> None:
+        """Runs ``work`` again after a store error (its Redis restarting): the cursors in memory
+        say what was forwarded, and the store lost nothing it acknowledged (AOF), so the sink
+        goes on where it was, with its tree link kept (a new link would be a gap downstream)."""
+        while not stop.is_set():
+            try:
+                await work(cursors, stop)
+                return
+            except (RedisError, OSError) as exc:
+                log.warning("store unavailable (%s); retrying in %.1f s", exc, STORE_RETRY_S)
+                await runtime.sleep_or_stop(stop, STORE_RETRY_S)
 
     async def pump_one(self, cursors: list[int], stop: asyncio.Event) -> None:
         """One shard: the stream is in ts order; forward it as it grows (blocking read), with a

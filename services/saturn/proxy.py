@@ -30,6 +30,8 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 
+from redis.exceptions import RedisError
+
 from services import metrics
 from services.proto import saturn_pb2
 from services.region.store import RegionStore, RemoteUpdate
@@ -42,6 +44,7 @@ MAX_SKIPPED = 32  # ... stopping after this many labels in a row that must wait 
 #                   roughly in ts order, so a long run of them means few concurrent ones behind)
 TREE_SILENCE_S = 1.5  # an origin silent this long on the tree (3 heartbeats missed) = tree down
 CHECK_EVERY_S = 0.5  # with nothing arriving, the tree's silence is checked this often
+STORE_RETRY_S = 0.2  # after a store error (its Redis restarting), the next try
 
 Applied = Callable[[str, list[RemoteUpdate]], None]
 
@@ -140,17 +143,29 @@ class RemoteProxy:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wakeup.wait(), CHECK_EVERY_S)
             self.wakeup.clear()
-            if self.mode == "tree":
-                if self.tree_silent():
-                    self.switch("timestamp")
-                else:  # a gap may switch the mode while a run is being applied: then stop
-                    while self.mode == "tree" and await self.deliver_run():
-                        pass
-            if self.mode == "timestamp":
-                await self.deliver_in_timestamp_order()
-                if self.tree_caught_up():
-                    self.switch("tree")
-                    self.wakeup.set()
+            try:
+                await self.step()
+            except (RedisError, OSError) as exc:
+                # The store is restarting: what was not applied stays queued (labels, payloads,
+                # in-memory watermarks change only after a call succeeded), and a run applied
+                # just before the error is skipped by the watermarks when it is tried again.
+                log.warning("proxy %s: store unavailable (%s); retrying", self.region, exc)
+                await asyncio.sleep(STORE_RETRY_S)
+                self.wakeup.set()
+
+    async def step(self) -> None:
+        """What one wake-up does: deliver what can be, in the current mode; switch modes."""
+        if self.mode == "tree":
+            if self.tree_silent():
+                self.switch("timestamp")
+            else:  # a gap may switch the mode while a run is being applied: then stop
+                while self.mode == "tree" and await self.deliver_run():
+                    pass
+        if self.mode == "timestamp":
+            await self.deliver_in_timestamp_order()
+            if self.tree_caught_up():
+                self.switch("tree")
+                self.wakeup.set()
 
     # -- modes -------------------------------------------------------------------------------
     def tree_silent(self) -> bool:
