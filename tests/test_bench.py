@@ -179,11 +179,12 @@ def test_unknown_protocol_is_refused_before_starting_anything(tmp_path: Path):
     assert code == 2
 
 
-def test_protocol_variants_name_their_environment(capsys: pytest.CaptureFixture[str]):
-    from loadtest.bench.cli import split_variant
+def test_protocol_variants_name_their_environment_and_topology(capsys: pytest.CaptureFixture[str]):
+    from loadtest.bench.cli import Variant, split_variant
 
-    assert split_variant("saturn") == ("saturn", {})
-    assert split_variant("saturn+serial") == ("saturn", {"SATURN_CONCURRENT_APPLY": "0"})
+    assert split_variant("saturn") == ("saturn", Variant())
+    assert split_variant("saturn+serial") == ("saturn", Variant(env={"SATURN_CONCURRENT_APPLY": "0"}))
+    assert split_variant("eventual+everysec") == ("eventual", Variant(topology={"appendfsync": "everysec"}))
     code = bench.main(["--topology", str(TOPOLOGIES / "two-region.toml"), "--protocols", "saturn+bogus"])
     assert code == 2
     assert "unknown variant 'bogus'" in capsys.readouterr().err

@@ -8,6 +8,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
@@ -24,10 +25,22 @@ from services.topology import Topology, TopologyError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TOPOLOGY = PROJECT_ROOT / "topologies" / "demo-3region.toml"
-# Variants of a protocol, named "protocol+variant": the environment its services run with.
-VARIANTS: dict[str, dict[str, str]] = {
-    "serial": {"SATURN_CONCURRENT_APPLY": "0"},  # saturn without §4.4 (concurrent labels wait too)
-    "eager": {"SATURN_HEARTBEAT_SLACK": "0"},  # heartbeats leave as soon as due, each on its own
+@dataclass(frozen=True)
+class Variant:
+    """A variant of a protocol, named "protocol+variant": the environment its services run with,
+    and fields of the topology it runs with."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    topology: dict[str, object] = field(default_factory=dict)
+
+
+VARIANTS: dict[str, Variant] = {
+    # saturn without §4.4 (concurrent labels wait too)
+    "serial": Variant(env={"SATURN_CONCURRENT_APPLY": "0"}),
+    # heartbeats leave as soon as due, each on its own
+    "eager": Variant(env={"SATURN_HEARTBEAT_SLACK": "0"}),
+    # the stores fsync their AOF once a second (Redis's advice for speed) instead of before replying
+    "everysec": Variant(topology={"appendfsync": "everysec"}),
 }
 # What makes one protocol's run fail without stopping the others.
 RUN_FAILURES = (BenchError, LaunchError, RedisNotFound, CausalError, redis.RedisError, OSError)
@@ -62,7 +75,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add(
         "--protocols",
         help="comma-separated, one run each; 'saturn+serial' is saturn without §4.4, 'saturn+eager' "
-        "without heartbeat slack (default: the topology's protocol)",
+        "without heartbeat slack, 'P+everysec' with stores fsyncing once a second instead of before "
+        "every reply (default: the topology's protocol)",
     )
     add(
         "--repeat",
@@ -133,19 +147,21 @@ def run_protocol(
         say(f"[{actual}] attached to {topology.name} at {topology.frontend_endpoint(settings.region)}")
         return bench_protocol(topology, actual, settings)
     assert protocol is not None
-    name, env = split_variant(protocol)
-    configured = with_overrides(topology, protocol=name, base_port=args.base_port or find_base_port(topology))
-    with variant_environment(env), started(configured, Path(args.out) / f"run-{protocol}") as cluster:
+    name, variant = split_variant(protocol)
+    configured = with_overrides(
+        topology, protocol=name, base_port=args.base_port or find_base_port(topology), **variant.topology
+    )
+    with variant_environment(variant.env), started(configured, Path(args.out) / f"run-{protocol}") as cluster:
         pids = {name: running.popen.pid for name, running in cluster.processes.items()}
         return bench_protocol(configured, protocol, settings, pids)
 
 
-def split_variant(protocol: str) -> tuple[str, dict[str, str]]:
-    """'saturn+serial' -> ('saturn', its environment); raises BenchError for an unknown variant."""
+def split_variant(protocol: str) -> tuple[str, Variant]:
+    """'saturn+serial' -> ('saturn', its variant); raises BenchError for an unknown variant."""
     name, _, variant = protocol.partition("+")
     if variant and variant not in VARIANTS:
         raise BenchError(f"unknown variant {variant!r} of {name!r} (known: {', '.join(VARIANTS)})")
-    return name, VARIANTS.get(variant, {})
+    return name, VARIANTS.get(variant, Variant())
 
 
 @contextlib.contextmanager
