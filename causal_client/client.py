@@ -113,10 +113,11 @@ class CausalClient:
         with self._lock:
             if region not in self._links:
                 target = self.region(region).site
-                latency = (
-                    0.0 if self.site in (None, target) else self.latencies_ms.get((self.site, target), 0)
-                )
-                self._links[region] = Link(latency)
+                if self.site in (None, target):
+                    self._links[region] = Link(0.0)
+                else:
+                    latency = self.latencies_ms.get((self.site, target), 0)
+                    self._links[region] = Link(latency, sites=(self.site, target))  # type: ignore[arg-type]
             return self._links[region]
 
     def replicas(self, group: str) -> tuple[str, ...]:

@@ -5,12 +5,22 @@ label streams and client calls to a remote region. FIFO order is kept even with 
 message is never released before the one sent ahead of it. No root or kernel features are needed,
 and with zero latency it adds nothing. It lives in the client library because client calls to a
 remote region need it too; the services import it from here.
+
+Faults can be injected from outside (a nemesis): a JSON file named by ``$SATURN_WAN_CONTROL``,
+which every process re-reads when it changes, holds partitions (messages between two sites are
+held until the partition ends, then let through in order) and latency spikes (extra one-way
+latency for a while), each between two sites in both directions, with wall-clock times:
+
+    {"partitions": [{"sites": ["A", "B"], "from": 1795e6, "until": 1795e6}],
+     "spikes": [{"sites": ["A", "C"], "extra_ms": 200, "from": 1795e6, "until": 1795e6}]}
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import random
 import time
 from collections import deque
@@ -19,24 +29,92 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 
 
+CONTROL_ENV = "SATURN_WAN_CONTROL"
+CONTROL_REREAD_S = 0.05  # the control file's modification time is looked at this often at most
+
+
+class WanControl:
+    """The faults of the control file (module doc), re-read when the file changes."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._checked = 0.0
+        self._stamp: int | None = None
+        self._partitions: list[tuple[frozenset[str], float, float]] = []
+        self._spikes: list[tuple[frozenset[str], float, float, float]] = []
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._checked < CONTROL_REREAD_S:
+            return
+        self._checked = now
+        try:
+            stamp = os.stat(self.path).st_mtime_ns
+            if stamp == self._stamp:
+                return
+            with open(self.path, encoding="utf-8") as file:
+                data = json.loads(file.read() or "{}")
+        except (OSError, ValueError):
+            return  # no file (no faults yet), or one being replaced: keep what was known
+        self._stamp = stamp
+        self._partitions = [
+            (frozenset(p["sites"]), p["from"], p["until"]) for p in data.get("partitions", [])
+        ]
+        self._spikes = [
+            (frozenset(p["sites"]), p["from"], p["until"], p["extra_ms"] / 1000.0)
+            for p in data.get("spikes", [])
+        ]
+
+    def effect(self, sites: frozenset[str]) -> tuple[float, float]:
+        """For a message between ``sites`` sent now: (extra latency in s, seconds to hold it)."""
+        self._refresh()
+        now = time.time()
+        extra = sum(s for pair, start, end, s in self._spikes if pair == sites and start <= now < end)
+        holds = [end - now for pair, start, end in self._partitions if pair == sites and start <= now < end]
+        return extra, max(holds, default=0.0)
+
+
+_controls: dict[str, WanControl] = {}
+
+
+def control() -> WanControl | None:
+    """This process's fault control, if ``$SATURN_WAN_CONTROL`` names one."""
+    path = os.environ.get(CONTROL_ENV)
+    if not path:
+        return None
+    if path not in _controls:
+        _controls[path] = WanControl(path)
+    return _controls[path]
+
+
 class Link:
-    """The emulated properties of one directed site-to-site link."""
+    """The emulated properties of one directed site-to-site link (``sites``: its two ends, where
+    injected faults apply; None for no fault injection)."""
 
-    __slots__ = ("_last_release", "jitter_s", "latency_s")
+    __slots__ = ("_control", "_last_release", "jitter_s", "latency_s", "sites")
 
-    def __init__(self, latency_ms: float, jitter_ms: float = 0.0):
+    def __init__(self, latency_ms: float, jitter_ms: float = 0.0, sites: tuple[str, str] | None = None):
         self.latency_s = latency_ms / 1000.0
         self.jitter_s = jitter_ms / 1000.0
         self._last_release = 0.0
+        self.sites = frozenset(sites) if sites and sites[0] != sites[1] else None
+        self._control = control() if self.sites else None
 
     @property
     def is_instant(self) -> bool:
-        return self.latency_s == 0 and self.jitter_s == 0
+        return self.latency_s == 0 and self.jitter_s == 0 and self._control is None
+
+    def _delay(self) -> float:
+        """This message's one-way delay: latency, jitter and any injected spike or partition."""
+        delay = self.latency_s + (random.uniform(0, self.jitter_s) if self.jitter_s else 0.0)
+        if self._control is not None:
+            extra, hold = self._control.effect(self.sites)  # type: ignore[arg-type]
+            delay = max(delay + extra, hold)
+        return delay
 
     def release_time(self, sent_at: float) -> float:
         """When a message sent at ``sent_at`` (monotonic seconds) arrives; never before the last."""
-        jitter = random.uniform(0, self.jitter_s) if self.jitter_s else 0.0
-        self._last_release = max(self._last_release, sent_at + self.latency_s + jitter)
+        self._last_release = max(self._last_release, sent_at + self._delay())
         return self._last_release
 
     def sleep_one_way(self) -> None:
@@ -45,7 +123,9 @@ class Link:
         Calls are independent of each other, so no FIFO coupling here: concurrent calls from
         several threads each pay one latency, not the sum."""
         if not self.is_instant:
-            time.sleep(self.latency_s + (random.uniform(0, self.jitter_s) if self.jitter_s else 0.0))
+            delay = self._delay()
+            if delay > 0:
+                time.sleep(delay)
 
 
 class DelayLine(Generic[T]):

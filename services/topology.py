@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from causal_client.wan import Link
+
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 ALL_REGIONS = "*"
@@ -318,6 +320,16 @@ class Topology(_Strict):
             if {edge.a, edge.b} == {a, b}:
                 return edge.delay_ms
         raise TopologyError(f"{self.source}: no tree edge {a}-{b}")
+
+    def wan_link(self, a: str, b: str, tree: bool = False) -> Link:
+        """The emulated link from node ``a`` to node ``b`` (regions or serializers), where the
+        WAN control's faults apply too; ``tree``: a tree link, with its edge's artificial delay."""
+        latency = (
+            self.link_latency_ms(a, b)
+            if tree
+            else self.latency_ms_between(self.node_site(a), self.node_site(b))
+        )
+        return Link(latency, self.jitter_ms, sites=(self.node_site(a), self.node_site(b)))
 
     def link_latency_ms(self, a: str, b: str) -> float:
         """What a label pays on the tree link a→b: the WAN latency plus the artificial delay."""

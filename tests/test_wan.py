@@ -123,3 +123,57 @@ def test_client_at_another_site_pays_the_round_trip(two_regions, client_for):
     far_s = min(timed(far) for _ in range(5))
     assert far_s >= 0.040  # 20 ms each way
     assert near_s < far_s - 0.030
+
+
+# -- injected faults (a nemesis writes the control file; every process reads it) ------------------
+def write_control(path, **faults) -> None:
+    import json
+    import os
+
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(faults))
+    os.replace(tmp, path)
+
+
+def test_a_partition_holds_messages_until_it_ends_then_lets_them_through_in_order(tmp_path, monkeypatch):
+    from causal_client import wan
+
+    control = tmp_path / "wan.json"
+    monkeypatch.setenv(wan.CONTROL_ENV, str(control))
+    now = time.time()
+    write_control(control, partitions=[{"sites": ["B", "A"], "from": now - 1, "until": now + 0.3}])
+
+    async def run() -> tuple[list[int], float, float]:
+        cut: DelayLine[int] = DelayLine(Link(10, sites=("A", "B")))
+        other: DelayLine[int] = DelayLine(Link(10, sites=("A", "C")))
+        began = time.monotonic()
+        for i in range(5):
+            cut.put(i)
+        other.put(99)
+        await other.get()
+        other_took = time.monotonic() - began
+        got = [await cut.get() for _ in range(5)]
+        return got, time.monotonic() - began, other_took
+
+    got, took, other_took = asyncio.run(run())
+    assert got == list(range(5)) and 0.28 <= took < 0.6  # held to the end, then all, in order
+    assert other_took < 0.1  # another pair of sites is not partitioned
+
+
+def test_a_latency_spike_adds_to_the_link_while_it_lasts(tmp_path, monkeypatch):
+    from causal_client import wan
+
+    control = tmp_path / "wan.json"
+    monkeypatch.setenv(wan.CONTROL_ENV, str(control))
+    now = time.time()
+    spike = {"sites": ["A", "B"], "extra_ms": 150, "from": now - 1, "until": now + 60}
+    write_control(control, spikes=[spike])
+    link = Link(10, sites=("B", "A"))
+    started = time.monotonic()
+    link.sleep_one_way()
+    assert 0.16 <= time.monotonic() - started < 0.4
+    write_control(control, spikes=[spike | {"until": now - 0.5}])
+    time.sleep(wan.CONTROL_REREAD_S * 2)
+    started = time.monotonic()
+    link.sleep_one_way()
+    assert time.monotonic() - started < 0.1  # over: the file was read again

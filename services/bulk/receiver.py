@@ -15,7 +15,7 @@ import time
 import grpc
 from grpc_health.v1 import health_pb2
 
-from causal_client.wan import DelayLine, Link
+from causal_client.wan import DelayLine
 from services import metrics, runtime
 from services.proto import bulk_pb2, bulk_pb2_grpc, saturn_pb2_grpc
 from services.protocols import Protocol, protocol_for
@@ -70,8 +70,7 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
         origin = self.remote_gears.get(gear)
         if origin is None:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown or local origin gear {gear!r}")
-        link = Link(self.topology.region_latency_ms(self.region, origin), self.topology.jitter_ms)
-        acks: DelayLine[bulk_pb2.Position | None] = DelayLine(link)
+        acks: DelayLine[bulk_pb2.Position | None] = DelayLine(self.topology.wan_link(self.region, origin))
         position = await self.protocol.resume_position(gear)
         log.info("%s connected; resuming after ts %d", gear, position)
         acks.put(bulk_pb2.Position(through_ts=position, heartbeats=self.protocol.wants_heartbeats))

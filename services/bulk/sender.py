@@ -16,7 +16,7 @@ import grpc
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from causal_client.wan import DelayLine, Link
+from causal_client.wan import DelayLine
 from services import metrics, runtime
 from services.proto import bulk_pb2, bulk_pb2_grpc
 from services.region import gears
@@ -50,7 +50,7 @@ class GearShipper:
         self.trimmer = trimmer
         self.sent = metrics.BULK_SENT.labels(region, destination)
         self.heartbeats_sent = metrics.BULK_HEARTBEATS.labels(region, destination)
-        self.link = Link(topology.region_latency_ms(region, destination), topology.jitter_ms)
+        self.link = topology.wan_link(region, destination)
         self.heartbeats = False  # the receiver wants them (it says so on the ack stream)
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from causal_client.wan import CONTROL_ENV
 from services.launcher import spawner
 from services.launcher.redis_binary import find_redis_server
 from services.launcher.supervisor import Supervisor
@@ -60,13 +61,22 @@ class Cluster:
     """All processes of one topology. Use as a context manager, or ``start()`` / ``stop()``.
 
     ``supervise``: a process that dies is started again (``supervisor.py``); one stopped on
-    purpose with :meth:`kill` stays down until :meth:`restart`."""
+    purpose with :meth:`kill` stays down until :meth:`restart`. ``wan_control``: every process
+    takes WAN faults (partitions, latency spikes) from :attr:`wan_control_file` (causal_client.wan)."""
 
-    def __init__(self, topology: Topology, run_dir: str | Path, web: bool = False, supervise: bool = True):
+    def __init__(
+        self,
+        topology: Topology,
+        run_dir: str | Path,
+        web: bool = False,
+        supervise: bool = True,
+        wan_control: bool = False,
+    ):
         self.topology = topology
         self.run_dir = Path(run_dir).resolve()
         self.web = web  # also the web app: per region a Celery broker, gunicorn and a Celery worker
         self.supervise = supervise
+        self.wan_control = wan_control
         self.processes: dict[str, Running] = {}
         self.specs: dict[str, ProcessSpec] = {}
         self.held: set[str] = set()  # stopped on purpose: not restarted by the supervisor
@@ -192,6 +202,10 @@ class Cluster:
         return path.read_text().strip()
 
     @property
+    def wan_control_file(self) -> Path:
+        return self.run_dir / "wan.json"
+
+    @property
     def topology_file(self) -> Path:
         return self.run_dir / "topology.json"
 
@@ -268,6 +282,8 @@ class Cluster:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
         if spec.region:
             env["PROMETHEUS_MULTIPROC_DIR"] = str(self.metrics_dir(spec.region))
+        if self.wan_control:
+            env[CONTROL_ENV] = str(self.wan_control_file)
         with open(log_path, "ab") as log_file:
             popen = spawner.popen(
                 [sys.executable, "-m", "services.launcher.orphan_guard", str(os.getpid()), "--", *spec.argv],

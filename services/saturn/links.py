@@ -58,9 +58,7 @@ class OutgoingLink:
         self.node = node
         self.neighbour = neighbour
         self.endpoint = topology.tree_endpoint(neighbour)
-        self.line: DelayLine[saturn_pb2.LabelBatch] = DelayLine(
-            Link(topology.link_latency_ms(node, neighbour), topology.jitter_ms)
-        )
+        self.line: DelayLine[saturn_pb2.LabelBatch] = DelayLine(topology.wan_link(node, neighbour, tree=True))
         self.connected = asyncio.Event()
         self.sent_batches = 0
 

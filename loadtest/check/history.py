@@ -1,0 +1,83 @@
+"""What a checked run records: every session's operations, in the order the session made them.
+
+A key is ``(group, row)`` with one value column; every value written is unique across the run
+(``"<session>.<n>"``), so a read names the one write it read from ("differentiated histories",
+Bouajjani et al., POPL'17). A write whose call failed may or may not have been applied (the store
+may have died before replying): it is kept as ``UNKNOWN``, a write someone may read, but not in
+its session's order, since the session never learned of it and its later operations do not
+depend on it.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from dataclasses import dataclass, field
+
+Key = tuple[str, str]  # (group, row)
+
+
+class Kind(enum.Enum):
+    READ = "r"
+    WRITE = "w"
+
+
+class Outcome(enum.Enum):
+    OK = "ok"
+    UNKNOWN = "unknown"  # a write whose call failed: applied or not, nobody knows
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One operation. ``value`` is what was written, or what the read returned (None: the key's
+    initial state, never written as far as the read could tell). ``label`` is the write's label
+    as (ts, src) when acknowledged, for the lost-write check."""
+
+    id: int
+    session: int
+    index: int  # position in the session's order, from 1 (UNKNOWN writes: the preceding op's)
+    kind: Kind
+    key: Key
+    value: str | None
+    outcome: Outcome
+    region: str
+    start: float  # seconds since the run began
+    end: float
+    label: tuple[int, str] | None = None
+
+
+@dataclass
+class Failure:
+    """A call that failed (a read, a migration, a resume): an availability fact, not history."""
+
+    session: int
+    what: str
+    region: str
+    error: str  # the exception's type name
+    at: float
+
+
+@dataclass
+class History:
+    """Thread-safe: each session appends its own operations."""
+
+    ops: list[Op] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    counters: dict[str, dict[str, int]] = field(default_factory=dict)  # group → acked/unknown
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, **fields) -> Op:
+        with self._lock:
+            op = Op(id=len(self.ops), **fields)
+            self.ops.append(op)
+            return op
+
+    def failed(self, failure: Failure) -> None:
+        with self._lock:
+            self.failures.append(failure)
+
+    def counted(self, group: str, outcome: Outcome) -> None:
+        """An increment of the group's shared counter: acknowledged, or of unknown outcome."""
+        with self._lock:
+            tally = self.counters.setdefault(group, {"ok": 0, "unknown": 0})
+            tally[outcome.value] += 1
