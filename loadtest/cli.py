@@ -5,11 +5,16 @@
     python -m loadtest plan --users 2000 --out my-plan                 # graph + placement + topology
     python -m loadtest run --plan my-plan --running .run               # a cluster started by hand
     python -m loadtest graph --users 61096 --out nola.txt.gz           # the full-size graph
+    python -m loadtest check --duration 60 --nemesis all               # random histories under faults
 
 ``run`` makes a plan (unless given one), then per protocol starts the plan's topology on free
 ports (with the web tier for ``--target web``), seeds the network, runs Locust headless, reads the
 services' metrics, and stops everything; it prints tables and writes Locust's CSV/JSON,
 summary.json, summary.txt and summary.png into the output directory.
+
+``check`` runs random client sessions against one protocol while a nemesis injects faults, then
+checks the recorded history for causal consistency and the replicas for convergence and lost or
+doubled writes (loadtest/check); exit status 1 if anything is wrong.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loadtest.bench.report import say
+from loadtest.check.nemesis import FAULTS
+from loadtest.check.run import CheckSettings, passed, run_check
 from loadtest.graph import generate, statistics
 from loadtest.locust_run import LocustOptions
 from loadtest.mix import MIXES
@@ -33,6 +40,7 @@ from services.topology import Topology, TopologyError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TOPOLOGY = PROJECT_ROOT / "topologies" / "demo-3region.toml"
+CHECK_TOPOLOGY = PROJECT_ROOT / "topologies" / "causality-3region.toml"
 TARGETS = {"store": "StoreUser", "web": "WebUser"}
 
 
@@ -92,13 +100,32 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=int, default=0, help="distributed Locust: a master and N workers")
     run.add_argument("--running", help="use the cluster a launcher runs in this run directory (e.g. .run)")
     run.add_argument("--out", help="output directory (default: loadtest-results/<topology>-<target>-<mix>)")
+
+    checked = commands.add_parser("check", help="random histories under faults, checked for causality")
+    checked.add_argument(
+        "--topology", default=str(CHECK_TOPOLOGY), help="topology file (default: causality-3region)"
+    )
+    checked.add_argument("--protocol", default="saturn", help="eventual or saturn (default: saturn)")
+    checked.add_argument("--duration", type=positive(float), default=60.0, help="seconds (default: 60)")
+    checked.add_argument("--sessions", type=positive(int), default=12, help="client sessions (default: 12)")
+    checked.add_argument("--keys", type=positive(int), default=6, help="hot keys per group (default: 6)")
+    checked.add_argument(
+        "--nemesis",
+        default="none",
+        help=f"comma-separated faults, 'all' or 'none' (default: none); known: {', '.join(FAULTS)}",
+    )
+    checked.add_argument("--interval", type=positive(float), default=6.0, help="seconds between faults")
+    checked.add_argument("--fault-seconds", type=positive(float), default=2.0, help="how long a fault lasts")
+    checked.add_argument("--seed", type=int, default=1)
+    checked.add_argument("--out", help="output directory (default: check-results/<topology>-<protocol>)")
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return {"graph": graph_command, "plan": plan_command, "run": run_command}[args.command](args)
+        commands = {"graph": graph_command, "plan": plan_command, "run": run_command, "check": check_command}
+        return commands[args.command](args)
     except (TopologyError, PlanError, ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -171,3 +198,22 @@ def run_command(args: argparse.Namespace) -> int:
     if failed:
         say(f"{failed} requests failed (see the tables and {out}/*_failures.csv)")
     return 1 if failed else 0
+
+
+def check_command(args: argparse.Namespace) -> int:
+    faults = {"none": [], "all": list(FAULTS)}.get(args.nemesis)
+    if faults is None:
+        faults = [f.strip() for f in args.nemesis.split(",") if f.strip()]
+        unknown = sorted(set(faults) - set(FAULTS))
+        if unknown:
+            raise ValueError(f"unknown faults {unknown} (known: {', '.join(FAULTS)})")
+    if args.fault_seconds >= args.interval:
+        raise ValueError("--fault-seconds must be shorter than --interval")
+    topology = Topology.load(args.topology)
+    out = Path(args.out or PROJECT_ROOT / "check-results" / f"{topology.name}-{args.protocol}")
+    settings = CheckSettings(
+        topology=Path(args.topology), protocol=args.protocol, duration=args.duration,
+        sessions=args.sessions, keys_per_group=args.keys, faults=faults, interval_s=args.interval,
+        fault_s=args.fault_seconds, seed=args.seed, out=out,
+    )  # fmt: skip
+    return 0 if passed(run_check(settings, say)) else 1

@@ -25,6 +25,8 @@ from services.topology import Topology, TopologyError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TOPOLOGY = PROJECT_ROOT / "topologies" / "demo-3region.toml"
+
+
 @dataclass(frozen=True)
 class Variant:
     """A variant of a protocol, named "protocol+variant": the environment its services run with,

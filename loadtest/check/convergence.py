@@ -1,0 +1,125 @@
+"""After a checked run: let replication quiesce, then check that every replica of a group holds
+the same cells (convergence), that no acknowledged write was lost where last-writer-wins says it
+survives, and that the groups' counters add up to the acknowledged increments (never more than
+those plus the ones of unknown outcome: more would be an increment applied twice)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from causal_client import CausalClient, CausalError, ReadSpec
+from loadtest.check.history import History, Kind, Outcome
+from loadtest.check.workload import COUNTER_COLUMN, COUNTER_ROW, VALUE_COLUMN
+
+Snapshot = dict[tuple[str, str], tuple[str | None, tuple[int, str] | None]]  # key → (value, label)
+
+
+@dataclass
+class Convergence:
+    converged: bool
+    seconds: float  # how long replication took to quiesce after the run
+    diverged: list[str] = field(default_factory=list)  # keys whose replicas differ, described
+    lost: list[str] = field(default_factory=list)  # acknowledged writes LWW says must survive
+    counters: dict[str, dict[str, int]] = field(default_factory=dict)  # group → final/ok/unknown
+    lost_increments: int = 0
+    doubled_increments: int = 0
+
+    @property
+    def lost_writes(self) -> int:
+        return len(self.lost)
+
+
+def snapshot(
+    client: CausalClient, region: str, keys: list[tuple[str, str]]
+) -> tuple[Snapshot, dict[str, int]]:
+    """Every key's cell and every group's counter as ``region`` holds them (one multi-read)."""
+    groups = sorted({g for g, _ in keys})
+    specs = [ReadSpec(g, r, (VALUE_COLUMN,)) for g, r in keys] + [
+        ReadSpec(g, COUNTER_ROW, (COUNTER_COLUMN,)) for g in groups
+    ]
+    rows = client.session(region, auto_migrate=False).multi_read(specs)
+    cells: Snapshot = {}
+    for (group, row), result in zip(keys, rows, strict=False):
+        cell = result.cell(VALUE_COLUMN)
+        cells[group, row] = (None, None) if cell is None else (cell.text, (cell.label.ts, cell.label.src))
+    counters = {
+        g: result.counter(COUNTER_COLUMN) for g, result in zip(groups, rows[len(keys) :], strict=True)
+    }
+    return cells, counters
+
+
+def quiesce(
+    client: CausalClient,
+    keys: list[tuple[str, str]],
+    replicas: dict[str, tuple[str, ...]],
+    timeout_s: float,
+    say: Callable[[str], None],
+) -> tuple[bool, float, dict[str, tuple[Snapshot, dict[str, int]]]]:
+    """Reads every region's copy until the replicas of every group agree and nothing changes
+    between two rounds (or ``timeout_s``). Returns (agreed, seconds, last snapshots)."""
+    began = time.monotonic()
+    previous = None
+    while True:
+        shots = {}
+        for region in client.regions:
+            mine = [k for k in keys if region in replicas[k[0]]]
+            try:
+                shots[region] = snapshot(client, region, mine)
+            except CausalError as exc:
+                say(f"  {region} not readable yet ({type(exc).__name__})")
+        agreed = len(shots) == len(client.regions) and not _differences(keys, replicas, shots)
+        if agreed and shots == previous:
+            return True, time.monotonic() - began, shots
+        if time.monotonic() - began > timeout_s:
+            return False, time.monotonic() - began, shots
+        previous = shots
+        time.sleep(0.5)
+
+
+def _differences(keys, replicas, shots) -> list[str]:
+    found = []
+    for key in keys:
+        holders = [r for r in replicas[key[0]] if r in shots]
+        copies = {r: shots[r][0].get(key) for r in holders}
+        if len(set(copies.values())) > 1:
+            found.append(f"{key[0]}/{key[1]}: " + ", ".join(f"{r}={v[0]}" for r, v in copies.items()))
+    for group in {k[0] for k in keys}:
+        counts = {r: shots[r][1].get(group) for r in replicas[group] if r in shots}
+        if len(set(counts.values())) > 1:
+            found.append(f"{group}/{COUNTER_ROW}: " + ", ".join(f"{r}={v}" for r, v in counts.items()))
+    return found
+
+
+def check_convergence(
+    client: CausalClient,
+    history: History,
+    keys: list[tuple[str, str]],
+    replicas: dict[str, tuple[str, ...]],
+    say: Callable[[str], None],
+    timeout_s: float = 60.0,
+) -> Convergence:
+    agreed, seconds, shots = quiesce(client, keys, replicas, timeout_s, say)
+    result = Convergence(converged=agreed, seconds=seconds)
+    if not agreed:
+        result.diverged = _differences(keys, replicas, shots) or ["some region could not be read"]
+    newest: dict[tuple[str, str], tuple[tuple[int, str], str]] = {}  # LWW winner among the acked
+    for op in history.ops:
+        acked = op.kind == Kind.WRITE and op.outcome == Outcome.OK and op.label is not None
+        if acked and (op.key not in newest or op.label > newest[op.key][0]):  # type: ignore[operator]
+            newest[op.key] = (op.label, op.value)  # type: ignore[assignment]
+    for key, (label, value) in newest.items():
+        for region in replicas[key[0]]:
+            if region not in shots:
+                continue
+            final_value, final_label = shots[region][0].get(key, (None, None))
+            if final_label is None or final_label < label:
+                result.lost.append(f"{key[0]}/{key[1]}={value} at {region} (holds {final_value})")
+    for group, tally in history.counters.items():
+        finals = [shots[r][1].get(group, 0) for r in replicas[group] if r in shots]
+        final = max(finals, default=0)
+        result.counters[group] = {"final": final, **tally}
+        result.lost_increments += max(0, tally["ok"] - final)
+        result.doubled_increments += max(0, final - tally["ok"] - tally["unknown"])
+    return result

@@ -1,0 +1,155 @@
+"""Faults scheduled during a checked run, one at a time, each healed before the next.
+
+- crashes (SIGKILL from outside; the launcher's supervisor starts the process again): a
+  serializer, a label sink, a bulk receiver (with its remote proxy), a bulk sender, a frontend,
+  a store (Redis, durable: it comes back with what it acknowledged);
+- a whole region: every process of it stopped at once, started again after the fault's time;
+- a partition of a WAN link between two sites: messages held, then let through in order;
+- a latency spike on a WAN link.
+
+WAN faults go through the cluster's WAN control file, which every process reads
+(``causal_client.wan``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.launcher.cluster import Cluster
+
+CRASHES = {  # fault → the processes it may hit (by the end of their names)
+    "serializer": "serializer.",
+    "sink": ".label-sink",
+    "receiver": ".bulk-receiver",
+    "sender": ".bulk-sender",
+    "frontend": ".frontend0",
+    "store": ".redis0",
+}
+FAULTS = (*CRASHES, "region", "partition", "spike")
+SPIKE_MS = 250.0
+BACK_WITHIN_S = 30.0
+
+
+@dataclass
+class Event:
+    fault: str
+    target: str
+    start: float  # seconds since the run began
+    end: float | None = None
+    note: str = ""
+
+
+class Nemesis(threading.Thread):
+    def __init__(
+        self,
+        cluster: Cluster,
+        faults: list[str],
+        clock: float,
+        stop: threading.Event,
+        interval_s: float,
+        fault_s: float,
+        seed: int,
+        say: Callable[[str], None],
+    ):
+        super().__init__(name="nemesis", daemon=True)
+        self.cluster, self.clock, self.stop, self.say = cluster, clock, stop, say
+        self.interval_s, self.fault_s = interval_s, fault_s
+        self.rng = random.Random(seed)
+        self.faults = [f for f in faults if self.targets(f)]
+        self.events: list[Event] = []
+        self.errors: list[str] = []
+
+    def now(self) -> float:
+        return time.monotonic() - self.clock
+
+    # -- what can be hit ----------------------------------------------------------------------
+    def targets(self, fault: str) -> list[str]:
+        t = self.cluster.topology
+        if fault in CRASHES:
+            suffix = CRASHES[fault]
+            return sorted(n for n in self.cluster.specs if n.endswith(suffix) or n.startswith(suffix))
+        if fault == "region":
+            return list(t.region_names)
+        sites = sorted({r.site for r in t.regions})
+        return [f"{a}|{b}" for i, a in enumerate(sites) for b in sites[i + 1 :]]
+
+    # -- the schedule --------------------------------------------------------------------------
+    def run(self) -> None:
+        turn = 0
+        while not self.stop.wait(self.interval_s - self.fault_s if turn else self.interval_s / 2):
+            if not self.faults:
+                return
+            fault = self.faults[turn % len(self.faults)]
+            turn += 1
+            target = self.rng.choice(self.targets(fault))
+            event = Event(fault, target, self.now())
+            self.events.append(event)
+            self.say(f"  [{event.start:6.1f}s] nemesis: {fault} {target}")
+            try:
+                getattr(self, f"_{fault}" if fault in ("region", "partition", "spike") else "_crash")(target)
+            except Exception as exc:  # a fault that could not be done is reported, not fatal
+                self.errors.append(f"{fault} {target}: {exc}")
+                event.note = f"failed: {exc}"
+            event.end = self.now()
+
+    def _crash(self, name: str) -> None:
+        """SIGKILL from outside, as a crash would; the supervisor brings it back."""
+        dead = self.cluster.processes[name].popen.pid
+        os.kill(dead, signal.SIGKILL)
+        self.stop.wait(self.fault_s)
+        deadline = time.monotonic() + BACK_WITHIN_S
+        while time.monotonic() < deadline:
+            running = self.cluster.processes[name]
+            if (
+                running.popen.pid != dead
+                and running.popen.poll() is None
+                and self.cluster.is_healthy(running.spec)
+            ):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"{name} not back within {BACK_WITHIN_S:.0f} s")
+
+    def _region(self, region: str) -> None:
+        names = [n for n, spec in self.cluster.specs.items() if spec.region == region and not _web(n)]
+        for name in reversed(names):
+            self.cluster.kill(name)
+        self.stop.wait(self.fault_s)
+        for name in names:  # in start order: stores first
+            self.cluster.restart(name)
+
+    def _partition(self, pair: str) -> None:
+        self._wan("partitions", pair, {})
+
+    def _spike(self, pair: str) -> None:
+        self._wan("spikes", pair, {"extra_ms": SPIKE_MS})
+
+    def _wan(self, kind: str, pair: str, fields: dict) -> None:
+        now = time.time()
+        entry = {"sites": pair.split("|"), "from": now, "until": now + self.fault_s, **fields}
+        write_wan_control(self.cluster, {kind: [entry]})
+        self.stop.wait(self.fault_s)
+        write_wan_control(self.cluster, {})
+
+    def heal(self) -> None:
+        """After the run: no WAN fault left, every process stopped on purpose started again."""
+        write_wan_control(self.cluster, {})
+        for name in list(self.cluster.held):
+            self.cluster.restart(name)
+
+
+def _web(name: str) -> bool:
+    return name.endswith((".web", ".celery", ".broker"))
+
+
+def write_wan_control(cluster: Cluster, faults: dict) -> None:
+    path = cluster.wan_control_file
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(faults))
+    os.replace(tmp, path)  # a reader sees the old file or the new one, never half of one

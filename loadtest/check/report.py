@@ -1,0 +1,182 @@
+"""What a checked run reports: tables on stdout, ``check.json`` and ``check.png`` (throughput and
+visibility over time with the nemesis's faults marked)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only
+
+import matplotlib.pyplot as plt
+
+from loadtest.bench.report import num, render_table
+from loadtest.check.causal import PATTERNS, CheckResult, Violation
+from loadtest.check.convergence import Convergence
+from loadtest.check.history import Failure, History, Op
+from loadtest.check.nemesis import Event
+
+WINDOW_GAP_S = 1.0  # failures further apart than this are separate unavailability windows
+
+
+def describe(op: Op | None) -> str:
+    if op is None:
+        return "the initial state"
+    what = (
+        "read"
+        if op.kind.value == "r"
+        else ("write" if op.outcome.value == "ok" else "write (unknown outcome)")
+    )
+    shown = "∅" if op.value is None else op.value
+    return f"s{op.session}#{op.index} {what} {op.key[0]}/{op.key[1]}={shown} at {op.region} ({op.end:.2f}s)"
+
+
+def excerpt(violation: Violation) -> list[str]:
+    lines = []
+    if violation.read is not None:
+        lines.append(f"    read:   {describe(violation.read)}")
+        if violation.pattern != "ThinAirRead":
+            lines.append(f"    source: {describe(violation.source)}")
+            lines.append(f"    newer:  {describe(violation.newer)} (causally before the read)")
+    if violation.chain:
+        lines.append("    chain:  " + "\n         → ".join(describe(op) for op in violation.chain))
+    return lines
+
+
+def unavailability(failures: Sequence[Failure]) -> list[tuple[str, float, float, int]]:
+    """Per region, the windows in which calls failed: (region, from s, to s, failed calls)."""
+    windows: list[tuple[str, float, float, int]] = []
+    for region in sorted({f.region for f in failures}):
+        times = sorted(f.at for f in failures if f.region == region)
+        start = end = times[0]
+        count = 0
+        for t in times:
+            if t - end > WINDOW_GAP_S:
+                windows.append((region, start, end, count))
+                start, count = t, 0
+            end = t
+            count += 1
+        windows.append((region, start, end, count))
+    return sorted(windows, key=lambda w: w[1])
+
+
+def text_report(
+    settings: dict, history: History, result: CheckResult, convergence: Convergence, events: list[Event]
+) -> str:
+    out = []
+    ok = sum(op.outcome.value == "ok" for op in history.ops)
+    out.append(
+        f"{settings['protocol']} on {settings['topology']}: {len(history.ops):,} operations "
+        f"({ok:,} acknowledged) by {settings['sessions']} sessions in {settings['duration']:.0f} s, "
+        f"{len(events)} faults; checked in {result.seconds:.1f} s"
+    )
+    rows = [[p, f"{result.counts[p]:,}"] for p in PATTERNS]
+    out.append(render_table("\nCausal consistency (bad patterns, POPL'17)", ["pattern", "count"], rows))
+    for pattern in PATTERNS:
+        for violation in result.examples[pattern]:
+            out.append(f"  {pattern}:")
+            out += excerpt(violation)
+    counters = sum(c["ok"] for c in convergence.counters.values())
+    verdict = "yes" if convergence.converged else "NO"
+    out.append(
+        f"\nConvergence: {verdict} ({convergence.seconds:.1f} s to quiesce); "
+        f"lost writes {convergence.lost_writes}, lost increments {convergence.lost_increments}, "
+        f"doubled increments {convergence.doubled_increments} (of {counters:,} acknowledged)"
+    )
+    for line in (convergence.diverged + convergence.lost)[:10]:
+        out.append(f"  {line}")
+    errors = Counter(f.error for f in history.failures)
+    if errors:
+        out.append(
+            "\nClient errors: " + ", ".join(f"{name} {count:,}" for name, count in errors.most_common())
+        )
+    windows = unavailability(history.failures)
+    if windows:
+        rows = [[r, num(a), num(b), f"{n:,}"] for r, a, b, n in windows]
+        out.append(
+            render_table("\nUnavailability windows", ["region", "from s", "to s", "failed calls"], rows)
+        )
+    if events:
+        rows = [[e.fault, e.target, num(e.start), num(e.end), e.note] for e in events]
+        out.append(render_table("\nFaults", ["fault", "target", "from s", "to s", "note"], rows))
+    return "\n".join(out)
+
+
+def to_json(
+    settings: dict,
+    history: History,
+    result: CheckResult,
+    convergence: Convergence,
+    events: list[Event],
+    visibility: list[tuple[float, str, float | None]],
+) -> dict:
+    return {
+        "settings": settings,
+        "operations": len(history.ops),
+        "acknowledged": sum(op.outcome.value == "ok" for op in history.ops),
+        "violations": result.counts,
+        "check_seconds": result.seconds,
+        "examples": {p: [excerpt(v) for v in result.examples[p]] for p in PATTERNS},
+        "converged": convergence.converged,
+        "quiesce_seconds": convergence.seconds,
+        "lost_writes": convergence.lost,
+        "diverged": convergence.diverged,
+        "counters": convergence.counters,
+        "lost_increments": convergence.lost_increments,
+        "doubled_increments": convergence.doubled_increments,
+        "errors": dict(Counter(f.error for f in history.failures)),
+        "unavailability": unavailability(history.failures),
+        "faults": [e.__dict__ for e in events],
+        "throughput": throughput(history),
+        "visibility": visibility,
+    }
+
+
+def throughput(history: History) -> list[tuple[int, int]]:
+    """Acknowledged operations per second of the run."""
+    per_second = Counter(int(op.end) for op in history.ops if op.outcome.value == "ok")
+    return sorted(per_second.items())
+
+
+def plot(data: dict, path: Path) -> Path:
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+    seconds = [t for t, _ in data["throughput"]]
+    top.plot(seconds, [n for _, n in data["throughput"]], color="#1f77b4", lw=1.2)
+    top.set_ylabel("ops/s (acknowledged)")
+    for region in sorted({r for _, r, _ in data["visibility"]}):
+        points = [(t, v) for t, r, v in data["visibility"] if r == region]
+        bottom.plot([t for t, _ in points], [v for _, v in points], lw=1, label=f"visible at {region}")
+    bottom.set_ylabel("remote-update visibility, mean ms")
+    bottom.set_xlabel("seconds into the run")
+    bottom.legend(fontsize=8, ncol=4, loc="upper right")
+    colours = plt.get_cmap("tab10")
+    kinds = sorted({f["fault"] for f in data["faults"]})
+    for event in data["faults"]:
+        colour = colours(kinds.index(event["fault"]) % 10)
+        for ax in (top, bottom):
+            ax.axvspan(event["start"], event["end"] or event["start"], color=colour, alpha=0.18, lw=0)
+        top.annotate(
+            f"{event['fault']}\n{event['target']}", (event["start"], 1.0), xycoords=("data", "axes fraction"),
+            fontsize=6, va="bottom", rotation=0, color=colour,
+        )  # fmt: skip
+    s = data["settings"]
+    total = sum(data["violations"].values())
+    fig.suptitle(
+        f"{s['protocol']} on {s['topology']}: {data['operations']:,} operations, "
+        f"{len(data['faults'])} faults, {total} violations, {len(data['lost_writes'])} lost",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write(out: Path, data: dict) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "check.json").write_text(json.dumps(data, indent=2, default=str))
+    return [out / "check.json", plot(data, out / "check.png")]

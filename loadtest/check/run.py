@@ -1,0 +1,124 @@
+"""One checked run: start the topology (durable, supervised, with WAN fault control), run the
+sessions with the nemesis for the duration, heal, let replication quiesce, check convergence and
+the history, report."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from causal_client import CausalClient
+from loadtest.bench.cluster import find_base_port, with_overrides
+from loadtest.check import report
+from loadtest.check.causal import check
+from loadtest.check.convergence import check_convergence
+from loadtest.check.history import History
+from loadtest.check.nemesis import Nemesis
+from loadtest.check.timeline import VisibilitySampler
+from loadtest.check.workload import CheckedSession, Mix, hot_keys
+from services.launcher.cluster import Cluster
+from services.topology import Topology
+
+CALL_TIMEOUT_S = 5.0  # a call to a region that hangs fails after this (then the session moves on)
+PROGRESS_EVERY_S = 10.0
+
+
+@dataclass
+class CheckSettings:
+    topology: Path
+    protocol: str
+    duration: float = 60.0
+    sessions: int = 12
+    keys_per_group: int = 6
+    faults: list[str] = field(default_factory=list)
+    interval_s: float = 6.0
+    fault_s: float = 2.0
+    seed: int = 1
+    mix: Mix = field(default_factory=Mix)
+    out: Path = Path("check-results")
+
+
+def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
+    base = Topology.load(settings.topology)
+    topology = with_overrides(base, protocol=settings.protocol)
+    topology = with_overrides(topology, base_port=find_base_port(topology))
+    out = settings.out
+    cluster = Cluster(topology, out / "cluster", wan_control=True)
+    say(f"[{topology.protocol}] starting {topology.name} (logs in {cluster.run_dir / 'logs'}) ...")
+    cluster.start(fresh=True)
+    try:
+        return _checked_run(settings, cluster, say)
+    finally:
+        say(f"[{topology.protocol}] stopping the cluster ...")
+        cluster.stop()
+
+
+def _checked_run(settings: CheckSettings, cluster: Cluster, say: Callable[[str], None]) -> dict:
+    topology = cluster.topology
+    regions = topology.region_names
+    groups = sorted(topology.group_members)
+    keys = hot_keys(groups, settings.keys_per_group)
+    history = History()
+    stop = threading.Event()
+    with CausalClient.connect(topology.frontend_endpoint(regions[0]), timeout=CALL_TIMEOUT_S) as client:
+        clock = time.monotonic()
+        sessions = [
+            CheckedSession(i, client, regions[i % len(regions)], keys, history, clock, stop, settings.mix,
+                           settings.seed * 1000 + i)
+            for i in range(settings.sessions)
+        ]  # fmt: skip
+        nemesis = Nemesis(
+            cluster, settings.faults, clock, stop, settings.interval_s, settings.fault_s, settings.seed, say
+        )
+        sampler = VisibilitySampler(topology, clock, stop)
+        say(
+            f"[{topology.protocol}] {len(sessions)} sessions over {', '.join(regions)}, "
+            f"{len(keys)} hot keys in {len(groups)} groups, {settings.duration:.0f} s; "
+            f"faults: {', '.join(nemesis.faults) or 'none'}"
+        )
+        for thread in (*sessions, nemesis, sampler):
+            thread.start()
+        ends = clock + settings.duration
+        while not stop.wait(min(PROGRESS_EVERY_S, max(0.0, ends - time.monotonic()))):
+            if time.monotonic() >= ends:
+                break
+            say(
+                f"  [{time.monotonic() - clock:6.1f}s] {len(history.ops):,} operations, "
+                f"{len(history.failures):,} failed calls"
+            )
+        stop.set()
+        for thread in sessions:
+            thread.join(CALL_TIMEOUT_S * 4)
+        nemesis.join(60)
+        sampler.join(5)
+        nemesis.heal()
+        say(f"[{topology.protocol}] {len(history.ops):,} operations; letting replication quiesce ...")
+        convergence = check_convergence(client, history, keys, topology.group_members, say)
+    say(f"[{topology.protocol}] checking the history ...")
+    result = check(history.ops)
+    run_settings = {
+        "topology": topology.name, "protocol": topology.protocol, "duration": settings.duration,
+        "sessions": settings.sessions, "keys": len(keys), "faults": nemesis.faults,
+        "interval_s": settings.interval_s, "fault_s": settings.fault_s, "seed": settings.seed,
+    }  # fmt: skip
+    print(report.text_report(run_settings, history, result, convergence, nemesis.events), flush=True)
+    for problem in nemesis.errors:
+        say(f"nemesis: {problem}")
+    data = report.to_json(run_settings, history, result, convergence, nemesis.events, sampler.samples)
+    for path in report.write(settings.out, data):
+        say(f"wrote {path}")
+    return data
+
+
+def passed(data: dict) -> bool:
+    """No violation, nothing lost or doubled, every replica the same."""
+    return (
+        sum(data["violations"].values()) == 0
+        and not data["lost_writes"]
+        and data["lost_increments"] == 0
+        and data["doubled_increments"] == 0
+        and data["converged"]
+    )

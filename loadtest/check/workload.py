@@ -1,0 +1,175 @@
+"""The sessions of a checked run: threads that read and write a few hot keys per group with values
+unique across the run (so read-from dependencies chain across regions), move between regions
+(migrations, resumes from their token elsewhere, touching groups not replicated where they are),
+and keep going through faults, recording everything in a History.
+
+Each session is one logical client: when it resumes from its token at another region, or fails
+over after its region stopped answering, it stays the same session in the history, whose causal
+past must come along.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass
+
+from causal_client import CausalClient, CausalError, InvalidRequest, RegionUnavailable, Session, StoreTimeout
+from loadtest.check.history import Failure, History, Kind, Outcome
+
+VALUE_COLUMN = "v"
+COUNTER_ROW, COUNTER_COLUMN = "counter", "n"
+FAILOVER_TIMEOUT_S = 3.0  # a move away from a region that stopped answering waits at most this
+PAUSE_AFTER_ERROR_S = 0.05
+
+
+@dataclass(frozen=True)
+class Mix:
+    """Shares of each action (they need not sum to 1; they are weights)."""
+
+    read: float = 0.55
+    write: float = 0.33
+    increment: float = 0.04
+    migrate: float = 0.03
+    resume: float = 0.04
+    think_s: float = 0.0
+
+    def actions(self) -> tuple[list[str], list[float]]:
+        names = ["read", "write", "increment", "migrate", "resume"]
+        return names, [getattr(self, name) for name in names]
+
+
+def hot_keys(groups: list[str], per_group: int) -> list[tuple[str, str]]:
+    return [(group, f"k{i}") for group in groups for i in range(per_group)]
+
+
+class CheckedSession(threading.Thread):
+    """One client session doing random actions until ``stop`` is set."""
+
+    def __init__(
+        self,
+        number: int,
+        client: CausalClient,
+        home: str,
+        keys: list[tuple[str, str]],
+        history: History,
+        clock: float,
+        stop: threading.Event,
+        mix: Mix,
+        seed: int,
+    ):
+        super().__init__(name=f"session-{number}", daemon=True)
+        self.number, self.client, self.home, self.keys = number, client, home, keys
+        self.history, self.clock, self.stop, self.mix = history, clock, stop, mix
+        self.rng = random.Random(seed)
+        self.regions = list(client.regions)
+        self.groups = sorted({group for group, _ in keys})
+        self.index = 0  # acknowledged operations so far (the session's order)
+        self.written = 0
+        self.session: Session | None = None
+
+    def now(self) -> float:
+        return time.monotonic() - self.clock
+
+    def run(self) -> None:
+        names, weights = self.mix.actions()
+        while not self.stop.is_set():
+            try:
+                if self.session is None:
+                    self.session = self.client.session(self.home)
+                action = self.rng.choices(names, weights)[0]
+                getattr(self, action)()
+            except CausalError as exc:
+                self.failed("session", exc)
+            if self.mix.think_s:
+                time.sleep(self.mix.think_s)
+
+    # -- actions -----------------------------------------------------------------------------
+    def read(self) -> None:
+        group, row = self.rng.choice(self.keys)
+        started = self.now()
+        try:
+            value = self.session.read(group, row, [VALUE_COLUMN]).text(VALUE_COLUMN)  # type: ignore[union-attr]
+        except CausalError as exc:
+            self.failed(f"read {group}/{row}", exc)
+            return
+        self.index += 1
+        self.history.add(
+            session=self.number, index=self.index, kind=Kind.READ, key=(group, row), value=value,
+            outcome=Outcome.OK, region=self.session.region, start=started, end=self.now(),  # type: ignore[union-attr]
+        )  # fmt: skip
+
+    def write(self) -> None:
+        group, row = self.rng.choice(self.keys)
+        self.written += 1
+        value = f"{self.number}.{self.written}"
+        started = self.now()
+        region = self.session.region  # type: ignore[union-attr]
+        try:
+            label = self.session.write(group, row, {VALUE_COLUMN: value})  # type: ignore[union-attr]
+        except InvalidRequest:
+            raise  # a bug of the workload: nothing may be recorded about it
+        except CausalError as exc:  # applied or not: unknown (the store may have died mid-call)
+            self.history.add(
+                session=self.number, index=self.index, kind=Kind.WRITE, key=(group, row), value=value,
+                outcome=Outcome.UNKNOWN, region=region, start=started, end=self.now(),
+            )  # fmt: skip
+            self.failed(f"write {group}/{row}", exc)
+            return
+        self.index += 1
+        self.history.add(
+            session=self.number, index=self.index, kind=Kind.WRITE, key=(group, row), value=value,
+            outcome=Outcome.OK, region=self.session.region, start=started, end=self.now(),  # type: ignore[union-attr]
+            label=(label.ts, label.src),
+        )  # fmt: skip
+
+    def increment(self) -> None:
+        group = self.rng.choice(self.groups)
+        try:
+            self.session.increment(group, COUNTER_ROW, COUNTER_COLUMN, 1)  # type: ignore[union-attr]
+        except CausalError as exc:
+            self.history.counted(group, Outcome.UNKNOWN)
+            self.failed(f"increment {group}", exc)
+            return
+        self.history.counted(group, Outcome.OK)
+
+    def migrate(self) -> None:
+        target = self.rng.choice([r for r in self.regions if r != self.session.region])  # type: ignore[union-attr]
+        try:
+            self.session.migrate(target)  # type: ignore[union-attr]
+        except CausalError as exc:
+            self.failed(f"migrate to {target}", exc, target)
+
+    def resume(self) -> None:
+        """As a web app resumes a cookie: from the token, at another region, in a new object."""
+        target = self.rng.choice(self.regions)
+        try:
+            self.session = self.client.session(target, label=self.session.token)  # type: ignore[union-attr]
+        except CausalError as exc:
+            self.failed(f"resume at {target}", exc, target)
+
+    # -- faults ------------------------------------------------------------------------------
+    def failed(self, what: str, exc: CausalError, called: str | None = None) -> None:
+        """A failed call to ``called`` (default: the session's region)."""
+        here = self.session.region if self.session is not None else self.home
+        self.history.failed(Failure(self.number, what, called or here, type(exc).__name__, self.now()))
+        if isinstance(exc, RegionUnavailable | StoreTimeout) and self.session is not None and called is None:
+            self.fail_over(here)
+        else:
+            time.sleep(PAUSE_AFTER_ERROR_S)
+
+    def fail_over(self, down: str) -> None:
+        """Its region does not answer: half the time it waits for it, half the time it moves
+        on (the past must follow, by stabilization when the region that holds it is down)."""
+        if self.rng.random() < 0.5:
+            time.sleep(0.2)
+            return
+        target = self.rng.choice([r for r in self.regions if r != down])
+        try:
+            self.session.migrate(target, timeout=FAILOVER_TIMEOUT_S)  # type: ignore[union-attr]
+        except CausalError as exc:
+            self.history.failed(
+                Failure(self.number, f"fail over to {target}", down, type(exc).__name__, self.now())
+            )
+            time.sleep(0.2)
