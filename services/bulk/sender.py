@@ -90,7 +90,7 @@ class GearShipper:
             reader = asyncio.create_task(self._read_stream(start.through_ts, outbox, in_flight, stop))
             # A reader that fails (the gear's Redis went away) ends the session, which starts over
             # from the receiver's position: without this, the loop below waits for acks forever.
-            reader.add_done_callback(lambda _: call.cancel())
+            reader.add_done_callback(lambda task: _failed(task) and call.cancel())
             try:
                 async for ack in replies:
                     if ack.heartbeats != self.heartbeats:
@@ -101,10 +101,14 @@ class GearShipper:
                         continue  # news of heartbeats only, not an acknowledgement
                     in_flight.release()
                     self.trimmer.acked(self.gear, self.destination, ack.through_ts)
+            except asyncio.CancelledError:
+                if not _failed(reader):
+                    raise  # a real cancellation (the process stops)
+                # else: the reader failed and cancelled the call; its error is raised below
             finally:
                 reader.cancel()
                 call.cancel()
-            if reader.done() and not reader.cancelled() and reader.exception():
+            if _failed(reader):
                 raise reader.exception()  # type: ignore[misc]
 
     async def _read_stream(
@@ -168,6 +172,10 @@ class Trimmer:
                         trimmed[gear] = floor
                     except (RedisError, OSError) as exc:
                         log.warning("trim %s: %s", gear, exc)
+
+
+def _failed(task: asyncio.Task) -> bool:
+    return task.done() and not task.cancelled() and task.exception() is not None
 
 
 def _why(exc: BaseException) -> str:
