@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only
 
 import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
 
 from loadtest.bench.report import num, render_table
 from loadtest.check.causal import PATTERNS, CheckResult, Violation
@@ -21,6 +22,7 @@ from loadtest.check.history import Failure, History, Op
 from loadtest.check.nemesis import Event
 
 WINDOW_GAP_S = 1.0  # failures further apart than this are separate unavailability windows
+ANNOTATED_FAULTS = 12  # up to this many faults, each is labelled with its target on the plot
 
 
 def describe(op: Op | None) -> str:
@@ -159,10 +161,15 @@ def plot(data: dict, path: Path) -> Path:
         colour = colours(kinds.index(event["fault"]) % 10)
         for ax in (top, bottom):
             ax.axvspan(event["start"], event["end"] or event["start"], color=colour, alpha=0.18, lw=0)
-        top.annotate(
-            f"{event['fault']}\n{event['target']}", (event["start"], 1.0), xycoords=("data", "axes fraction"),
-            fontsize=6, va="bottom", rotation=0, color=colour,
-        )  # fmt: skip
+        if len(data["faults"]) <= ANNOTATED_FAULTS:  # more would overlap: the legend names kinds
+            top.annotate(
+                event["target"], (event["start"], 1.0), xycoords=("data", "axes fraction"),
+                fontsize=6, va="bottom", color=colour,
+            )  # fmt: skip
+    if kinds:
+        patches = [Patch(color=colours(i % 10), alpha=0.35, label=kind) for i, kind in enumerate(kinds)]
+        top.legend(handles=patches, fontsize=7, ncol=len(kinds), loc="lower center", frameon=False,
+                   bbox_to_anchor=(0.5, 1.06))  # fmt: skip
     s = data["settings"]
     total = sum(data["violations"].values())
     fig.suptitle(
