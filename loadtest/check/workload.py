@@ -86,6 +86,17 @@ class CheckedSession(threading.Thread):
                 time.sleep(self.mix.think_s)
 
     # -- actions -----------------------------------------------------------------------------
+    def record(self, kind: Kind, key: tuple[str, str], value: str | None, outcome: Outcome,
+               region: str, started: float, label=None) -> None:  # fmt: skip
+        """One operation in the history; an acknowledged one takes the next place in the
+        session's order, one of unknown outcome hangs off the last (see history.py)."""
+        if outcome == Outcome.OK:
+            self.index += 1
+        self.history.add(
+            session=self.number, index=self.index, kind=kind, key=key, value=value, outcome=outcome,
+            region=region, start=started, end=self.now(), label=label,
+        )  # fmt: skip
+
     def read(self) -> None:
         group, row = self.rng.choice(self.keys)
         started = self.now()
@@ -94,11 +105,7 @@ class CheckedSession(threading.Thread):
         except CausalError as exc:
             self.failed(f"read {group}/{row}", exc)
             return
-        self.index += 1
-        self.history.add(
-            session=self.number, index=self.index, kind=Kind.READ, key=(group, row), value=value,
-            outcome=Outcome.OK, region=self.session.region, start=started, end=self.now(),  # type: ignore[union-attr]
-        )  # fmt: skip
+        self.record(Kind.READ, (group, row), value, Outcome.OK, self.session.region, started)  # type: ignore[union-attr]
 
     def write(self) -> None:
         group, row = self.rng.choice(self.keys)
@@ -111,18 +118,12 @@ class CheckedSession(threading.Thread):
         except InvalidRequest:
             raise  # a bug of the workload: nothing may be recorded about it
         except CausalError as exc:  # applied or not: unknown (the store may have died mid-call)
-            self.history.add(
-                session=self.number, index=self.index, kind=Kind.WRITE, key=(group, row), value=value,
-                outcome=Outcome.UNKNOWN, region=region, start=started, end=self.now(),
-            )  # fmt: skip
+            self.record(Kind.WRITE, (group, row), value, Outcome.UNKNOWN, region, started)
             self.failed(f"write {group}/{row}", exc)
             return
-        self.index += 1
-        self.history.add(
-            session=self.number, index=self.index, kind=Kind.WRITE, key=(group, row), value=value,
-            outcome=Outcome.OK, region=self.session.region, start=started, end=self.now(),  # type: ignore[union-attr]
-            label=(label.ts, label.src),
-        )  # fmt: skip
+        # where it was applied: an auto-migration (group not replicated here) may have moved it
+        region = self.session.region  # type: ignore[union-attr]
+        self.record(Kind.WRITE, (group, row), value, Outcome.OK, region, started, (label.ts, label.src))
 
     def increment(self) -> None:
         group = self.rng.choice(self.groups)
