@@ -19,6 +19,7 @@ from causal_client.wan import Link
 
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+HOST_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.:_-]{0,251}[A-Za-z0-9])?$"  # a DNS name or an IP address
 ALL_REGIONS = "*"
 
 
@@ -42,6 +43,7 @@ class RegionPorts(_Strict):
 class Region(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     site: str = Field(pattern=NAME_PATTERN)
+    host: str | None = Field(default=None, pattern=HOST_PATTERN, description="where peers reach it")
     shards: int = Field(default=1, ge=1, le=64)
     frontends: int = Field(default=1, ge=1, le=32, description="frontend processes (SO_REUSEPORT)")
     ports: RegionPorts = RegionPorts()
@@ -50,6 +52,7 @@ class Region(_Strict):
 class Serializer(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     site: str = Field(pattern=NAME_PATTERN)
+    host: str | None = Field(default=None, pattern=HOST_PATTERN, description="where peers reach it")
     port: int | None = Field(default=None, ge=1, le=65535)
 
 
@@ -64,7 +67,9 @@ class Topology(_Strict):
 
     name: str
     protocol: Literal["eventual", "saturn", "gentlerain", "cure"] = "eventual"
-    host: str = "127.0.0.1"
+    host: str = Field(default="127.0.0.1", pattern=HOST_PATTERN)  # every node's, unless it names its own
+    # where services listen (default: their node's host; 0.0.0.0 in a container)
+    bind: str | None = Field(default=None, pattern=HOST_PATTERN)
     base_port: int = Field(default=7100, ge=1024, le=60000)
     max_value_bytes: int = Field(default=1 << 20, ge=1, le=64 << 20)
     # Redis's AOF fsync policy for every store and broker: "always" loses no acknowledged write
@@ -167,11 +172,12 @@ class Topology(_Strict):
                 raise ValueError(f"tree: region {region.name!r} must be a leaf (exactly one edge)")
 
     def _check_ports(self) -> None:
-        used: dict[int, str] = {}
-        for owner, port in self.all_ports():
-            if port in used:
-                raise ValueError(f"port {port} used by both {used[port]} and {owner}")
-            used[port] = owner
+        used: dict[tuple[str, int], str] = {}
+        for owner, host, port in self.all_addresses():
+            if (host, port) in used:
+                where = f"port {port}" if host == self.host else f"{host}:{port}"
+                raise ValueError(f"{where} used by both {used[host, port]} and {owner}")
+            used[host, port] = owner
 
     # -- loading -----------------------------------------------------------------------------
     @classmethod
@@ -275,11 +281,28 @@ class Topology(_Strict):
         r = self.region(region)
         return r.ports.broker or self.base_port + 20 * self._index(region) + 4
 
+    def node_host(self, node: str) -> str:
+        """Where a region's or serializer's services are reached (by peers and clients)."""
+        for r in self.regions:
+            if r.name == node:
+                return r.host or self.host
+        for sz in self.serializers:
+            if sz.name == node:
+                return sz.host or self.host
+        raise TopologyError(f"{self.source}: unknown region or serializer {node!r}")
+
+    def bind_host(self, node: str) -> str:
+        """Where a node's services listen: ``bind`` (0.0.0.0 in a container), else its host."""
+        return self.bind or self.node_host(node)
+
     def web_url(self, region: str) -> str:
-        return f"http://{self.host}:{self.web_port(region)}"
+        return f"http://{self.node_host(region)}:{self.web_port(region)}"
 
     def broker_url(self, region: str) -> str:
-        return f"redis://{self.host}:{self.broker_port(region)}/0"
+        return f"redis://{self.node_host(region)}:{self.broker_port(region)}/0"
+
+    def metrics_url(self, region: str) -> str:
+        return f"http://{self.node_host(region)}:{self.metrics_port(region)}/metrics"
 
     def serializer_port(self, name: str) -> int:
         for i, s in enumerate(self.serializers):
@@ -288,13 +311,13 @@ class Topology(_Strict):
         raise TopologyError(f"{self.source}: unknown serializer {name!r}")
 
     def frontend_endpoint(self, region: str) -> str:
-        return f"{self.host}:{self.frontend_port(region)}"
+        return f"{self.node_host(region)}:{self.frontend_port(region)}"
 
     def bulk_endpoint(self, region: str) -> str:
-        return f"{self.host}:{self.bulk_port(region)}"
+        return f"{self.node_host(region)}:{self.bulk_port(region)}"
 
     def redis_url(self, region: str, shard: int = 0) -> str:
-        return f"redis://{self.host}:{self.redis_port(region, shard)}/0"
+        return f"redis://{self.node_host(region)}:{self.redis_port(region, shard)}/0"
 
     # -- the serializer tree (paper §5.3) ----------------------------------------------------
     @cached_property
@@ -356,7 +379,7 @@ class Topology(_Strict):
         endpoint (the bulk receiver's server, which also hosts the remote proxy)."""
         if node in self.region_names:
             return self.bulk_endpoint(node)
-        return f"{self.host}:{self.serializer_port(node)}"
+        return f"{self.node_host(node)}:{self.serializer_port(node)}"
 
     def tree_path_ms(self, a: str, b: str) -> float:
         """Label travel time from region a to region b along the tree (links plus delays)."""
@@ -376,18 +399,25 @@ class Topology(_Strict):
             raise TopologyError(f"{self.source}: no tree path {a} → {b}")
         return found
 
+    def all_addresses(self) -> list[tuple[str, str, int]]:
+        """(owner, host, port) of every port a deployment of this topology listens on."""
+        return [(owner, self.node_host(node), port) for owner, node, port in self._ports()]
+
     def all_ports(self) -> list[tuple[str, int]]:
+        return [(owner, port) for owner, _, port in self._ports()]
+
+    def _ports(self) -> list[tuple[str, str, int]]:
         ports = []
         for r in self.regions:
             ports += [
-                (f"{r.name}.frontend", self.frontend_port(r.name)),
-                (f"{r.name}.bulk", self.bulk_port(r.name)),
-                (f"{r.name}.metrics", self.metrics_port(r.name)),
-                (f"{r.name}.web", self.web_port(r.name)),
-                (f"{r.name}.broker", self.broker_port(r.name)),
+                (f"{r.name}.frontend", r.name, self.frontend_port(r.name)),
+                (f"{r.name}.bulk", r.name, self.bulk_port(r.name)),
+                (f"{r.name}.metrics", r.name, self.metrics_port(r.name)),
+                (f"{r.name}.web", r.name, self.web_port(r.name)),
+                (f"{r.name}.broker", r.name, self.broker_port(r.name)),
             ]
-            ports += [(f"{r.name}.redis{k}", self.redis_port(r.name, k)) for k in range(r.shards)]
-        ports += [(f"serializer {s.name}", self.serializer_port(s.name)) for s in self.serializers]
+            ports += [(f"{r.name}.redis{k}", r.name, self.redis_port(r.name, k)) for k in range(r.shards)]
+        ports += [(f"serializer {s.name}", s.name, self.serializer_port(s.name)) for s in self.serializers]
         return ports
 
 

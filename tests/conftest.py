@@ -142,7 +142,7 @@ def unique(prefix: str) -> str:
 
 def metric_samples(cluster: Cluster, region: str) -> list[Sample]:
     """Every sample a region's /metrics serves (all its processes summed, dead ones included)."""
-    url = f"http://{cluster.topology.host}:{cluster.topology.metrics_port(region)}/metrics"
+    url = cluster.topology.metrics_url(region)
     with urllib.request.urlopen(url, timeout=5) as reply:
         text = reply.read().decode()
     return [sample for family in text_string_to_metric_families(text) for sample in family.samples]

@@ -379,3 +379,20 @@ def test_status_shows_a_restarted_process(start_up):
 
     eventually(reported, timeout=20)
     assert "a.frontend0 exited with code -9" in up.output and "a.frontend0 restarted" in up.output
+
+
+def test_regions_and_serializers_on_their_own_hosts(launch, client_for):
+    """Each node listens on its own host (loopback addresses 127.0.0.2 and .3 stand for machines)
+    and reaches its peers there: nothing on the topology's default host, replication works."""
+    data = load_topology("two-region.toml", protocol="saturn").model_dump()
+    data["regions"][1]["host"] = "127.0.0.2"
+    data["serializers"][0]["host"] = "127.0.0.3"
+    cluster: Cluster = launch(data)
+    t = cluster.topology
+    assert listening("127.0.0.2", [t.frontend_port("b"), t.bulk_port("b"), t.redis_port("b")])
+    assert listening("127.0.0.1", [t.frontend_port("b"), t.bulk_port("b"), t.redis_port("b")]) == []
+    assert listening("127.0.0.3", [t.serializer_port("s0")])
+    client = client_for(cluster)
+    assert client.region("b").endpoint == f"127.0.0.2:{t.frontend_port('b')}"
+    label = client.session("a").write("all", "on-another-host", {"v": "1"})
+    eventually(lambda: client.session("b", label=label).read("all", "on-another-host").text("v") == "1")

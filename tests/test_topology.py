@@ -197,6 +197,20 @@ def test_a_small_valid_file_loads(tmp_path):
             id="port-clash-with-derived-port",
         ),
         pytest.param(
+            HEADER
+            + LATENCY
+            + '[[regions]]\nname = "a"\nsite = "A"\nhost = "10.0.0.1"\nports = { frontend = 9000 }\n'
+            + '\n[[regions]]\nname = "b"\nsite = "B"\nhost = "10.0.0.1"\nports = { bulk = 9000 }\n',
+            ["10.0.0.1:9000", "a.frontend", "b.bulk"],
+            id="port-clash-on-a-shared-host",
+        ),
+        pytest.param(
+            HEADER + LATENCY + '[[regions]]\nname = "a"\nsite = "A"\nhost = "bad host!"\n',
+            ["regions[0].host"],
+            id="bad-host",
+        ),
+        pytest.param(HEADER + 'bind = "not a host?"\n' + LATENCY + REGIONS, ["bind"], id="bad-bind"),
+        pytest.param(
             'name = "t"\nprotocol = "saturn"\n' + LATENCY + REGIONS,
             ["protocol 'saturn'", "tree"],
             id="saturn-without-tree",
@@ -248,3 +262,23 @@ def test_unknown_region_lookup_raises_topology_error():
     topology = Topology.load(TOPOLOGIES / "two-region.toml")
     with pytest.raises(TopologyError, match="'nowhere'"):
         topology.region("nowhere")
+
+
+def test_nodes_on_their_own_hosts(tmp_path):
+    """A region or serializer may name its host: peers and clients reach it there, its services
+    listen there (or on ``bind``, 0.0.0.0 in a container); the same port on two hosts is fine."""
+    text = (
+        'name = "t"\nprotocol = "saturn"\nhost = "127.0.0.1"\n' + LATENCY
+        + '[[regions]]\nname = "a"\nsite = "A"\nhost = "east.example"\nports = { frontend = 9000 }\n'
+        + '\n[[regions]]\nname = "b"\nsite = "B"\nhost = "10.1.2.3"\nports = { frontend = 9000 }\n'
+        + '\n[[serializers]]\nname = "s"\nsite = "A"\n'
+        + '\n[[tree]]\na = "a"\nb = "s"\n\n[[tree]]\na = "b"\nb = "s"\n'
+    )  # fmt: skip
+    t = Topology.load(write(tmp_path, text))
+    assert t.frontend_endpoint("a") == "east.example:9000" and t.frontend_endpoint("b") == "10.1.2.3:9000"
+    assert t.redis_url("b").startswith("redis://10.1.2.3:") and t.web_url("a").startswith("http://east.example:")
+    assert t.tree_endpoint("s").startswith("127.0.0.1:")  # no host of its own: the topology's
+    assert t.bind_host("a") == "east.example"
+    inside = Topology.from_dict({**t.model_dump(), "bind": "0.0.0.0"})
+    assert inside.bind_host("a") == inside.bind_host("s") == "0.0.0.0"
+    assert inside.frontend_endpoint("a") == "east.example:9000"  # peers still use the name

@@ -43,8 +43,8 @@ def find_base_port(topology: Topology) -> int:
     offset = os.getpid() % len(PORT_BLOCKS)
     for base in PORT_BLOCKS[offset:] + PORT_BLOCKS[:offset]:
         candidate = with_overrides(topology, base_port=base)
-        ports = [port for _, port in candidate.all_ports()]
-        if max(ports) < 10000 and all(_port_free(candidate.host, port) for port in ports):
+        addresses = candidate.all_addresses()
+        if max(p for _, _, p in addresses) < 10000 and all(_port_free(h, p) for _, h, p in addresses):
             return base
     raise BenchError("no free block of ports in 2000-6999 or 8000-9999; pass --base-port")
 

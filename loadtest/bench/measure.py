@@ -172,7 +172,7 @@ def bench_protocol(
         meter = None
     client = CausalClient.connect(topology.frontend_endpoint(region))
     db = redis.Redis(
-        host=topology.host, port=topology.redis_port(region, 0), max_connections=settings.clients
+        host=topology.node_host(region), port=topology.redis_port(region, 0), max_connections=settings.clients
     )
     try:
         say(f"[{protocol}] preloading {work.keys:,} keys ({settings.value_size}-byte values) at {region} ...")

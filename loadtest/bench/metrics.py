@@ -47,7 +47,7 @@ def scrape(topology: Topology, parse: Callable[[str], dict]) -> dict:
     """``parse`` applied to every region's /metrics page, merged (each region reports its own)."""
     snapshot: dict = {}
     for region in topology.region_names:
-        url = f"http://{topology.host}:{topology.metrics_port(region)}/metrics"
+        url = topology.metrics_url(region)
         with urllib.request.urlopen(url, timeout=10) as reply:
             snapshot.update(parse(reply.read().decode()))
     return snapshot

@@ -23,7 +23,7 @@ class VisibilitySampler(threading.Thread):
         self._last: dict[str, tuple[float, float]] = {}  # region → (sum s, count)
 
     def totals(self, region: str) -> tuple[float, float] | None:
-        url = f"http://{self.topology.host}:{self.topology.metrics_port(region)}/metrics"
+        url = self.topology.metrics_url(region)
         try:
             with urllib.request.urlopen(url, timeout=2) as reply:
                 histograms = parse_visibility(reply.read().decode())

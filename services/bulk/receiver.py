@@ -114,7 +114,7 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
     store = RegionStore(topology, region)
     protocol = protocol_for(topology.protocol, store)
     servicer = BulkReceiverServicer(topology, region, store, protocol)
-    server, health = runtime.new_server(topology.bulk_port(region), topology.host)
+    server, health = runtime.new_server(topology.bulk_port(region), topology.bind_host(region))
     bulk_pb2_grpc.add_BulkReceiverServicer_to_server(servicer, server)
     background = []
     if isinstance(protocol, Saturn):

@@ -48,6 +48,11 @@ class ProcessSpec:
     port: int | None = None
     region: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    node: str | None = None  # the region or serializer it belongs to (default: its region)
+
+    @property
+    def owner(self) -> str | None:
+        return self.node or self.region
 
 
 @dataclass
@@ -99,16 +104,15 @@ class Cluster:
         for r in t.regions:
             for k in range(r.shards):
                 port = t.redis_port(r.name, k)
-                specs.append(ProcessSpec(
-                    f"{r.name}.redis{k}", self._redis(redis_bin, port, f"{r.name}-{k}"), "redis", port, r.name
-                ))  # fmt: skip
+                argv = self._redis(redis_bin, r.name, port, f"{r.name}-{k}")
+                specs.append(ProcessSpec(f"{r.name}.redis{k}", argv, "redis", port, r.name))
         if t.protocol == "saturn":
             for sz in t.serializers:
                 specs.append(ProcessSpec(
                     f"serializer.{sz.name}",
                     [sys.executable, "-m", "services.saturn.serializer",
                      "--topology", str(self.topology_file), "--name", sz.name],
-                    "grpc", t.serializer_port(sz.name), None,
+                    "grpc", t.serializer_port(sz.name), None, node=sz.name,
                 ))  # fmt: skip
         for r in t.regions:
             specs.append(ProcessSpec(
@@ -141,15 +145,14 @@ class Cluster:
         specs: list[ProcessSpec] = []
         for r in t.regions:
             port = t.broker_port(r.name)
-            specs.append(ProcessSpec(
-                f"{r.name}.broker", self._redis(redis_bin, port, f"{r.name}-broker"), "redis", port, r.name
-            ))  # fmt: skip
+            argv = self._redis(redis_bin, r.name, port, f"{r.name}-broker")
+            specs.append(ProcessSpec(f"{r.name}.broker", argv, "redis", port, r.name))
         for r in t.regions:
             env = self.web_env(r.name)
             specs.append(ProcessSpec(
                 f"{r.name}.web",
                 [sys.executable, "-m", "gunicorn", "webapp.wsgi:application",
-                 "--bind", f"{t.host}:{t.web_port(r.name)}", "--workers", "2", "--threads", "4",
+                 "--bind", f"{t.bind_host(r.name)}:{t.web_port(r.name)}", "--workers", "2", "--threads", "4",
                  "--access-logfile", "-", "--graceful-timeout", "5"],
                 "http", t.web_port(r.name), r.name, env,
             ))  # fmt: skip
@@ -161,14 +164,14 @@ class Cluster:
             ))  # fmt: skip
         return specs
 
-    def _redis(self, redis_bin: str, port: int, data: str) -> list[str]:
+    def _redis(self, redis_bin: str, region: str, port: int, data: str) -> list[str]:
         """A durable Redis: every write appended to its AOF before it is acknowledged (with the
         topology's ``appendfsync``), in a data directory that outlives the process, so a store
         killed and restarted comes back with what it acknowledged. No RDB snapshots: the AOF
         (with its RDB preamble after a rewrite) is the one copy."""
         return [
-            redis_bin, "--port", str(port), "--bind", self.topology.host, "--protected-mode", "no",
-            "--daemonize", "no", "--dir", str(self.data_dir / data), "--save", "",
+            redis_bin, "--port", str(port), "--bind", self.topology.bind_host(region),
+            "--protected-mode", "no", "--daemonize", "no", "--dir", str(self.data_dir / data), "--save", "",
             "--appendonly", "yes", "--appendfsync", self.topology.appendfsync,
         ]  # fmt: skip
 
@@ -186,7 +189,7 @@ class Cluster:
             "SATURN_TOPOLOGY": str(self.topology_file),
             "SATURN_REGION": region,
             "DJANGO_SECRET_KEY": self.secret_key,
-            "DJANGO_ALLOWED_HOSTS": f"{self.topology.host},localhost,127.0.0.1",
+            "DJANGO_ALLOWED_HOSTS": f"{self.topology.node_host(region)},localhost,127.0.0.1",
         }
 
     @property
@@ -318,12 +321,13 @@ class Cluster:
                 time.sleep(0.05)
 
     def is_healthy(self, spec: ProcessSpec) -> bool:
+        host = self.topology.node_host(spec.owner) if spec.owner else self.topology.host
         if spec.kind == "redis":
-            return _redis_ping(self.topology.host, spec.port)
+            return _redis_ping(host, spec.port)
         if spec.kind == "grpc":
-            return _grpc_serving(f"{self.topology.host}:{spec.port}")
+            return _grpc_serving(f"{host}:{spec.port}")
         if spec.kind == "http":
-            return _http_ok(f"http://{self.topology.host}:{spec.port}/healthz")
+            return _http_ok(f"http://{host}:{spec.port}/healthz")
         return True
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -402,13 +406,13 @@ class Cluster:
             if self.web:
                 rows.append((f"{r.name} web app", t.web_url(r.name) + "/"))
             rows.append((f"{r.name} frontend (gRPC)", t.frontend_endpoint(r.name)))
-            rows.append((f"{r.name} metrics", f"http://{t.host}:{t.metrics_port(r.name)}/metrics"))
+            rows.append((f"{r.name} metrics", t.metrics_url(r.name)))
         return rows
 
     def _check_ports_free(self) -> None:
-        for owner, port in self.topology.all_ports():
+        for owner, host, port in self.topology.all_addresses():
             with socket.socket() as sock:
-                if sock.connect_ex((self.topology.host, port)) == 0:
+                if sock.connect_ex((host, port)) == 0:
                     raise LaunchError(
                         f"port {port} ({owner}) is already in use: another topology running? "
                         f"(try `python -m services.launcher status`, or --base-port)"

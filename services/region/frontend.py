@@ -190,10 +190,10 @@ class StoreServicer(store_pb2_grpc.StoreServicer):
 async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event) -> None:
     store = RegionStore(topology, region)
     servicer = StoreServicer(topology, region, store, protocol_for(topology.protocol, store))
-    server, health = runtime.new_server(topology.frontend_port(region), topology.host)
+    server, health = runtime.new_server(topology.frontend_port(region), topology.bind_host(region))
     store_pb2_grpc.add_StoreServicer_to_server(servicer, server)
     if index == 0:
-        metrics.serve(topology.metrics_port(region), topology.host)
+        metrics.serve(topology.metrics_port(region), topology.bind_host(region))
     await server.start()
     runtime.mark_serving(health)
     log.info("frontend %s#%d serving on %s", region, index, topology.frontend_endpoint(region))

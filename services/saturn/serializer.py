@@ -56,7 +56,7 @@ async def serve(topology: Topology, name: str, index: int, stop: asyncio.Event) 
         gap = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_GAP, src=name)
         forward(source, saturn_pb2.LabelBatch(labels=[gap]))
 
-    server, health = runtime.new_server(topology.serializer_port(name), topology.host)
+    server, health = runtime.new_server(topology.serializer_port(name), topology.bind_host(name))
     servicer = TreeNodeServicer(name, router.neighbours, forward, on_lost=lost)
     saturn_pb2_grpc.add_TreeNodeServicer_to_server(servicer, server)
     await server.start()
