@@ -276,7 +276,9 @@ def test_nodes_on_their_own_hosts(tmp_path):
     )  # fmt: skip
     t = Topology.load(write(tmp_path, text))
     assert t.frontend_endpoint("a") == "east.example:9000" and t.frontend_endpoint("b") == "10.1.2.3:9000"
-    assert t.redis_url("b").startswith("redis://10.1.2.3:") and t.web_url("a").startswith("http://east.example:")
+    assert t.redis_url("b").startswith("redis://10.1.2.3:") and t.web_url("a").startswith(
+        "http://east.example:"
+    )
     assert t.tree_endpoint("s").startswith("127.0.0.1:")  # no host of its own: the topology's
     assert t.bind_host("a") == "east.example"
     inside = Topology.from_dict({**t.model_dump(), "bind": "0.0.0.0"})
