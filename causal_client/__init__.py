@@ -3,6 +3,7 @@
 from causal_client.client import CausalClient, ClaimResult, RegionInfo, Session
 from causal_client.data import Cell, Mutation, ReadSpec, Row
 from causal_client.errors import (
+    AccessDenied,
     CausalError,
     InvalidLabel,
     InvalidRequest,
@@ -16,6 +17,7 @@ from causal_client.label import Label, LabelType
 from causal_client.session_token import SessionToken
 
 __all__ = [
+    "AccessDenied",
     "CausalClient",
     "CausalError",
     "Cell",

@@ -13,6 +13,7 @@ Synchronous gRPC, so it works from Django, Celery and (with gevent's gRPC suppor
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import warnings
@@ -24,7 +25,13 @@ import grpc
 
 from causal_client.claims import owner_region
 from causal_client.data import Mutation, ReadSpec, Row, Value
-from causal_client.errors import NotReplicatedHere, RegionUnavailable, UnknownRegion, from_rpc_error
+from causal_client.errors import (
+    SECRET_ENV,
+    NotReplicatedHere,
+    RegionUnavailable,
+    UnknownRegion,
+    from_rpc_error,
+)
 from causal_client.label import Label, LabelType
 from causal_client.proto import store_pb2, store_pb2_grpc
 from causal_client.session_token import SessionToken
@@ -57,6 +64,8 @@ class CausalClient:
 
     ``site`` is where this client runs: calls to a region at another site are delayed by the
     emulated one-way latency each way (WAN emulation, DESIGN §8). ``None`` = no emulation.
+    ``secret``: the deployment's credentials, sent with every call (default: ``$SATURN_SECRET``;
+    a deployment on loopback may have none).
     """
 
     def __init__(
@@ -66,8 +75,10 @@ class CausalClient:
         latencies_ms: Mapping[tuple[str, str], float] | None = None,
         site: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
+        secret: str | None = None,
     ):
         self.regions = {r.name: r for r in regions}
+        self.metadata = _credentials(secret)
         self.groups = {g: tuple(members) for g, members in (groups or {}).items()}
         self.latencies_ms = dict(latencies_ms or {})
         self.site = site
@@ -79,20 +90,24 @@ class CausalClient:
 
     @classmethod
     def connect(
-        cls, endpoint: str, site: str | None = None, timeout: float = DEFAULT_TIMEOUT_S
+        cls,
+        endpoint: str,
+        site: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        secret: str | None = None,
     ) -> CausalClient:
         """Builds a client from any one region's frontend (it describes the whole topology)."""
         with grpc.insecure_channel(endpoint) as channel:
             try:
                 reply = store_pb2_grpc.StoreStub(channel).Describe(
-                    store_pb2.DescribeRequest(), timeout=timeout
+                    store_pb2.DescribeRequest(), timeout=timeout, metadata=_credentials(secret)
                 )
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc) from None
         regions = [RegionInfo(r.name, r.site, r.endpoint) for r in reply.regions]
         groups = {g.name: list(g.regions) for g in reply.groups}
         latencies = {(x.from_site, x.to_site): x.one_way_ms for x in reply.latencies}
-        return cls(regions, groups, latencies, site=site, timeout=timeout)
+        return cls(regions, groups, latencies, site=site, timeout=timeout, secret=secret)
 
     def region(self, name: str) -> RegionInfo:
         try:
@@ -177,6 +192,11 @@ class CausalClient:
         self.close()
 
 
+def _credentials(secret: str | None) -> tuple[tuple[str, str], ...]:
+    value = secret if secret is not None else os.environ.get(SECRET_ENV)
+    return (("authorization", f"Bearer {value}"),) if value else ()
+
+
 class Session:
     """One client's causal session: its label, and the region it is attached to.
 
@@ -215,7 +235,9 @@ class Session:
         link = self.client.link_to(region)
         link.sleep_one_way()
         try:
-            reply = getattr(self.client.stub(region), method)(request, timeout=timeout or self.client.timeout)
+            reply = getattr(self.client.stub(region), method)(
+                request, timeout=timeout or self.client.timeout, metadata=self.client.metadata
+            )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
         finally:

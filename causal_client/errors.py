@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import grpc
 
+SECRET_ENV = "SATURN_SECRET"  # where a client finds the deployment's secret when given none
+
 
 class CausalError(Exception):
     """Base class of every error this library raises."""
@@ -31,6 +33,10 @@ class NotReplicatedHere(CausalError):
 
 class UnknownRegion(CausalError):
     """A region name that the topology does not have."""
+
+
+class AccessDenied(CausalError):
+    """The region wants the deployment's credentials, and the call had none or wrong ones."""
 
 
 class RegionUnavailable(CausalError):
@@ -62,6 +68,8 @@ def from_rpc_error(exc: grpc.RpcError) -> CausalError:
         return NotReplicatedHere(message.strip(), group=group, region=region)
     if code == grpc.StatusCode.NOT_FOUND:
         return UnknownRegion(details)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return AccessDenied(f"{details} (the deployment's secret: CausalClient(secret=...) or ${SECRET_ENV})")
     if code == grpc.StatusCode.UNAVAILABLE:
         return RegionUnavailable(details)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:

@@ -8,11 +8,24 @@ prometheus_client's multiprocess mode: each process writes to the region's
 from __future__ import annotations
 
 import glob
+import hmac
 import os
 import re
+import threading
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    make_wsgi_app,
+    multiprocess,
+)
+from prometheus_client.exposition import ThreadingWSGIServer
 
+from services import auth
 from services.pids import pid_alive
 
 # Fine buckets: the benchmark estimates percentiles of visibility latency from them.
@@ -106,10 +119,36 @@ class _RegionCollector(multiprocess.MultiProcessCollector):
         return self.merge(files, accumulate=True)
 
 
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # scrapes are not news
+        pass
+
+
+def _with_secret(app, secret: str):
+    """The WSGI app, answering 401 to a scrape without ``Authorization: Bearer <secret>``
+    (Prometheus sends one with ``authorization: {credentials: ...}`` in its scrape config)."""
+    expected = f"Bearer {secret}".encode()
+
+    def guarded(environ, start_response):
+        if hmac.compare_digest(environ.get("HTTP_AUTHORIZATION", "").encode(), expected):
+            return app(environ, start_response)
+        start_response("401 Unauthorized", [("Content-Type", "text/plain"), ("WWW-Authenticate", "Bearer")])
+        return [b"missing or wrong credentials\n"]
+
+    return guarded
+
+
 def serve(port: int, host: str = "127.0.0.1") -> None:
-    """Serves /metrics, summing every process of the region when in multiprocess mode."""
-    registry = None
+    """Serves /metrics in a thread, summing every process of the region when in multiprocess
+    mode; with the deployment's secret set, only to scrapes that present it (services/auth.py)."""
+    auth.require_for(host, f"the metrics endpoint on port {port}")
+    registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         _RegionCollector(registry)
-    start_http_server(port, addr=host, registry=registry) if registry else start_http_server(port, addr=host)
+    app = make_wsgi_app(registry)
+    secret = auth.secret()
+    if secret:
+        app = _with_secret(app, secret)
+    server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()

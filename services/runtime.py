@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from services import auth
 from services.topology import Topology
 
 GRPC_OPTIONS = [
@@ -45,8 +46,10 @@ def load_topology(path: str) -> Topology:
 
 
 def new_server(port: int, host: str = "127.0.0.1") -> tuple[grpc.aio.Server, health.HealthServicer]:
-    """A grpc.aio server on host:port with the standard health service (SERVING once started)."""
-    server = grpc.aio.server(options=GRPC_OPTIONS)
+    """A grpc.aio server on host:port with the standard health service (SERVING once started),
+    refusing calls without the deployment's secret when one is set (services/auth.py)."""
+    auth.require_for(host, f"a gRPC server on port {port}")
+    server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=auth.server_interceptors())
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if server.add_insecure_port(f"{host}:{port}") == 0:

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from causal_client.wan import Link
+from services.auth import redis_credentials
 
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -299,7 +300,7 @@ class Topology(_Strict):
         return f"http://{self.node_host(region)}:{self.web_port(region)}"
 
     def broker_url(self, region: str) -> str:
-        return f"redis://{self.node_host(region)}:{self.broker_port(region)}/0"
+        return f"redis://{redis_credentials()}{self.node_host(region)}:{self.broker_port(region)}/0"
 
     def metrics_url(self, region: str) -> str:
         return f"http://{self.node_host(region)}:{self.metrics_port(region)}/metrics"
@@ -317,7 +318,7 @@ class Topology(_Strict):
         return f"{self.node_host(region)}:{self.bulk_port(region)}"
 
     def redis_url(self, region: str, shard: int = 0) -> str:
-        return f"redis://{self.node_host(region)}:{self.redis_port(region, shard)}/0"
+        return f"redis://{redis_credentials()}{self.node_host(region)}:{self.redis_port(region, shard)}/0"
 
     # -- the serializer tree (paper §5.3) ----------------------------------------------------
     @cached_property

@@ -143,7 +143,9 @@ def unique(prefix: str) -> str:
 def metric_samples(cluster: Cluster, region: str) -> list[Sample]:
     """Every sample a region's /metrics serves (all its processes summed, dead ones included)."""
     url = cluster.topology.metrics_url(region)
-    with urllib.request.urlopen(url, timeout=5) as reply:
+    from services.auth import http_headers
+
+    with urllib.request.urlopen(urllib.request.Request(url, headers=http_headers()), timeout=5) as reply:
         text = reply.read().decode()
     return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
 

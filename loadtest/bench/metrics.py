@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtest.bench.stats import Histogram
+from services.auth import http_headers
 from services.topology import Topology
 
 VISIBILITY_METRIC = "causal_visibility_seconds"
@@ -48,7 +49,7 @@ def scrape(topology: Topology, parse: Callable[[str], dict]) -> dict:
     snapshot: dict = {}
     for region in topology.region_names:
         url = topology.metrics_url(region)
-        with urllib.request.urlopen(url, timeout=10) as reply:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=http_headers()), timeout=10) as reply:
             snapshot.update(parse(reply.read().decode()))
     return snapshot
 

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 
 from loadtest.bench.metrics import parse_visibility
+from services.auth import http_headers
 from services.topology import Topology
 
 PERIOD_S = 1.0
@@ -25,7 +26,9 @@ class VisibilitySampler(threading.Thread):
     def totals(self, region: str) -> tuple[float, float] | None:
         url = self.topology.metrics_url(region)
         try:
-            with urllib.request.urlopen(url, timeout=2) as reply:
+            with urllib.request.urlopen(
+                urllib.request.Request(url, headers=http_headers()), timeout=2
+            ) as reply:
                 histograms = parse_visibility(reply.read().decode())
         except (OSError, urllib.error.URLError, ValueError):
             return None

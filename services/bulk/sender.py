@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from causal_client.wan import DelayLine
-from services import metrics, runtime
+from services import auth, metrics, runtime
 from services.proto import bulk_pb2, bulk_pb2_grpc
 from services.region import gears
 from services.region.store import Shard
@@ -78,7 +78,7 @@ class GearShipper:
                 while (message := await outbox.get()) is not None:
                     yield message
 
-            call = bulk_pb2_grpc.BulkReceiverStub(channel).Ship(requests())
+            call = bulk_pb2_grpc.BulkReceiverStub(channel).Ship(requests(), metadata=auth.call_metadata())
             replies = call.__aiter__()
             start = await anext(replies)  # the receiver's durable position
             log.info(

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from services import auth
 from services.launcher.cluster import Cluster, LaunchError, _grpc_serving, _redis_ping, read_state
 from services.launcher.redis_binary import RedisNotFound
 from services.pids import pid_alive
@@ -77,17 +78,17 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"nothing running from {args.run_dir} (no state file)")
         return 1
     print(f"topology {state['topology']} (launcher pid {state['launcher_pid']})")
-    host = "127.0.0.1"
     bad = 0
     for name, proc in state["processes"].items():
         alive = pid_alive(proc["pid"])
+        host = proc.get("host", "127.0.0.1")
         supervision = proc.get("state", "running")
         if supervision != "running":
             health = supervision  # stopped (on purpose), restarting, gave-up
         elif not alive:
             health = "DEAD"
         elif proc["kind"] == "redis":
-            health = "healthy" if _redis_ping(host, proc["port"]) else "unhealthy"
+            health = "healthy" if _redis_ping(host, proc["port"], auth.secret()) else "unhealthy"
         elif proc["kind"] == "grpc":
             health = "healthy" if _grpc_serving(f"{host}:{proc['port']}") else "unhealthy"
         else:

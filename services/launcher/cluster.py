@@ -25,6 +25,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from causal_client.wan import CONTROL_ENV
+from services import auth
 from services.launcher import spawner
 from services.launcher.redis_binary import find_redis_server
 from services.launcher.supervisor import Supervisor
@@ -168,9 +169,20 @@ class Cluster:
         """A durable Redis: every write appended to its AOF before it is acknowledged (with the
         topology's ``appendfsync``), in a data directory that outlives the process, so a store
         killed and restarted comes back with what it acknowledged. No RDB snapshots: the AOF
-        (with its RDB preamble after a rewrite) is the one copy."""
+        (with its RDB preamble after a rewrite) is the one copy. With the deployment's secret
+        set, it is the password, in a config file only the owner can read (not on the command
+        line, where any local user's `ps` would show it)."""
+        bind = self.topology.bind_host(region)
+        config = []
+        if auth.secret():
+            path = self.data_dir / f"{data}.conf"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600)
+            quoted = auth.secret().replace("\\", "\\\\").replace('"', '\\"')  # type: ignore[union-attr]
+            path.write_text(f'requirepass "{quoted}"\n')
+            config = [str(path)]
         return [
-            redis_bin, "--port", str(port), "--bind", self.topology.bind_host(region),
+            redis_bin, *config, "--port", str(port), "--bind", bind,
             "--protected-mode", "no", "--daemonize", "no", "--dir", str(self.data_dir / data), "--save", "",
             "--appendonly", "yes", "--appendfsync", self.topology.appendfsync,
         ]  # fmt: skip
@@ -222,6 +234,7 @@ class Cluster:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(exist_ok=True)
         self._check_ports_free()
+        self._check_credentials()
         self._prepare_data(fresh)
         self.topology_file.write_text(self.topology.model_dump_json(indent=2))
         for region in self.topology.region_names:
@@ -246,6 +259,14 @@ class Cluster:
             ).start()
         self._write_state()
         return self
+
+    def _check_credentials(self) -> None:
+        """Nothing listens beyond loopback without the deployment's secret (services/auth.py)."""
+        for node in [*self.topology.region_names, *(s.name for s in self.topology.serializers)]:
+            try:
+                auth.require_for(self.topology.bind_host(node), f"{node}'s services")
+            except auth.CredentialsRequired as exc:
+                raise LaunchError(str(exc)) from None
 
     def _prepare_data(self, fresh: bool) -> None:
         """Data of an earlier start is kept only for a topology that shapes it the same way
@@ -323,7 +344,7 @@ class Cluster:
     def is_healthy(self, spec: ProcessSpec) -> bool:
         host = self.topology.node_host(spec.owner) if spec.owner else self.topology.host
         if spec.kind == "redis":
-            return _redis_ping(host, spec.port)
+            return _redis_ping(host, spec.port, auth.secret())
         if spec.kind == "grpc":
             return _grpc_serving(f"{host}:{spec.port}")
         if spec.kind == "http":
@@ -390,6 +411,7 @@ class Cluster:
                 watch = watches.get(name)
                 processes[name] = {
                     "pid": r.popen.pid, "kind": r.spec.kind, "port": r.spec.port,
+                    "host": self.topology.node_host(r.spec.owner) if r.spec.owner else self.topology.host,
                     "region": r.spec.region, "log": str(r.log_path),
                     "restarts": watch.restarts if watch else 0,
                     "state": "stopped" if name in self.held else (watch.state if watch else "running"),
@@ -432,9 +454,15 @@ def _tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
-def _redis_ping(host: str, port: int | None) -> bool:
+def _redis_ping(host: str, port: int | None, password: str | None = None) -> bool:
+    """PING (after AUTH with the password, if any) answers PONG: up, and its data loaded."""
     try:
         with socket.create_connection((host, port), timeout=0.5) as sock:
+            if password:
+                secret = password.encode()
+                sock.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(secret), secret))
+                if not sock.recv(64).startswith(b"+OK"):
+                    return False
             sock.sendall(b"PING\r\n")
             return sock.recv(16).startswith(b"+PONG")
     except OSError:

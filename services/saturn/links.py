@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 import grpc
 
 from causal_client.wan import DelayLine, Link
-from services import runtime
+from services import auth, runtime
 from services.proto import saturn_pb2, saturn_pb2_grpc
 from services.topology import Topology
 
@@ -101,7 +101,8 @@ class OutgoingLink:
                         merged = saturn_pb2.LabelBatch(labels=[x for b in due for x in b.labels])
                         yield saturn_pb2.TreeMessage(batch=merged)
 
-            await saturn_pb2_grpc.TreeNodeStub(channel).Deliver(messages())  # raises the stream's error
+            stub = saturn_pb2_grpc.TreeNodeStub(channel)
+            await stub.Deliver(messages(), metadata=auth.call_metadata())  # raises the stream's error
 
 
 class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):

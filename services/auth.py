@@ -1,0 +1,105 @@
+"""Credentials of a deployment: one shared secret, ``$SATURN_SECRET``, for everything that talks
+inside it (gRPC between regions, clients and frontends, Redis stores and brokers).
+
+On one machine, bound to loopback, a deployment may run without it (the local demo and the tests
+do). Once a service listens beyond loopback (a container, another host), it refuses to start
+without a secret: nothing that faces a network is open. With the secret set, every gRPC server
+refuses calls that do not carry it (``authorization: Bearer <secret>``; health checks excepted,
+they reveal nothing), and every Redis requires it as its password.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+from urllib.parse import quote
+
+import grpc
+
+from causal_client.errors import SECRET_ENV
+
+HEALTH_PREFIX = "/grpc.health.v1.Health/"
+
+
+class CredentialsRequired(RuntimeError):
+    """A service would listen beyond loopback without the deployment's secret."""
+
+
+def secret() -> str | None:
+    return os.environ.get(SECRET_ENV) or None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a DNS name: it may face a network
+
+
+def require_for(host: str, what: str) -> None:
+    """Refuses to listen on ``host`` beyond loopback without a secret."""
+    if not is_loopback(host) and secret() is None:
+        raise CredentialsRequired(
+            f"{what} would listen on {host}, beyond loopback, without credentials: set {SECRET_ENV} "
+            f"(the same secret for every service and client of the deployment)"
+        )
+
+
+def redis_credentials() -> str:
+    """What goes before the host in a redis:// URL: ':<password>@', or nothing without a secret."""
+    value = secret()
+    return f":{quote(value, safe='')}@" if value else ""
+
+
+def http_headers() -> dict[str, str]:
+    """Headers that authenticate a scrape of a region's /metrics (none without a secret)."""
+    value = secret()
+    return {"Authorization": f"Bearer {value}"} if value else {}
+
+
+def call_metadata(value: str | None = None) -> tuple[tuple[str, str], ...]:
+    """Metadata that authenticates a gRPC call (none without a secret)."""
+    value = value if value is not None else secret()
+    return (("authorization", f"Bearer {value}"),) if value else ()
+
+
+class SecretInterceptor(grpc.aio.ServerInterceptor):
+    """Refuses every call (health checks aside) that does not carry the deployment's secret."""
+
+    def __init__(self, value: str):
+        self._expected = f"Bearer {value}".encode()
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler_call_details.method.startswith(HEALTH_PREFIX):
+            return handler
+        presented = dict(handler_call_details.invocation_metadata or ()).get("authorization", "")
+        if hmac.compare_digest(presented.encode(), self._expected):
+            return handler
+        return _denied(handler)
+
+
+def _denied(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    async def deny(_request, context: grpc.aio.ServicerContext):
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong credentials")
+
+    kinds = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }
+    make = kinds[bool(handler.request_streaming), bool(handler.response_streaming)]
+    return make(
+        deny,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+
+
+def server_interceptors() -> list[grpc.aio.ServerInterceptor]:
+    value = secret()
+    return [SecretInterceptor(value)] if value else []

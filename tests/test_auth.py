@@ -1,0 +1,72 @@
+"""Credentials: nothing listens beyond loopback without the deployment's secret, and with the
+secret set every gRPC server, metrics endpoint and Redis of the deployment wants it, while the
+deployment itself (replication, the tree, clients given the secret) works as before."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+import grpc
+import pytest
+import redis
+from conftest import eventually, load_topology, unique
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from causal_client import AccessDenied, CausalClient
+from services import auth
+from services.launcher.cluster import Cluster, LaunchError
+from services.proto import saturn_pb2, saturn_pb2_grpc
+
+SECRET = 's3cret with spaces & "symbols":/@\\'  # quoted for Redis's config file, escaped in URLs
+
+
+@pytest.mark.parametrize(
+    ("host", "needs"),
+    [("127.0.0.1", False), ("127.0.0.2", False), ("::1", False), ("localhost", False),
+     ("0.0.0.0", True), ("10.0.0.7", True), ("virginia", True)],
+)  # fmt: skip
+def test_listening_beyond_loopback_needs_a_secret(monkeypatch, host, needs):
+    monkeypatch.delenv(auth.SECRET_ENV, raising=False)
+    if needs:
+        with pytest.raises(auth.CredentialsRequired, match="beyond loopback"):
+            auth.require_for(host, "x")
+        monkeypatch.setenv(auth.SECRET_ENV, SECRET)
+    auth.require_for(host, "x")
+
+
+def test_the_launcher_refuses_an_open_deployment_without_a_secret(tmp_path, monkeypatch):
+    monkeypatch.delenv(auth.SECRET_ENV, raising=False)
+    topology = load_topology("two-region.toml", bind="0.0.0.0")
+    refused = r"0\.0\.0\.0, beyond loopback, without credentials: set SATURN_SECRET"
+    with pytest.raises(LaunchError, match=refused):
+        Cluster(topology, tmp_path).start()
+
+
+def test_with_a_secret_everything_wants_it(launch, monkeypatch):
+    monkeypatch.setenv(auth.SECRET_ENV, SECRET)
+    cluster: Cluster = launch("two-region.toml", protocol="saturn")
+    t = cluster.topology
+    with CausalClient.connect(t.frontend_endpoint("a"), secret=SECRET) as client:
+        row = unique("authed")
+        label = client.session("a").write("all", row, {"v": "1"})  # replicates over authenticated
+        eventually(lambda: client.session("b", label=label).read("all", row).text("v") == "1")  # links
+    for wrong in ("", "guess"):
+        with pytest.raises(AccessDenied, match="credentials"):
+            CausalClient.connect(t.frontend_endpoint("a"), secret=wrong)
+    with redis.Redis(host=t.host, port=t.redis_port("a")) as store, pytest.raises(redis.AuthenticationError):
+        store.ping()
+    with redis.Redis(host=t.host, port=t.redis_port("a"), password=SECRET) as store:
+        assert store.ping()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(t.metrics_url("a"), timeout=5)
+    assert refused.value.code == 401
+    with grpc.insecure_channel(t.bulk_endpoint("b")) as channel:  # a forged tree neighbour
+        batch = saturn_pb2.LabelBatch(
+            labels=[saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src="a/sink")]
+        )
+        with pytest.raises(grpc.RpcError) as info:
+            saturn_pb2_grpc.TreeNodeStub(channel).Deliver(iter([batch]), timeout=5)
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING  # health reveals nothing
