@@ -95,8 +95,11 @@ class CausalClient:
         site: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         secret: str | None = None,
+        endpoints: Mapping[str, str] | None = None,
     ) -> CausalClient:
-        """Builds a client from any one region's frontend (it describes the whole topology)."""
+        """Builds a client from any one region's frontend (it describes the whole topology).
+        ``endpoints``: where this client reaches regions, where that differs from where they
+        reach each other (a client outside the containers, through published ports)."""
         with grpc.insecure_channel(endpoint) as channel:
             try:
                 reply = store_pb2_grpc.StoreStub(channel).Describe(
@@ -104,7 +107,8 @@ class CausalClient:
                 )
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc) from None
-        regions = [RegionInfo(r.name, r.site, r.endpoint) for r in reply.regions]
+        endpoints = endpoints or {}
+        regions = [RegionInfo(r.name, r.site, endpoints.get(r.name, r.endpoint)) for r in reply.regions]
         groups = {g.name: list(g.regions) for g in reply.groups}
         latencies = {(x.from_site, x.to_site): x.one_way_ms for x in reply.latencies}
         return cls(regions, groups, latencies, site=site, timeout=timeout, secret=secret)

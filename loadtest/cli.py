@@ -117,6 +117,11 @@ def parser() -> argparse.ArgumentParser:
     checked.add_argument("--interval", type=positive(float), default=6.0, help="seconds between faults")
     checked.add_argument("--fault-seconds", type=positive(float), default=2.0, help="how long a fault lasts")
     checked.add_argument("--seed", type=int, default=1)
+    checked.add_argument(
+        "--running",
+        help="check a deployment that runs already (a directory with its topology.json, e.g. a compose "
+        "project's client/): no cluster started, no nemesis (faults come from outside)",
+    )
     checked.add_argument("--out", help="output directory (default: check-results/<topology>-<protocol>)")
     return top
 
@@ -209,11 +214,15 @@ def check_command(args: argparse.Namespace) -> int:
             raise ValueError(f"unknown faults {unknown} (known: {', '.join(FAULTS)})")
     if args.fault_seconds >= args.interval:
         raise ValueError("--fault-seconds must be shorter than --interval")
-    topology = Topology.load(args.topology)
-    out = Path(args.out or PROJECT_ROOT / "check-results" / f"{topology.name}-{args.protocol}")
+    if args.running and faults:
+        raise ValueError("--running checks a deployment as it is: give --nemesis none (faults from outside)")
+    topology = running_topology(Path(args.running))[1] if args.running else Topology.load(args.topology)
+    protocol = topology.protocol if args.running else args.protocol
+    out = Path(args.out or PROJECT_ROOT / "check-results" / f"{topology.name}-{protocol}")
     settings = CheckSettings(
-        topology=Path(args.topology), protocol=args.protocol, duration=args.duration,
+        topology=Path(args.topology), protocol=protocol, duration=args.duration,
         sessions=args.sessions, keys_per_group=args.keys, faults=faults, interval_s=args.interval,
         fault_s=args.fault_seconds, seed=args.seed, out=out,
+        running=Path(args.running) if args.running else None,
     )  # fmt: skip
     return 0 if passed(run_check(settings, say)) else 1

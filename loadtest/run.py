@@ -69,7 +69,9 @@ def measure(
     plan = Plan.load(plan_dir, topology_file)
     protocol = topology.protocol
     began = time.monotonic()
-    with CausalClient.connect(topology.frontend_endpoint(topology.region_names[0])) as client:
+    with CausalClient.connect(
+        topology.frontend_endpoint(topology.region_names[0]), endpoints=topology.frontend_endpoints()
+    ) as client:
         if seed_first or not seeded(client, plan):
             say(f"[{protocol}] seeding {plan.graph.users:,} users, {plan.graph.edges:,} friendships ...")
             last = seed(

@@ -6,9 +6,11 @@ Everything (launcher, services, tests, benchmark, compose) reads the same TOML f
 
 from __future__ import annotations
 
+import re
 import tomllib
 import zlib
 from collections import defaultdict
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -97,8 +99,6 @@ class Topology(_Strict):
     @field_validator("groups")
     @classmethod
     def _group_names(cls, groups: dict[str, list[str]]) -> dict[str, list[str]]:
-        import re
-
         for name, members in groups.items():
             if not re.match(NAME_PATTERN, name):
                 raise ValueError(f"group name {name!r} must match {NAME_PATTERN}")
@@ -292,6 +292,23 @@ class Topology(_Strict):
                 return sz.host or self.host
         raise TopologyError(f"{self.source}: unknown region or serializer {node!r}")
 
+    def with_env_hosts(self, environ: Mapping[str, str]) -> Topology:
+        """The same topology with the node hosts that ``SATURN_HOST_<NODE>`` variables name (a
+        per-host compose project takes its peers' addresses from its ``.env`` this way)."""
+        hosts = {node: environ[var] for node in self.node_names if (var := host_variable(node)) in environ}
+        if not hosts:
+            return self
+        data = self.model_dump()
+        for key in ("regions", "serializers"):
+            for entry in data[key]:
+                entry["host"] = hosts.get(entry["name"], entry["host"])
+        return Topology.from_dict(data, source=self.source)
+
+    @cached_property
+    def node_names(self) -> list[str]:
+        """Regions and serializers: everything that runs somewhere."""
+        return [*self.region_names, *(s.name for s in self.serializers)]
+
     def bind_host(self, node: str) -> str:
         """Where a node's services listen: ``bind`` (0.0.0.0 in a container), else its host."""
         return self.bind or self.node_host(node)
@@ -313,6 +330,10 @@ class Topology(_Strict):
 
     def frontend_endpoint(self, region: str) -> str:
         return f"{self.node_host(region)}:{self.frontend_port(region)}"
+
+    def frontend_endpoints(self) -> dict[str, str]:
+        """Every region's frontend as this topology names it (``CausalClient.connect(endpoints=)``)."""
+        return {r: self.frontend_endpoint(r) for r in self.region_names}
 
     def bulk_endpoint(self, region: str) -> str:
         return f"{self.node_host(region)}:{self.bulk_port(region)}"
@@ -420,6 +441,12 @@ class Topology(_Strict):
             ports += [(f"{r.name}.redis{k}", r.name, self.redis_port(r.name, k)) for k in range(r.shards)]
         ports += [(f"serializer {s.name}", s.name, self.serializer_port(s.name)) for s in self.serializers]
         return ports
+
+
+def host_variable(node: str) -> str:
+    """The environment variable that may give a node's host: SATURN_HOST_<NAME> (upper case,
+    anything but letters and digits as ``_``)."""
+    return "SATURN_HOST_" + re.sub(r"[^A-Z0-9]", "_", node.upper())
 
 
 def _no_duplicates(what: str, names: list[str]) -> None:

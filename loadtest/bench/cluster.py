@@ -51,7 +51,9 @@ def find_base_port(topology: Topology) -> int:
 
 def running_protocol(topology: Topology, region: str) -> str:
     """The protocol of the cluster already running at the topology's ports (for --attach)."""
-    with CausalClient.connect(topology.frontend_endpoint(region)) as client:
+    with CausalClient.connect(
+        topology.frontend_endpoint(region), endpoints=topology.frontend_endpoints()
+    ) as client:
         reply = client.stub(region).Describe(store_pb2.DescribeRequest(), timeout=client.timeout)
     return reply.protocol
 

@@ -170,7 +170,7 @@ def bench_protocol(
     meter = CpuMeter(processes) if processes is not None else None
     if meter is not None and not meter.available:
         meter = None
-    client = CausalClient.connect(topology.frontend_endpoint(region))
+    client = CausalClient.connect(topology.frontend_endpoint(region), endpoints=topology.frontend_endpoints())
     db = redis.Redis(
         host=topology.node_host(region), port=topology.redis_port(region, 0), max_connections=settings.clients
     )

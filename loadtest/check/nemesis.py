@@ -49,7 +49,7 @@ class Event:
 class Nemesis(threading.Thread):
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: Cluster | None,
         faults: list[str],
         clock: float,
         stop: threading.Event,
@@ -62,7 +62,7 @@ class Nemesis(threading.Thread):
         self.cluster, self.clock, self.stop, self.say = cluster, clock, stop, say
         self.interval_s, self.fault_s = interval_s, fault_s
         self.rng = random.Random(seed)
-        self.faults = [f for f in faults if self.targets(f)]
+        self.faults = [f for f in faults if cluster is not None and self.targets(f)]
         self.events: list[Event] = []
         self.errors: list[str] = []
 
@@ -139,6 +139,8 @@ class Nemesis(threading.Thread):
 
     def heal(self) -> None:
         """After the run: no WAN fault left, every process stopped on purpose started again."""
+        if self.cluster is None:
+            return
         write_wan_control(self.cluster, {})
         for name in list(self.cluster.held):
             self.cluster.restart(name)

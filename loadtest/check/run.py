@@ -19,6 +19,7 @@ from loadtest.check.history import History
 from loadtest.check.nemesis import Nemesis
 from loadtest.check.timeline import VisibilitySampler
 from loadtest.check.workload import CheckedSession, Mix, hot_keys
+from loadtest.run import running_topology
 from services.launcher.cluster import Cluster
 from services.topology import Topology
 
@@ -39,9 +40,14 @@ class CheckSettings:
     seed: int = 1
     mix: Mix = field(default_factory=Mix)
     out: Path = Path("check-results")
+    running: Path | None = None  # a deployment that runs already: its (client) topology.json here
 
 
 def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
+    if settings.running is not None:
+        _, topology = running_topology(settings.running)
+        say(f"[{topology.protocol}] checking {topology.name} as it runs; faults come from outside")
+        return _checked_run(settings, topology, None, say)
     base = Topology.load(settings.topology)
     topology = with_overrides(base, protocol=settings.protocol)
     topology = with_overrides(topology, base_port=find_base_port(topology))
@@ -50,20 +56,26 @@ def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
     say(f"[{topology.protocol}] starting {topology.name} (logs in {cluster.run_dir / 'logs'}) ...")
     cluster.start(fresh=True)
     try:
-        return _checked_run(settings, cluster, say)
+        return _checked_run(settings, topology, cluster, say)
     finally:
         say(f"[{topology.protocol}] stopping the cluster ...")
         cluster.stop()
 
 
-def _checked_run(settings: CheckSettings, cluster: Cluster, say: Callable[[str], None]) -> dict:
-    topology = cluster.topology
+def _checked_run(
+    settings: CheckSettings, topology: Topology, cluster: Cluster | None, say: Callable[[str], None]
+) -> dict:
+    """The sessions, the nemesis (only with a cluster of our own), the checks."""
     regions = topology.region_names
     groups = sorted(topology.group_members)
     keys = hot_keys(groups, settings.keys_per_group)
     history = History()
     stop = threading.Event()
-    with CausalClient.connect(topology.frontend_endpoint(regions[0]), timeout=CALL_TIMEOUT_S) as client:
+    with CausalClient.connect(
+        topology.frontend_endpoint(regions[0]),
+        timeout=CALL_TIMEOUT_S,
+        endpoints=topology.frontend_endpoints(),
+    ) as client:
         clock = time.monotonic()
         sessions = [
             CheckedSession(i, client, regions[i % len(regions)], keys, history, clock, stop, settings.mix,

@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 from services import auth
-from services.launcher.cluster import Cluster, LaunchError, _grpc_serving, _redis_ping, read_state
+from services.launcher.cluster import Cluster, LaunchError, read_state
 from services.launcher.redis_binary import RedisNotFound
 from services.pids import pid_alive
+from services.plan import grpc_serving, redis_ping
 from services.topology import Topology, TopologyError
 
 DEFAULT_RUN_DIR = Path(".run")
@@ -88,9 +89,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         elif not alive:
             health = "DEAD"
         elif proc["kind"] == "redis":
-            health = "healthy" if _redis_ping(host, proc["port"], auth.secret()) else "unhealthy"
+            health = "healthy" if redis_ping(host, proc["port"], auth.secret()) else "unhealthy"
         elif proc["kind"] == "grpc":
-            health = "healthy" if _grpc_serving(f"{host}:{proc['port']}") else "unhealthy"
+            health = "healthy" if grpc_serving(f"{host}:{proc['port']}") else "unhealthy"
         else:
             health = "running"
         bad += health not in ("healthy", "running")

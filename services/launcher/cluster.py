@@ -17,18 +17,16 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from causal_client.wan import CONTROL_ENV
-from services import auth
+from services import auth, plan
 from services.launcher import spawner
 from services.launcher.redis_binary import find_redis_server
 from services.launcher.supervisor import Supervisor
+from services.plan import ProcessSpec
 from services.topology import Topology
 
 log = logging.getLogger("launcher")
@@ -39,21 +37,6 @@ STATE_FILE = "state.json"
 
 class LaunchError(RuntimeError):
     """A process did not start or did not become healthy; the message names it and its log."""
-
-
-@dataclass
-class ProcessSpec:
-    name: str
-    argv: list[str]
-    kind: str  # "redis", "grpc", "http" or "worker": how health is checked
-    port: int | None = None
-    region: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    node: str | None = None  # the region or serializer it belongs to (default: its region)
-
-    @property
-    def owner(self) -> str | None:
-        return self.node or self.region
 
 
 @dataclass
@@ -90,119 +73,26 @@ class Cluster:
         self._lock = threading.RLock()  # the processes, between callers and the supervisor
 
     # -- plan --------------------------------------------------------------------------------
-    def _service(self, module: str, region: str, index: int = 0) -> list[str]:
-        return [
-            sys.executable, "-m", module, "--topology", str(self.topology_file),
-            "--region", region, "--index", str(index),
-        ]  # fmt: skip
+    @cached_property
+    def layout(self) -> plan.Layout:
+        """This machine's paths for the shared process plan (``services/plan.py``)."""
+        return plan.Layout(
+            python=sys.executable, topology_file=self.topology_file, data_dir=self.data_dir,
+            redis_server=find_redis_server(), django_secret_key=self.secret_key,
+        )  # fmt: skip
 
     def plan(self) -> list[ProcessSpec]:
-        """Every process, in start order: stores, serializers (saturn), receivers (which host the
-        remote proxies), frontends, then bulk senders and label sinks (saturn)."""
-        t = self.topology
-        redis_bin = find_redis_server()
-        specs: list[ProcessSpec] = []
-        for r in t.regions:
-            for k in range(r.shards):
-                port = t.redis_port(r.name, k)
-                argv = self._redis(redis_bin, r.name, port, f"{r.name}-{k}")
-                specs.append(ProcessSpec(f"{r.name}.redis{k}", argv, "redis", port, r.name))
-        if t.protocol == "saturn":
-            for sz in t.serializers:
-                specs.append(ProcessSpec(
-                    f"serializer.{sz.name}",
-                    [sys.executable, "-m", "services.saturn.serializer",
-                     "--topology", str(self.topology_file), "--name", sz.name],
-                    "grpc", t.serializer_port(sz.name), None, node=sz.name,
-                ))  # fmt: skip
-        for r in t.regions:
-            specs.append(ProcessSpec(
-                f"{r.name}.bulk-receiver", self._service("services.bulk.receiver", r.name),
-                "grpc", t.bulk_port(r.name), r.name,
-            ))  # fmt: skip
-        for r in t.regions:
-            for i in range(r.frontends):
-                specs.append(ProcessSpec(
-                    f"{r.name}.frontend{i}", self._service("services.region.frontend", r.name, i),
-                    "grpc", t.frontend_port(r.name), r.name,
-                ))  # fmt: skip
-        for r in t.regions:
-            specs.append(ProcessSpec(
-                f"{r.name}.bulk-sender", self._service("services.bulk.sender", r.name),
-                "worker", None, r.name,
-            ))  # fmt: skip
-            if t.protocol == "saturn":
-                specs.append(ProcessSpec(
-                    f"{r.name}.label-sink", self._service("services.saturn.label_sink", r.name),
-                    "worker", None, r.name,
-                ))  # fmt: skip
-        if self.web:
-            specs += self._web_plan(redis_bin)
-        return specs
+        """Every process, in start order (``services.plan.processes``)."""
+        return plan.processes(self.topology, self.layout, web=self.web)
 
-    def _web_plan(self, redis_bin: str) -> list[ProcessSpec]:
-        """Per region: a Redis for Celery, the Django app under gunicorn, and a Celery worker."""
-        t = self.topology
-        specs: list[ProcessSpec] = []
-        for r in t.regions:
-            port = t.broker_port(r.name)
-            argv = self._redis(redis_bin, r.name, port, f"{r.name}-broker")
-            specs.append(ProcessSpec(f"{r.name}.broker", argv, "redis", port, r.name))
-        for r in t.regions:
-            env = self.web_env(r.name)
-            specs.append(ProcessSpec(
-                f"{r.name}.web",
-                [sys.executable, "-m", "gunicorn", "webapp.wsgi:application",
-                 "--bind", f"{t.bind_host(r.name)}:{t.web_port(r.name)}", "--workers", "2", "--threads", "4",
-                 "--access-logfile", "-", "--graceful-timeout", "5"],
-                "http", t.web_port(r.name), r.name, env,
-            ))  # fmt: skip
-            specs.append(ProcessSpec(
-                f"{r.name}.celery",
-                [sys.executable, "-m", "celery", "-A", "webapp.worker", "worker", "--pool", "threads",
-                 "--concurrency", "4", "--hostname", f"{r.name}@%h", "--loglevel", "INFO"],
-                "worker", None, r.name, env,
-            ))  # fmt: skip
-        return specs
-
-    def _redis(self, redis_bin: str, region: str, port: int, data: str) -> list[str]:
-        """A durable Redis: every write appended to its AOF before it is acknowledged (with the
-        topology's ``appendfsync``), in a data directory that outlives the process, so a store
-        killed and restarted comes back with what it acknowledged. No RDB snapshots: the AOF
-        (with its RDB preamble after a rewrite) is the one copy. With the deployment's secret
-        set, it is the password, in a config file only the owner can read (not on the command
-        line, where any local user's `ps` would show it)."""
-        bind = self.topology.bind_host(region)
-        config = []
-        if auth.secret():
-            path = self.data_dir / f"{data}.conf"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch(mode=0o600)
-            quoted = auth.secret().replace("\\", "\\\\").replace('"', '\\"')  # type: ignore[union-attr]
-            path.write_text(f'requirepass "{quoted}"\n')
-            config = [str(path)]
-        return [
-            redis_bin, *config, "--port", str(port), "--bind", bind,
-            "--protected-mode", "no", "--daemonize", "no", "--dir", str(self.data_dir / data), "--save", "",
-            "--appendonly", "yes", "--appendfsync", self.topology.appendfsync,
-        ]  # fmt: skip
+    def web_env(self, region: str) -> dict[str, str]:
+        return plan.web_env(self.topology, self.layout, region)
 
     @property
     def data_dir(self) -> Path:
         """Every store's and broker's files, one directory each: kept when a process restarts,
         and from one ``start`` to the next unless started ``fresh``."""
         return self.run_dir / "redis"
-
-    def web_env(self, region: str) -> dict[str, str]:
-        """What the web app and its worker need to know: the topology, their region, the key
-        every region signs sessions and hand-offs with."""
-        return {
-            "DJANGO_SETTINGS_MODULE": "webapp.settings",
-            "SATURN_TOPOLOGY": str(self.topology_file),
-            "SATURN_REGION": region,
-            "DJANGO_SECRET_KEY": self.secret_key,
-            "DJANGO_ALLOWED_HOSTS": f"{self.topology.node_host(region)},localhost,127.0.0.1",
-        }
 
     @property
     def secret_key(self) -> str:
@@ -299,8 +189,7 @@ class Cluster:
                 self._spawn(self.specs[name])
 
     def _spawn(self, spec: ProcessSpec) -> None:
-        if spec.kind == "redis":
-            Path(spec.argv[spec.argv.index("--dir") + 1]).mkdir(parents=True, exist_ok=True)
+        plan.prepare(spec)
         log_path = self.run_dir / "logs" / f"{spec.name}.log"
         env = {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
@@ -335,21 +224,13 @@ class Cluster:
         it has caught up; a topology is ready when every region's proxy has."""
         deadline = time.monotonic() + timeout
         for region in self.topology.region_names:
-            endpoint = self.topology.bulk_endpoint(region)
-            while not _grpc_serving(endpoint, service="proxy"):
+            while not plan.proxy_in_tree_order(self.topology, region):
                 if time.monotonic() > deadline:
                     raise LaunchError(f"{region}'s remote proxy did not reach tree order in {timeout:.0f}s")
                 time.sleep(0.05)
 
     def is_healthy(self, spec: ProcessSpec) -> bool:
-        host = self.topology.node_host(spec.owner) if spec.owner else self.topology.host
-        if spec.kind == "redis":
-            return _redis_ping(host, spec.port, auth.secret())
-        if spec.kind == "grpc":
-            return _grpc_serving(f"{host}:{spec.port}")
-        if spec.kind == "http":
-            return _http_ok(f"http://{host}:{spec.port}/healthz")
-        return True
+        return plan.is_healthy(self.topology, spec)
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM to the services in reverse start order, then to the stores (so that no service
@@ -452,39 +333,6 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
-
-
-def _redis_ping(host: str, port: int | None, password: str | None = None) -> bool:
-    """PING (after AUTH with the password, if any) answers PONG: up, and its data loaded."""
-    try:
-        with socket.create_connection((host, port), timeout=0.5) as sock:
-            if password:
-                secret = password.encode()
-                sock.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(secret), secret))
-                if not sock.recv(64).startswith(b"+OK"):
-                    return False
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as reply:
-            return reply.status == 200
-    except (OSError, ValueError):
-        return False
-
-
-def _grpc_serving(endpoint: str, service: str = "") -> bool:
-    try:
-        with grpc.insecure_channel(endpoint) as channel:
-            request = health_pb2.HealthCheckRequest(service=service)
-            reply = health_pb2_grpc.HealthStub(channel).Check(request, timeout=0.5)
-            return reply.status == health_pb2.HealthCheckResponse.SERVING
-    except grpc.RpcError:
-        return False
 
 
 def read_state(run_dir: str | Path) -> dict | None:

@@ -1,0 +1,1 @@
+"""docker-compose projects generated from a topology (``python -m services.compose``)."""

@@ -1,0 +1,213 @@
+"""docker-compose projects made from a topology and the launcher's process plan.
+
+Every process of the plan (``services/plan.py``) becomes one service running the project's image
+(``python -m services.node run``, which finds the same process in the same plan inside the
+container). A region's containers share one network and process namespace, held by the region's
+"pod" service (``services.node pause``): they reach each other, and peers reach them, at the
+region's host name, exactly as a region's processes do on one machine.
+
+- :func:`one_host`: every region and serializer on one Docker host, named by compose's DNS (the
+  region's pod service is its host); the ports clients need are published on the host.
+- :func:`per_host`: one project per host for separate machines: host networking, every node's
+  address a variable (``SATURN_HOST_<NODE>``) taken from the project's ``.env``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from services import plan
+from services.auth import SECRET_ENV
+from services.topology import Topology, TopologyError, host_variable
+
+IMAGE = "saturn-twissandra:latest"
+TOPOLOGY_IN_CONTAINER = PurePosixPath("/etc/saturn/topology.json")
+LAYOUT = plan.Layout(
+    python="python", topology_file=TOPOLOGY_IN_CONTAINER, data_dir=PurePosixPath("/data"),  # type: ignore[arg-type]
+    redis_server="redis-server",
+)  # fmt: skip
+HEALTHCHECK = {
+    "test": ["CMD", "python", "-m", "services.node", "health"],
+    "interval": "5s", "timeout": "5s", "retries": 3, "start_period": "60s",
+}  # fmt: skip
+PUBLISHED = ("frontend", "metrics", "web")  # what a client on the Docker host needs
+
+
+@dataclass
+class Project:
+    """One compose project: its services and volumes, the topology its containers read, and
+    what its ``.env`` must define (name → example value; empty for a secret)."""
+
+    name: str
+    topology: Topology
+    services: dict[str, dict] = field(default_factory=dict)
+    volumes: dict[str, dict] = field(default_factory=dict)
+    variables: dict[str, str] = field(default_factory=dict)
+
+    def compose(self) -> dict:
+        return {"name": self.name, "services": self.services, "volumes": self.volumes}
+
+
+def service_name(spec: plan.ProcessSpec) -> str:
+    """``virginia.frontend0`` → ``virginia-frontend0``; a serializer is named as its node."""
+    return spec.node if spec.name.startswith("serializer.") else spec.name.replace(".", "-")  # type: ignore[return-value]
+
+
+def one_host(topology: Topology, web: bool = True, emulate_wan: bool = True) -> tuple[Project, Topology]:
+    """Every node in one project on one Docker host. Returns the project and the topology a
+    client on the host uses (127.0.0.1 and the published ports)."""
+    nodes = {r.name: {"host": r.name} for r in topology.regions}
+    nodes |= {s.name: {"host": s.name} for s in topology.serializers}
+    inside = _rewrite(topology, bind="0.0.0.0", hosts=nodes, emulate_wan=emulate_wan)
+    project = Project(topology.name, inside, variables=_secrets(web))
+    project.variables["PUBLISH_ADDRESS"] = "127.0.0.1"
+    for spec in plan.processes(inside, LAYOUT, web=web):
+        _add(project, spec, web, host_network=False)
+    for region in topology.region_names:
+        ports = [inside.frontend_port(region), inside.metrics_port(region)]
+        ports += [inside.web_port(region)] if web else []
+        project.services[region]["ports"] = [f"${{PUBLISH_ADDRESS:-127.0.0.1}}:{p}:{p}" for p in ports]
+    outside = _rewrite(topology, bind=None, hosts={n: {"host": None} for n in nodes}, emulate_wan=emulate_wan)
+    return project, outside.model_copy(update={"host": "127.0.0.1"})
+
+
+def per_host(
+    topology: Topology, hosts: dict[str, str], web: bool = True, emulate_wan: bool = True
+) -> list[Project]:
+    """One project per host (nodes that share a host share a project): what a user with one
+    machine per region runs. ``hosts`` adds to or overrides the hosts the topology names; every
+    node must have one."""
+    unknown = sorted(set(hosts) - set(topology.node_names))
+    if unknown:
+        raise TopologyError(
+            f"{topology.source}: --host names unknown nodes {unknown} (have {topology.node_names})"
+        )
+    placed = {node: hosts.get(node) or _own_host(topology, node) for node in topology.node_names}
+    missing = [node for node, host in placed.items() if host is None]
+    if missing:
+        raise TopologyError(
+            f"{topology.source}: {', '.join(_field(topology, n) for n in missing)}: a per-host project "
+            f"needs every node's address (set it in the topology, or --host NODE=ADDRESS)"
+        )
+    inside = _rewrite(
+        topology, bind="0.0.0.0", hosts={n: {"host": h} for n, h in placed.items()}, emulate_wan=emulate_wan
+    )
+    by_host: dict[str, list[str]] = {}
+    for node, host in placed.items():
+        by_host.setdefault(host, []).append(node)  # type: ignore[arg-type]
+    projects = []
+    specs = plan.processes(inside, LAYOUT, web=web)
+    for nodes in by_host.values():
+        project = Project(f"{topology.name}-{'-'.join(nodes)}", inside, variables=_secrets(web))
+        project.variables |= {host_variable(n): h for n, h in placed.items()}  # type: ignore[misc]
+        for spec in specs:
+            if spec.owner in nodes:
+                _add(project, spec, web, host_network=True)
+        projects.append(project)
+    return projects
+
+
+def _own_host(topology: Topology, node: str) -> str | None:
+    for entry in [*topology.regions, *topology.serializers]:
+        if entry.name == node:
+            return entry.host
+    return None
+
+
+def _field(topology: Topology, node: str) -> str:
+    if node in topology.region_names:
+        return f"regions[{topology.region_names.index(node)}].host"
+    names = [s.name for s in topology.serializers]
+    return f"serializers[{names.index(node)}].host"
+
+
+def _rewrite(topology: Topology, bind: str | None, hosts: dict[str, dict], emulate_wan: bool) -> Topology:
+    data = topology.model_dump()
+    data["bind"] = bind
+    for key in ("regions", "serializers"):
+        for entry in data[key]:
+            entry.update(hosts[entry["name"]])
+    if not emulate_wan:
+        data["latency_ms"], data["jitter_ms"] = {}, 0.0
+    return Topology.from_dict(data, source=topology.source)
+
+
+def _secrets(web: bool) -> dict[str, str]:
+    return {SECRET_ENV: "", **({"DJANGO_SECRET_KEY": ""} if web else {})}
+
+
+def _required(variable: str) -> str:
+    return f"${{{variable}:?set {variable} in .env (compose/README.md)}}"
+
+
+def _add(project: Project, spec: plan.ProcessSpec, web: bool, host_network: bool) -> None:
+    """The service for one process, and its region's pod the first time the region is seen."""
+    name = service_name(spec)
+    env = {"SATURN_PROCESS": spec.name, SECRET_ENV: _required(SECRET_ENV)}
+    if spec.name.endswith((".web", ".celery")):
+        env["DJANGO_SECRET_KEY"] = _required("DJANGO_SECRET_KEY")
+    env |= {v: _required(v) for v in project.variables if v.startswith("SATURN_HOST_")}
+    service: dict = {
+        "image": IMAGE,
+        "command": ["python", "-m", "services.node", "run"],
+        "environment": env,
+        "volumes": ["./topology.json:/etc/saturn/topology.json:ro"],
+        "restart": "unless-stopped",
+        "healthcheck": dict(HEALTHCHECK),
+        "stop_grace_period": "10s",
+    }
+    if spec.region:
+        pod = spec.region
+        if pod not in project.services:
+            project.services[pod] = _pod(project, pod, host_network)
+        service |= {"network_mode": f"service:{pod}", "pid": f"service:{pod}"}
+        service["volumes"].append(f"{pod}-metrics:/metrics")
+        service["depends_on"] = {pod: {"condition": "service_started"}}
+        service["depends_on"] |= {
+            service_name_of(dep): {"condition": "service_healthy"} for dep in _needs(project.topology, spec)
+        }
+    elif host_network:
+        service["network_mode"] = "host"
+    else:
+        service["hostname"] = name
+    if spec.kind == "redis":
+        volume = name
+        project.volumes[volume] = {}
+        service["volumes"].append(f"{volume}:/data")
+    project.services[name] = service
+
+
+def _pod(project: Project, region: str, host_network: bool) -> dict:
+    project.volumes[f"{region}-metrics"] = {}
+    pod = {
+        "image": IMAGE,
+        "command": ["python", "-m", "services.node", "pause"],
+        "volumes": [f"{region}-metrics:/metrics"],
+        "restart": "unless-stopped",
+        "healthcheck": {"test": ["CMD", "true"], "interval": "5s"},
+        "stop_grace_period": "2s",
+    }
+    if host_network:
+        pod["network_mode"] = "host"
+    else:
+        pod["hostname"] = region
+    return pod
+
+
+def _needs(topology: Topology, spec: plan.ProcessSpec) -> list[str]:
+    """What a process needs healthy before it starts: its region's stores; a worker also its
+    region's frontend; the web app and its worker their broker."""
+    region = topology.region(spec.region)  # type: ignore[arg-type]
+    stores = [f"{region.name}.redis{k}" for k in range(region.shards)]
+    if spec.kind == "redis":
+        return []
+    if spec.name.endswith((".web", ".celery")):
+        return [f"{region.name}.broker", f"{region.name}.frontend0"]
+    if spec.kind == "worker":
+        return [*stores, f"{region.name}.frontend0"]
+    return stores
+
+
+def service_name_of(process: str) -> str:
+    return process.replace(".", "-")

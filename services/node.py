@@ -1,0 +1,107 @@
+"""One process of the plan, in a container: ``python -m services.node run|health|pause [NAME]``.
+
+A compose service names the process it is (``$SATURN_PROCESS``, e.g. ``virginia.frontend0``);
+``run`` finds it in the same plan the launcher uses (``services/plan.py``), writes what it needs
+on disk and becomes it (exec, so Docker's signals reach it); ``health`` is the image's
+HEALTHCHECK (the launcher's check for that process); ``pause`` holds a region's network and
+process namespaces for its other containers (the region's "pod"), reaping orphans.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+from services import auth, plan
+from services.runtime import load_topology
+from services.topology import Topology, TopologyError
+
+PROCESS_ENV = "SATURN_PROCESS"
+TOPOLOGY_FILE = Path(os.environ.get("SATURN_TOPOLOGY_FILE", "/etc/saturn/topology.json"))
+DATA_DIR = Path(os.environ.get("SATURN_DATA_DIR", "/data"))
+METRICS_DIR = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR", "/metrics"))
+
+
+def container_layout() -> plan.Layout:
+    """The image's paths (compose/Dockerfile): its Python, the mounted topology, the volume."""
+    return plan.Layout(
+        python=sys.executable, topology_file=TOPOLOGY_FILE, data_dir=DATA_DIR,
+        redis_server=shutil.which("redis-server") or "redis-server",
+    )  # fmt: skip
+
+
+def find(topology: Topology, name: str) -> plan.ProcessSpec:
+    specs = {spec.name: spec for spec in plan.processes(topology, container_layout(), web=True)}
+    if name not in specs:
+        raise SystemExit(f"no process {name!r} in {topology.source} (have: {', '.join(specs)})")
+    return specs[name]
+
+
+def run(topology: Topology, name: str) -> None:
+    spec = find(topology, name)
+    if spec.owner:
+        try:
+            auth.require_for(topology.bind_host(spec.owner), name)
+        except auth.CredentialsRequired as exc:
+            raise SystemExit(str(exc)) from None
+    plan.prepare(spec)
+    env = {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1"}
+    if spec.region:
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(METRICS_DIR)
+    os.execvpe(spec.argv[0], spec.argv, env)
+
+
+def health(topology: Topology, name: str) -> int:
+    spec = find(topology, name)
+    healthy = plan.is_healthy(topology, spec)
+    if healthy and spec.name.endswith(".bulk-receiver") and topology.protocol == "saturn":
+        healthy = plan.proxy_in_tree_order(topology, spec.region)  # type: ignore[arg-type]
+        if not healthy:
+            print(f"{name}: the remote proxy has not caught up with every peer (unreachable?)")
+    print(f"{name}: {'healthy' if healthy else 'unhealthy'}")
+    return 0 if healthy else 1
+
+
+def pause() -> None:
+    """Starts a region: its metrics files of an earlier life go (their processes are gone);
+    then it waits for SIGTERM, reaping whatever is reparented to it."""
+    if METRICS_DIR.is_dir():
+        for path in METRICS_DIR.iterdir():
+            path.unlink(missing_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the pause below to reap
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            signal.pause()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m services.node", description=__doc__.split("\n")[0])
+    parser.add_argument("action", choices=["run", "health", "pause"])
+    parser.add_argument(
+        "name", nargs="?", default=os.environ.get(PROCESS_ENV), help=f"default ${PROCESS_ENV}"
+    )
+    args = parser.parse_args(argv)
+    if args.action == "pause":
+        pause()
+    if not args.name:
+        parser.error(f"which process? name it or set ${PROCESS_ENV}")
+    try:
+        topology = load_topology(str(TOPOLOGY_FILE))
+    except (OSError, TopologyError) as exc:
+        raise SystemExit(f"cannot load the topology {TOPOLOGY_FILE}: {exc}") from None
+    if args.action == "health":
+        return health(topology, args.name)
+    run(topology, args.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

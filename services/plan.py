@@ -1,0 +1,222 @@
+"""The processes a topology runs: one list, whether they start as local processes (the launcher,
+``services/launcher``) or as containers (the compose generator, ``services/compose``).
+
+The plan says what each process is (its command, its port, how its health is checked, the files
+it needs); a :class:`Layout` says where a deployment keeps things (the Python to run, the topology
+file, the stores' data), which is all that differs between a laptop and a container.
+"""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from services import auth
+from services.topology import Topology
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a deployment keeps things."""
+
+    python: str  # the interpreter that runs the services
+    topology_file: Path  # the topology every process reads (JSON, as the launcher writes it)
+    data_dir: Path  # one directory per store and broker below it
+    redis_server: str  # the redis-server binary
+    django_secret_key: str | None = None  # None: the process's environment has DJANGO_SECRET_KEY
+
+
+@dataclass
+class ProcessSpec:
+    name: str
+    argv: list[str]
+    kind: str  # "redis", "grpc", "http" or "worker": how health is checked
+    port: int | None = None
+    region: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    node: str | None = None  # the region or serializer it belongs to (default: its region)
+    files: dict[str, str] = field(default_factory=dict)  # written (mode 0600) before it starts
+
+    @property
+    def owner(self) -> str | None:
+        return self.node or self.region
+
+    @property
+    def workdir(self) -> Path | None:
+        """A store's data directory, made before it starts."""
+        return Path(self.argv[self.argv.index("--dir") + 1]) if self.kind == "redis" else None
+
+
+def processes(topology: Topology, layout: Layout, web: bool = False) -> list[ProcessSpec]:
+    """Every process, in start order: stores, serializers (saturn), receivers (which host the
+    remote proxies), frontends, then bulk senders and label sinks (saturn); with ``web``, per
+    region also a Celery broker, the Django app under gunicorn and a Celery worker."""
+    t = topology
+    specs: list[ProcessSpec] = []
+    for r in t.regions:
+        for k in range(r.shards):
+            specs.append(_redis(t, layout, f"{r.name}.redis{k}", r.name, t.redis_port(r.name, k)))
+    if t.protocol == "saturn":
+        for sz in t.serializers:
+            specs.append(ProcessSpec(
+                f"serializer.{sz.name}",
+                [layout.python, "-m", "services.saturn.serializer",
+                 "--topology", str(layout.topology_file), "--name", sz.name],
+                "grpc", t.serializer_port(sz.name), None, node=sz.name,
+            ))  # fmt: skip
+    for r in t.regions:
+        specs.append(ProcessSpec(
+            f"{r.name}.bulk-receiver", _service(layout, "services.bulk.receiver", r.name),
+            "grpc", t.bulk_port(r.name), r.name,
+        ))  # fmt: skip
+    for r in t.regions:
+        for i in range(r.frontends):
+            specs.append(ProcessSpec(
+                f"{r.name}.frontend{i}", _service(layout, "services.region.frontend", r.name, i),
+                "grpc", t.frontend_port(r.name), r.name,
+            ))  # fmt: skip
+    for r in t.regions:
+        specs.append(ProcessSpec(
+            f"{r.name}.bulk-sender", _service(layout, "services.bulk.sender", r.name), "worker", None, r.name,
+        ))  # fmt: skip
+        if t.protocol == "saturn":
+            specs.append(ProcessSpec(
+                f"{r.name}.label-sink", _service(layout, "services.saturn.label_sink", r.name),
+                "worker", None, r.name,
+            ))  # fmt: skip
+    if web:
+        specs += _web(t, layout)
+    return specs
+
+
+def _service(layout: Layout, module: str, region: str, index: int = 0) -> list[str]:
+    return [
+        layout.python, "-m", module, "--topology", str(layout.topology_file),
+        "--region", region, "--index", str(index),
+    ]  # fmt: skip
+
+
+def _web(t: Topology, layout: Layout) -> list[ProcessSpec]:
+    specs = [_redis(t, layout, f"{r.name}.broker", r.name, t.broker_port(r.name)) for r in t.regions]
+    for r in t.regions:
+        env = web_env(t, layout, r.name)
+        specs.append(ProcessSpec(
+            f"{r.name}.web",
+            [layout.python, "-m", "gunicorn", "webapp.wsgi:application",
+             "--bind", f"{t.bind_host(r.name)}:{t.web_port(r.name)}", "--workers", "2", "--threads", "4",
+             "--access-logfile", "-", "--graceful-timeout", "5"],
+            "http", t.web_port(r.name), r.name, env,
+        ))  # fmt: skip
+        specs.append(ProcessSpec(
+            f"{r.name}.celery",
+            [layout.python, "-m", "celery", "-A", "webapp.worker", "worker", "--pool", "threads",
+             "--concurrency", "4", "--hostname", f"{r.name}@%h", "--loglevel", "INFO"],
+            "worker", None, r.name, env,
+        ))  # fmt: skip
+    return specs
+
+
+def web_env(t: Topology, layout: Layout, region: str) -> dict[str, str]:
+    """What the web app and its worker need to know: the topology, their region, the key every
+    region signs sessions and hand-offs with (unless the environment gives it)."""
+    env = {
+        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+        "SATURN_TOPOLOGY": str(layout.topology_file),
+        "SATURN_REGION": region,
+        "DJANGO_ALLOWED_HOSTS": f"{t.node_host(region)},localhost,127.0.0.1",
+    }
+    if layout.django_secret_key:
+        env["DJANGO_SECRET_KEY"] = layout.django_secret_key
+    return env
+
+
+def _redis(t: Topology, layout: Layout, name: str, region: str, port: int) -> ProcessSpec:
+    """A durable Redis: every write appended to its AOF before it is acknowledged (with the
+    topology's ``appendfsync``), in a data directory that outlives the process, so a store killed
+    and restarted comes back with what it acknowledged. No RDB snapshots: the AOF (with its RDB
+    preamble after a rewrite) is the one copy. With the deployment's secret set, it is the
+    password, in a config file only the owner can read (not on the command line, where any local
+    user's `ps` would show it)."""
+    data = name.replace(".redis", "-").replace(".broker", "-broker")
+    files, config = {}, []
+    if auth.secret():
+        path = layout.data_dir / f"{data}.conf"
+        quoted = auth.secret().replace("\\", "\\\\").replace('"', '\\"')  # type: ignore[union-attr]
+        files[str(path)] = f'requirepass "{quoted}"\n'
+        config = [str(path)]
+    argv = [
+        layout.redis_server, *config, "--port", str(port), "--bind", t.bind_host(region),
+        "--protected-mode", "no", "--daemonize", "no", "--dir", str(layout.data_dir / data), "--save", "",
+        "--appendonly", "yes", "--appendfsync", t.appendfsync,
+    ]  # fmt: skip
+    return ProcessSpec(name, argv, "redis", port, region, files=files)
+
+
+def prepare(spec: ProcessSpec) -> None:
+    """What a process needs on disk before it starts: its data directory and its files."""
+    if spec.workdir is not None:
+        spec.workdir.mkdir(parents=True, exist_ok=True)
+    for name, text in spec.files.items():
+        path = Path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(text)
+
+
+# -- health ------------------------------------------------------------------------------------
+def is_healthy(topology: Topology, spec: ProcessSpec) -> bool:
+    """Redis answers PING, a gRPC server reports SERVING (a Saturn receiver also its remote
+    proxy, once it follows the tree's order), the web app answers ``/healthz``; a worker with no
+    port counts as healthy while it runs."""
+    host = topology.node_host(spec.owner) if spec.owner else topology.host
+    if spec.kind == "redis":
+        return redis_ping(host, spec.port, auth.secret())
+    if spec.kind == "grpc":
+        return grpc_serving(f"{host}:{spec.port}")
+    if spec.kind == "http":
+        return http_ok(f"http://{host}:{spec.port}/healthz")
+    return True
+
+
+def proxy_in_tree_order(topology: Topology, region: str) -> bool:
+    """Saturn's proxies start in timestamp order (§6.1) and switch to the tree's order once it
+    has caught up; a region is ready when its proxy has."""
+    return grpc_serving(topology.bulk_endpoint(region), service="proxy")
+
+
+def redis_ping(host: str, port: int | None, password: str | None = None) -> bool:
+    """PING (after AUTH with the password, if any) answers PONG: up, and its data loaded."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5) as sock:
+            if password:
+                secret = password.encode()
+                sock.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(secret), secret))
+                if not sock.recv(64).startswith(b"+OK"):
+                    return False
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return reply.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def grpc_serving(endpoint: str, service: str = "") -> bool:
+    try:
+        with grpc.insecure_channel(endpoint) as channel:
+            request = health_pb2.HealthCheckRequest(service=service)
+            reply = health_pb2_grpc.HealthStub(channel).Check(request, timeout=0.5)
+            return reply.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError:
+        return False
