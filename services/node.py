@@ -50,6 +50,8 @@ def run(topology: Topology, name: str) -> None:
             raise SystemExit(str(exc)) from None
     plan.prepare(spec)
     env = {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1"}
+    if "DJANGO_ALLOWED_HOSTS" in os.environ:  # the deployment knows where browsers reach it
+        env["DJANGO_ALLOWED_HOSTS"] = os.environ["DJANGO_ALLOWED_HOSTS"]
     if spec.region:
         env["PROMETHEUS_MULTIPROC_DIR"] = str(METRICS_DIR)
     os.execvpe(spec.argv[0], spec.argv, env)

@@ -8,15 +8,11 @@ file, the stores' data), which is all that differs between a laptop and a contai
 
 from __future__ import annotations
 
-import socket
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from services import auth
+from services.probes import grpc_serving, http_ok, redis_ping
 from services.topology import Topology
 
 
@@ -187,36 +183,3 @@ def proxy_in_tree_order(topology: Topology, region: str) -> bool:
     """Saturn's proxies start in timestamp order (§6.1) and switch to the tree's order once it
     has caught up; a region is ready when its proxy has."""
     return grpc_serving(topology.bulk_endpoint(region), service="proxy")
-
-
-def redis_ping(host: str, port: int | None, password: str | None = None) -> bool:
-    """PING (after AUTH with the password, if any) answers PONG: up, and its data loaded."""
-    try:
-        with socket.create_connection((host, port), timeout=0.5) as sock:
-            if password:
-                secret = password.encode()
-                sock.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(secret), secret))
-                if not sock.recv(64).startswith(b"+OK"):
-                    return False
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as reply:
-            return reply.status == 200
-    except (OSError, ValueError):
-        return False
-
-
-def grpc_serving(endpoint: str, service: str = "") -> bool:
-    try:
-        with grpc.insecure_channel(endpoint) as channel:
-            request = health_pb2.HealthCheckRequest(service=service)
-            reply = health_pb2_grpc.HealthStub(channel).Check(request, timeout=0.5)
-            return reply.status == health_pb2.HealthCheckResponse.SERVING
-    except grpc.RpcError:
-        return False

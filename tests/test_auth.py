@@ -70,3 +70,12 @@ def test_with_a_secret_everything_wants_it(launch, monkeypatch):
         assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
         health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert health.status == health_pb2.HealthCheckResponse.SERVING  # health reveals nothing
+
+
+def test_the_health_probes_read_the_same_secret_variable():
+    """services/probes.py names the variable itself (importing the client would cost every
+    container health check the gRPC import); it must stay the client's."""
+    from causal_client.errors import SECRET_ENV
+    from services import probes
+
+    assert probes.SECRET_ENV == SECRET_ENV

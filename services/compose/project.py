@@ -14,6 +14,7 @@ region's host name, exactly as a region's processes do on one machine.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -27,10 +28,7 @@ LAYOUT = plan.Layout(
     python="python", topology_file=TOPOLOGY_IN_CONTAINER, data_dir=PurePosixPath("/data"),  # type: ignore[arg-type]
     redis_server="redis-server",
 )  # fmt: skip
-HEALTHCHECK = {
-    "test": ["CMD", "python", "-m", "services.node", "health"],
-    "interval": "5s", "timeout": "5s", "retries": 3, "start_period": "60s",
-}  # fmt: skip
+HEALTH_TIMING = {"interval": "5s", "timeout": "5s", "retries": 3, "start_period": "60s"}
 PUBLISHED = ("frontend", "metrics", "web")  # what a client on the Docker host needs
 
 
@@ -60,7 +58,7 @@ def one_host(topology: Topology, web: bool = True, emulate_wan: bool = True) -> 
     nodes = {r.name: {"host": r.name} for r in topology.regions}
     nodes |= {s.name: {"host": s.name} for s in topology.serializers}
     inside = _rewrite(topology, bind="0.0.0.0", hosts=nodes, emulate_wan=emulate_wan)
-    project = Project(topology.name, inside, variables=_secrets(web))
+    project = Project(project_name(topology.name), inside, variables=_secrets(web))
     project.variables["PUBLISH_ADDRESS"] = "127.0.0.1"
     for spec in plan.processes(inside, LAYOUT, web=web):
         _add(project, spec, web, host_network=False)
@@ -78,12 +76,13 @@ def per_host(
     """One project per host (nodes that share a host share a project): what a user with one
     machine per region runs. ``hosts`` adds to or overrides the hosts the topology names; every
     node must have one."""
+    running = _running_nodes(topology)
     unknown = sorted(set(hosts) - set(topology.node_names))
     if unknown:
         raise TopologyError(
             f"{topology.source}: --host names unknown nodes {unknown} (have {topology.node_names})"
         )
-    placed = {node: hosts.get(node) or _own_host(topology, node) for node in topology.node_names}
+    placed = {node: hosts.get(node) or _own_host(topology, node) for node in running}
     missing = [node for node, host in placed.items() if host is None]
     if missing:
         raise TopologyError(
@@ -99,13 +98,24 @@ def per_host(
     projects = []
     specs = plan.processes(inside, LAYOUT, web=web)
     for nodes in by_host.values():
-        project = Project(f"{topology.name}-{'-'.join(nodes)}", inside, variables=_secrets(web))
+        project = Project(project_name(f"{topology.name}-{'-'.join(nodes)}"), inside, variables=_secrets(web))
         project.variables |= {host_variable(n): h for n, h in placed.items()}  # type: ignore[misc]
         for spec in specs:
             if spec.owner in nodes:
                 _add(project, spec, web, host_network=True)
         projects.append(project)
     return projects
+
+
+def project_name(name: str) -> str:
+    """A name compose accepts for a project: lower case letters, digits, ``_`` and ``-``."""
+    return re.sub(r"[^a-z0-9_-]", "-", name.lower()).lstrip("-_") or "saturn"
+
+
+def _running_nodes(topology: Topology) -> list[str]:
+    """The nodes that run processes: the regions, and the serializers where the protocol uses them."""
+    serializers = [s.name for s in topology.serializers] if topology.protocol == "saturn" else []
+    return [*topology.region_names, *serializers]
 
 
 def _own_host(topology: Topology, node: str) -> str | None:
@@ -127,7 +137,7 @@ def _rewrite(topology: Topology, bind: str | None, hosts: dict[str, dict], emula
     data["bind"] = bind
     for key in ("regions", "serializers"):
         for entry in data[key]:
-            entry.update(hosts[entry["name"]])
+            entry.update(hosts.get(entry["name"], {}))
     if not emulate_wan:
         data["latency_ms"], data["jitter_ms"] = {}, 0.0
     return Topology.from_dict(data, source=topology.source)
@@ -147,6 +157,8 @@ def _add(project: Project, spec: plan.ProcessSpec, web: bool, host_network: bool
     env = {"SATURN_PROCESS": spec.name, SECRET_ENV: _required(SECRET_ENV)}
     if spec.name.endswith((".web", ".celery")):
         env["DJANGO_SECRET_KEY"] = _required("DJANGO_SECRET_KEY")
+    if spec.name.endswith(".web") and not host_network:  # also reached at the published address
+        env["DJANGO_ALLOWED_HOSTS"] = f"{spec.env['DJANGO_ALLOWED_HOSTS']},${{PUBLISH_ADDRESS:-127.0.0.1}}"
     env |= {v: _required(v) for v in project.variables if v.startswith("SATURN_HOST_")}
     service: dict = {
         "image": IMAGE,
@@ -154,7 +166,7 @@ def _add(project: Project, spec: plan.ProcessSpec, web: bool, host_network: bool
         "environment": env,
         "volumes": ["./topology.json:/etc/saturn/topology.json:ro"],
         "restart": "unless-stopped",
-        "healthcheck": dict(HEALTHCHECK),
+        "healthcheck": {"test": _health_test(project.topology, spec), **HEALTH_TIMING},
         "stop_grace_period": "10s",
     }
     if spec.region:
@@ -185,7 +197,7 @@ def _pod(project: Project, region: str, host_network: bool) -> dict:
         "command": ["python", "-m", "services.node", "pause"],
         "volumes": [f"{region}-metrics:/metrics"],
         "restart": "unless-stopped",
-        "healthcheck": {"test": ["CMD", "true"], "interval": "5s"},
+        "healthcheck": {"test": ["CMD", "true"], **HEALTH_TIMING},
         "stop_grace_period": "2s",
     }
     if host_network:
@@ -193,6 +205,21 @@ def _pod(project: Project, region: str, host_network: bool) -> dict:
     else:
         pod["hostname"] = region
     return pod
+
+
+def _health_test(topology: Topology, spec: plan.ProcessSpec) -> list[str]:
+    """The launcher's check for the process (``services/probes.py``, light enough to run every
+    few seconds); a Saturn receiver is healthy once its remote proxy follows the tree's order,
+    so a region whose peers cannot be reached says so. A worker: its process runs."""
+    probe = ["CMD", "python", "-m", "services.probes"]
+    if spec.kind == "redis":
+        return [*probe, "redis", str(spec.port)]
+    if spec.kind == "http":
+        return [*probe, "http", str(spec.port), "/healthz"]
+    if spec.kind == "grpc":
+        proxy = ["proxy"] if spec.name.endswith(".bulk-receiver") and topology.protocol == "saturn" else []
+        return [*probe, "grpc", str(spec.port), *proxy]
+    return ["CMD", "true"]
 
 
 def _needs(topology: Topology, spec: plan.ProcessSpec) -> list[str]:

@@ -19,7 +19,7 @@ from services import auth
 from services.launcher.cluster import Cluster, LaunchError, read_state
 from services.launcher.redis_binary import RedisNotFound
 from services.pids import pid_alive
-from services.plan import grpc_serving, redis_ping
+from services.probes import grpc_serving, redis_ping
 from services.topology import Topology, TopologyError
 
 DEFAULT_RUN_DIR = Path(".run")

@@ -1,0 +1,70 @@
+"""Is a process up? The checks the launcher waits on and every container's HEALTHCHECK runs.
+
+Cheap on purpose: Docker runs a container's check every few seconds, each in a new Python, so
+this module imports nothing heavy until it needs it (gRPC only for a gRPC check). As a command:
+``python -m services.probes redis PORT | grpc PORT [SERVICE] | http PORT PATH`` (on 127.0.0.1,
+the secret from ``$SATURN_SECRET``); exit status 0 when healthy.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import urllib.request
+
+SECRET_ENV = "SATURN_SECRET"  # causal_client.errors.SECRET_ENV, not imported: it pulls in gRPC
+
+
+def redis_ping(host: str, port: int | None, password: str | None = None) -> bool:
+    """PING (after AUTH with the password, if any) answers PONG: up, and its data loaded."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5) as sock:
+            if password:
+                secret = password.encode()
+                sock.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(secret), secret))
+                if not sock.recv(64).startswith(b"+OK"):
+                    return False
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return reply.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def grpc_serving(endpoint: str, service: str = "") -> bool:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    try:
+        with grpc.insecure_channel(endpoint) as channel:
+            request = health_pb2.HealthCheckRequest(service=service)
+            reply = health_pb2_grpc.HealthStub(channel).Check(request, timeout=0.5)
+            return reply.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError:
+        return False
+
+
+def main(argv: list[str]) -> int:
+    kind, port, *rest = argv
+    if kind == "redis":
+        healthy = redis_ping("127.0.0.1", int(port), os.environ.get(SECRET_ENV) or None)
+    elif kind == "grpc":
+        healthy = grpc_serving(f"127.0.0.1:{port}", *rest[:1])
+    elif kind == "http":
+        healthy = http_ok(f"http://127.0.0.1:{port}{rest[0] if rest else '/'}")
+    else:
+        print(f"unknown check {kind!r}: redis, grpc or http", file=sys.stderr)
+        return 2
+    return 0 if healthy else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

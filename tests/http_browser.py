@@ -1,0 +1,163 @@
+"""A browser for the web tier over real HTTP (stdlib urllib): one cookie jar for every region's
+web app, CSRF tokens and Referers as pages send them, redirects followed by hand; and what a page
+shows. Used against launched topologies and against containers (anything with a topology)."""
+
+from __future__ import annotations
+
+import html
+import re
+import secrets
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.cookiejar import CookieJar
+
+PASSWORD = "pw-12345678"
+HTTP_TIMEOUT_S = 60.0  # an attach may wait (saturn) on a loaded machine
+ANOMALY = 'data-anomaly="missing-original"'  # a reply shown before its original
+
+
+# -- a browser: cookies, CSRF, redirects by hand ----------------------------------------------------
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None  # the 3xx reaches the caller, who follows it (or not) explicitly
+
+
+@dataclass
+class Reply:
+    status: int
+    url: str
+    headers: dict[str, str]
+    text: str
+
+    @property
+    def location(self) -> str:
+        return urllib.parse.urljoin(self.url, self.headers.get("location", ""))
+
+
+class Browser:
+    """One simulated browser: one cookie jar for every region's web app."""
+
+    def __init__(self, deployment: object):
+        self.topology = getattr(deployment, "topology", deployment)  # a Cluster, or a Topology
+        self.jar = CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect())
+
+    def url(self, region: str, path: str) -> str:
+        return self.topology.web_url(region) + path
+
+    def cookie(self, name: str) -> str | None:
+        return next((c.value for c in self.jar if c.name == name), None)
+
+    def open(self, url: str, data: dict[str, str] | None = None, referer: str | None = None) -> Reply:
+        body = urllib.parse.urlencode(data).encode() if data is not None else None
+        request = urllib.request.Request(url, data=body)
+        if referer:
+            request.add_header("Referer", referer)
+        try:
+            with self.opener.open(request, timeout=HTTP_TIMEOUT_S) as response:
+                status, headers, raw = response.status, response.headers, response.read()
+        except urllib.error.HTTPError as exc:  # 3xx (not followed), 4xx, 5xx: a page all the same
+            status, headers, raw = exc.code, exc.headers, exc.read()
+        return Reply(status, url, {k.lower(): v for k, v in headers.items()}, raw.decode("utf-8", "replace"))
+
+    def get(self, region: str, path: str) -> Reply:
+        return self.open(self.url(region, path))
+
+    def post(self, region: str, path: str, fields: dict[str, str]) -> Reply:
+        """A form POST as the page would send it: the CSRF token (from a page seen before) and a
+        Referer from the same origin."""
+        token = self.cookie(f"csrftoken_{region}")
+        if token is None:
+            self.get(region, "/")  # every page has a form (travel), so it sets the CSRF cookie
+            token = self.cookie(f"csrftoken_{region}")
+        assert token, f"no csrftoken_{region} cookie after a page at {region}"
+        fields = {**fields, "csrfmiddlewaretoken": token}
+        return self.open(self.url(region, path), fields, referer=self.url(region, "/"))
+
+    def arrive(self, link: str) -> Reply:
+        """A travel hand-off as a person follows it: the destination's page says who arrives,
+        its button POSTs the token (with the destination's CSRF token). Returns the final reply
+        (a redirect home), or the refusal of either step."""
+        shown = self.open(link)
+        if shown.status != 200:
+            return shown
+        region = next(r for r in self.topology.region_names if link.startswith(self.url(r, "/")))
+        assert 'action="/arrive/"' in shown.text and "Continue" in shown.text, shown.text[:500]
+        token = urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)["t"][0]
+        return self.post(region, "/arrive/", {"t": token})
+
+    def follow(self, reply: Reply) -> Reply:
+        assert reply.status in (301, 302, 303), f"expected a redirect from {reply.url}, got {reply.status}"
+        return self.open(reply.location)
+
+    # -- the app's actions ---------------------------------------------------------------------------
+    def sign_up(self, region: str, username: str, password: str = PASSWORD) -> Reply:
+        fields = {"username": username, "password": password, "password_again": password}
+        return self.post(region, "/signup/", fields)
+
+    def log_in(self, region: str, username: str, password: str = PASSWORD) -> Reply:
+        return self.post(region, "/login/", {"username": username, "password": password})
+
+    def tweet(self, region: str, body: str, reply_to: str = "") -> Reply:
+        reply = self.post(region, "/post/", {"body": body, "reply_to": reply_to})
+        assert reply.status == 302, f"posting at {region}: {reply.status} {reply.text[:300]}"
+        return reply
+
+
+def new_name(prefix: str = "u") -> str:
+    return f"{prefix}{secrets.token_hex(6)}"
+
+
+def poll(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f}s")
+        time.sleep(interval)
+
+
+# -- reading pages -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Shown:
+    """A tweet as a page shows it (an ``<article class="tweet">``)."""
+
+    id: str
+    group: str
+    body: str
+    is_reply: bool
+    original: str | None  # the quoted original's text, if shown
+    anomaly: bool  # the "reply seen before its tweet" marker
+
+    @property
+    def ref(self) -> str:
+        return f"{self.group}/{self.id}"
+
+
+_ARTICLE = re.compile(r'<article class="tweet" id="t-([0-9a-f]{22})">(.*?)</article>', re.S)
+_BODY = re.compile(r'<p class="body">(.*?)</p>', re.S)
+_QUOTE = re.compile(r"<q>(.*?)</q>", re.S)
+
+
+def tweets_on(page: str) -> list[Shown]:
+    shown = []
+    for tweet_id, inner in _ARTICLE.findall(page):
+        group = re.search(rf'href="/t/([^/"]+)/{tweet_id}/"', inner)
+        body = _BODY.search(inner)
+        quote = _QUOTE.search(inner)
+        assert group and body, f"unexpected tweet markup: {inner[:300]}"
+        shown.append(Shown(
+            tweet_id, group.group(1), html.unescape(body.group(1)).strip(), 'class="reply-to"' in inner,
+            html.unescape(quote.group(1)) if quote else None, ANOMALY in inner,
+        ))  # fmt: skip
+    return shown
+
+
+def find(page: str, body: str) -> Shown | None:
+    return next((t for t in tweets_on(page) if t.body == body), None)
