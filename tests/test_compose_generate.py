@@ -108,7 +108,7 @@ def test_one_host_project_runs_the_plan_in_region_pods(tmp_path):
     for node_name in inside.node_names:
         assert inside.node_host(node_name) == node_name == services[node_name]["hostname"]
     for r in topology.region_names:
-        ports = {inside.frontend_port(r), inside.metrics_port(r), inside.web_port(r)}
+        ports = {inside.frontend_port(r), inside.metrics_port(r), inside.web_port(r), inside.redis_port(r)}
         assert set(services[r]["ports"]) == {f"${{PUBLISH_ADDRESS:-127.0.0.1}}:{p}:{p}" for p in ports}
     client = json.loads(files["client/topology.json"])
     assert not [e for e in client["regions"] + client["serializers"] if "host" in e]

@@ -21,6 +21,7 @@ from loadtest.bench.report import report, results_json, say, write_outputs
 from loadtest.bench.results import ProtocolRun, Settings
 from services.launcher.cluster import LaunchError
 from services.launcher.redis_binary import RedisNotFound
+from services.runtime import load_topology
 from services.topology import Topology, TopologyError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -185,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Exit status: 0, 1 when a protocol could not be measured, 2 on bad arguments, 130 on Ctrl-C."""
     args = parse_args(argv)
     try:
-        topology = Topology.load(args.topology)
+        topology = load_topology(args.topology)  # a .toml, or a running deployment's topology.json
         if args.base_port:
             topology = with_overrides(topology, base_port=args.base_port)
         settings = settings_for(args, topology)

@@ -29,7 +29,6 @@ LAYOUT = plan.Layout(
     redis_server="redis-server",
 )  # fmt: skip
 HEALTH_TIMING = {"interval": "5s", "timeout": "5s", "retries": 3, "start_period": "60s"}
-PUBLISHED = ("frontend", "metrics", "web")  # what a client on the Docker host needs
 
 
 @dataclass
@@ -65,6 +64,7 @@ def one_host(topology: Topology, web: bool = True, emulate_wan: bool = True) -> 
     for region in topology.region_names:
         ports = [inside.frontend_port(region), inside.metrics_port(region)]
         ports += [inside.web_port(region)] if web else []
+        ports += [inside.redis_port(region, k) for k in range(inside.region(region).shards)]
         project.services[region]["ports"] = [f"${{PUBLISH_ADDRESS:-127.0.0.1}}:{p}:{p}" for p in ports]
     outside = _rewrite(topology, bind=None, hosts={n: {"host": None} for n in nodes}, emulate_wan=emulate_wan)
     return project, outside.model_copy(update={"host": "127.0.0.1"})
