@@ -54,7 +54,9 @@ def running_protocol(topology: Topology, region: str) -> str:
     with CausalClient.connect(
         topology.frontend_endpoint(region), endpoints=topology.frontend_endpoints()
     ) as client:
-        reply = client.stub(region).Describe(store_pb2.DescribeRequest(), timeout=client.timeout)
+        reply = client.stub(region).Describe(
+            store_pb2.DescribeRequest(), timeout=client.timeout, metadata=client.metadata
+        )
     return reply.protocol
 
 
