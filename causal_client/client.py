@@ -1,4 +1,4 @@
-"""The client library: sessions that carry a Saturn label through every call (DESIGN §9).
+"""The client library: sessions that carry a Saturn label through every call.
 
     client = CausalClient.connect("127.0.0.1:7200")      # learns every region from one
     session = client.session("virginia")
@@ -63,7 +63,7 @@ class CausalClient:
     """Knows the regions, holds one gRPC channel per region, and makes sessions.
 
     ``site`` is where this client runs: calls to a region at another site are delayed by the
-    emulated one-way latency each way (WAN emulation, DESIGN §8). ``None`` = no emulation.
+    emulated one-way latency each way (WAN emulation, causal_client/wan.py). ``None`` = no emulation.
     ``secret``: the deployment's credentials, sent with every call (default: ``$SATURN_SECRET``;
     a deployment on loopback may have none).
     """

@@ -1,4 +1,4 @@
-"""WAN emulation (DESIGN §8): hold each cross-site message for the one-way latency of its link.
+"""WAN emulation: hold each cross-site message for the one-way latency of its link.
 
 One small layer used by every component that sends across sites: bulk-data streams, their acks,
 label streams and client calls to a remote region. FIFO order is kept even with jitter, because a

@@ -1,4 +1,4 @@
-"""Prometheus metrics of a region (DESIGN §11): throughput and remote-update visibility latency.
+"""Prometheus metrics of a region: throughput and remote-update visibility latency.
 
 A region runs several processes (frontends, bulk receiver, ...), so metrics use
 prometheus_client's multiprocess mode: each process writes to the region's

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from http_browser import poll
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
@@ -125,14 +126,7 @@ def expect_caught(protocol: str, failures: int, rounds: int, what: str) -> None:
 
 def eventually(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.01):
     """Polls until ``predicate()`` is truthy; returns its value or fails with a clear message."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
+    return poll(predicate, timeout, "condition", interval)
 
 
 def unique(prefix: str) -> str:

@@ -1,4 +1,4 @@
-"""Consistency protocols as plug-ins over one data path (DESIGN §7)."""
+"""Consistency protocols as plug-ins over one data path (docs/ARCHITECTURE.md, "Protocols")."""
 
 from services.protocols.base import Protocol, protocol_for
 
