@@ -8,10 +8,13 @@ from causal_client.errors import (
     InvalidLabel,
     InvalidRequest,
     NotReplicatedHere,
+    OutcomeUnknown,
     RegionUnavailable,
     ServerError,
     StoreTimeout,
     UnknownRegion,
+    VersionMismatch,
+    WrongPlace,
 )
 from causal_client.label import Label, LabelType
 from causal_client.session_token import SessionToken
@@ -28,6 +31,7 @@ __all__ = [
     "LabelType",
     "Mutation",
     "NotReplicatedHere",
+    "OutcomeUnknown",
     "ReadSpec",
     "RegionInfo",
     "RegionUnavailable",
@@ -37,4 +41,6 @@ __all__ = [
     "SessionToken",
     "StoreTimeout",
     "UnknownRegion",
+    "VersionMismatch",
+    "WrongPlace",
 ]

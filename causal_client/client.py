@@ -1,6 +1,6 @@
 """The client library: sessions that carry a Saturn label through every call.
 
-    client = CausalClient.connect("127.0.0.1:7200")      # learns every region from one
+    client = CausalClient.connect("127.0.0.1:7210")      # any region's store: learns every region
     session = client.session("virginia")
     session.write("all", "user:alice", {"name": "Alice"})
     row = session.read("all", "user:alice")
@@ -8,7 +8,9 @@
 
 Every reply's label is merged into the session's label, so the session's causal past always
 includes what it has read and written: the bug of never sending the label back is not possible.
-Synchronous gRPC, so it works from Django, Celery and (with gevent's gRPC support) Locust.
+Calls go straight to the gears inside the regions' stores (causal_client/direct.py), or through
+a region's gRPC gateway (``connect_gateway``). Synchronous, so it works from Django, Celery and
+(gevent-patched) Locust.
 """
 
 from __future__ import annotations
@@ -23,18 +25,23 @@ from typing import TypeVar
 
 import grpc
 
+from causal_client import direct
 from causal_client.claims import owner_region
+from causal_client.credentials import CLIENT_SECRET_ENV, client_password
 from causal_client.data import Mutation, ReadSpec, Row, Value
 from causal_client.errors import (
     SECRET_ENV,
+    InvalidRequest,
     NotReplicatedHere,
     RegionUnavailable,
     UnknownRegion,
     from_rpc_error,
 )
+from causal_client.gateway import OPTIONS, GatewayTransport
 from causal_client.label import Label, LabelType
 from causal_client.proto import store_pb2, store_pb2_grpc
 from causal_client.session_token import SessionToken
+from causal_client.transport import Transport
 from causal_client.wan import Link
 
 R = TypeVar("R")
@@ -43,14 +50,16 @@ MigrationObserver = Callable[[str, str, float], None]
 
 DEFAULT_TIMEOUT_S = 10.0
 ATTACH_TIMEOUT_S = 60.0
-_OPTIONS = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
+Endpoints = Mapping[str, Sequence[str] | str]
+"""Per region, where this client reaches its stores (one ``host:port`` per shard)."""
 
 
 @dataclass(frozen=True)
 class RegionInfo:
     name: str
     site: str
-    endpoint: str
+    endpoint: str = ""  # the region's gRPC gateway
+    stores: tuple[str, ...] = ()  # the region's stores, one per shard
 
 
 @dataclass(frozen=True)
@@ -60,12 +69,13 @@ class ClaimResult:
 
 
 class CausalClient:
-    """Knows the regions, holds one gRPC channel per region, and makes sessions.
+    """Knows the regions, holds the connections to them (one transport), and makes sessions.
 
     ``site`` is where this client runs: calls to a region at another site are delayed by the
     emulated one-way latency each way (WAN emulation, causal_client/wan.py). ``None`` = no emulation.
     ``secret``: the deployment's credentials, sent with every call (default: ``$SATURN_SECRET``;
-    a deployment on loopback may have none).
+    a deployment on loopback may have none). ``gateway``: call the regions' gRPC frontends
+    instead of their stores.
     """
 
     def __init__(
@@ -76,20 +86,55 @@ class CausalClient:
         site: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         secret: str | None = None,
+        gateway: bool = False,
     ):
         self.regions = {r.name: r for r in regions}
+        secret = _secret(secret)
         self.metadata = _credentials(secret)
+        password = _client_password(secret)
         self.groups = {g: tuple(members) for g, members in (groups or {}).items()}
         self.latencies_ms = dict(latencies_ms or {})
         self.site = site
         self.timeout = timeout
-        self._stubs: dict[str, store_pb2_grpc.StoreStub] = {}
-        self._channels: list[grpc.Channel] = []
+        self.transport: Transport = (
+            GatewayTransport(lambda r: self.region(r).endpoint, self.metadata, timeout)
+            if gateway
+            else direct.DirectTransport(lambda r: self.region(r).stores, password, timeout)
+        )
         self._links: dict[str, Link] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def connect(
+        cls,
+        address: str,
+        site: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        secret: str | None = None,
+        endpoints: Endpoints | None = None,
+    ) -> CausalClient:
+        """Builds a client from any one region's store (``host:port``; it describes the whole
+        topology), calling every region's gears directly. ``endpoints``: where this client
+        reaches regions' stores, where that differs from where the regions name them (a client
+        outside the containers, through published ports)."""
+        secret = _secret(secret)
+        described = direct.describe(address, _client_password(secret), timeout)
+        endpoints = endpoints or {}
+        regions = []
+        for r in described["regions"]:
+            stores = endpoints.get(r["name"], r["stores"])
+            stores = (stores,) if isinstance(stores, str) else tuple(stores)
+            if len(stores) != len(r["stores"]):  # rows are routed by the number of shards
+                raise InvalidRequest(
+                    f"endpoints: {len(stores)} store address(es) for region {r['name']!r}, which has "
+                    f"{len(r['stores'])} shard(s)"
+                )
+            regions.append(RegionInfo(r["name"], r["site"], r["gateway"], stores))
+        latencies = {(a, b): ms for a, b, ms in described["latencies"]}
+        return cls(regions, described["groups"], latencies, site=site, timeout=timeout, secret=secret)
+
+    @classmethod
+    def connect_gateway(
         cls,
         endpoint: str,
         site: str | None = None,
@@ -97,10 +142,9 @@ class CausalClient:
         secret: str | None = None,
         endpoints: Mapping[str, str] | None = None,
     ) -> CausalClient:
-        """Builds a client from any one region's frontend (it describes the whole topology).
-        ``endpoints``: where this client reaches regions, where that differs from where they
-        reach each other (a client outside the containers, through published ports)."""
-        with grpc.insecure_channel(endpoint) as channel:
+        """Builds a client that calls the regions' gRPC gateways (for clients that cannot reach
+        the stores), from any one region's gateway. ``endpoints``: gateways, as in ``connect``."""
+        with grpc.insecure_channel(endpoint, options=OPTIONS) as channel:
             try:
                 reply = store_pb2_grpc.StoreStub(channel).Describe(
                     store_pb2.DescribeRequest(), timeout=timeout, metadata=_credentials(secret)
@@ -111,21 +155,13 @@ class CausalClient:
         regions = [RegionInfo(r.name, r.site, endpoints.get(r.name, r.endpoint)) for r in reply.regions]
         groups = {g.name: list(g.regions) for g in reply.groups}
         latencies = {(x.from_site, x.to_site): x.one_way_ms for x in reply.latencies}
-        return cls(regions, groups, latencies, site=site, timeout=timeout, secret=secret)
+        return cls(regions, groups, latencies, site=site, timeout=timeout, secret=secret, gateway=True)
 
     def region(self, name: str) -> RegionInfo:
         try:
             return self.regions[name]
         except KeyError:
             raise UnknownRegion(f"unknown region {name!r} (known: {', '.join(self.regions)})") from None
-
-    def stub(self, region: str) -> store_pb2_grpc.StoreStub:
-        with self._lock:
-            if region not in self._stubs:
-                channel = grpc.insecure_channel(self.region(region).endpoint, options=_OPTIONS)
-                self._channels.append(channel)
-                self._stubs[region] = store_pb2_grpc.StoreStub(channel)
-            return self._stubs[region]
 
     def link_to(self, region: str) -> Link:
         """The emulated link from this client's site to a region's site."""
@@ -183,11 +219,7 @@ class CausalClient:
         return session
 
     def close(self) -> None:
-        with self._lock:
-            for channel in self._channels:
-                channel.close()
-            self._channels.clear()
-            self._stubs.clear()
+        self.transport.close()
 
     def __enter__(self) -> CausalClient:
         return self
@@ -196,8 +228,22 @@ class CausalClient:
         self.close()
 
 
+def _secret(secret: str | None) -> str | None:
+    """The deployment's secret: the one given, else ``$SATURN_SECRET``."""
+    return secret if secret is not None else os.environ.get(SECRET_ENV)
+
+
+def _client_password(secret: str | None) -> str | None:
+    """The stores' client user's password: derived from the deployment's secret, or a client's
+    own (``$SATURN_CLIENT_SECRET``) where it holds no secret; None where the stores want none."""
+    if secret:
+        return client_password(secret)
+    return os.environ.get(CLIENT_SECRET_ENV) or None
+
+
 def _credentials(secret: str | None) -> tuple[tuple[str, str], ...]:
-    value = secret if secret is not None else os.environ.get(SECRET_ENV)
+    """gRPC metadata carrying the deployment's secret."""
+    value = _secret(secret)
     return (("authorization", f"Bearer {value}"),) if value else ()
 
 
@@ -234,34 +280,44 @@ class Session:
             self.label = self.label.as_past()
 
     # -- plumbing ----------------------------------------------------------------------------
-    def _call(self, method: str, request, timeout: float | None = None, region: str | None = None):
-        region = region or self.region
-        link = self.client.link_to(region)
+    def _call(self, method: str, action: Callable[[Transport], R], region: str | None = None) -> R:
+        """One call (``method`` names it, as the gateway's RPC) to ``region`` (default: the
+        session's), paying the emulated WAN latency each way."""
+        link = self.client.link_to(region or self.region)
         link.sleep_one_way()
         try:
-            reply = getattr(self.client.stub(region), method)(
-                request, timeout=timeout or self.client.timeout, metadata=self.client.metadata
-            )
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from None
+            return action(self.client.transport)
         finally:
             link.sleep_one_way()
-        # A prepared migration label is not the session's: it is for whoever arrives at its target.
-        if method != "Migrate" and "label" in reply.DESCRIPTOR.fields_by_name and reply.HasField("label"):
-            self.label = self.label.merge(Label.from_proto(reply.label))
-        return reply
 
     def _local(self, groups: Sequence[str], action: Callable[[], R]) -> R:
+        """Runs ``action`` where every group it touches is replicated: a session that is not
+        there migrates first (or raises with ``auto_migrate=False``). A region that refuses a
+        group anyway (this client's topology is stale) has written nothing: the gears check
+        every part of a call before any write, so the action may run again after moving."""
+        known = self.client.groups  # a group it does not know, the region names in its refusal
+        missing = [g for g in groups if g in known and self.region not in known[g]]
+        if missing:
+            self._move_for(missing[0], NotReplicatedHere(
+                f"group {missing[0]!r} is not replicated at region {self.region!r} "
+                f"(replicas: {','.join(self.client.replicas(missing[0])) or 'none'})",
+                group=missing[0], region=self.region,
+            ))  # fmt: skip
         try:
             return action()
         except NotReplicatedHere as exc:
-            if not self.auto_migrate:
-                raise
-            target = self._closest_replica(exc.group or groups[0])
-            if target is None:
-                raise
-            self.migrate(target)
+            if not exc.group:  # the gears say why in words; which group, the topology tells
+                unknown = [g for g in groups if self.region not in self.client.replicas(g)]
+                exc.group, exc.region = (unknown or list(groups))[0], self.region
+            self._move_for(exc.group, exc)
             return action()
+
+    def _move_for(self, group: str, refusal: NotReplicatedHere) -> None:
+        """Migrates to the closest replica of ``group``, or raises ``refusal``."""
+        target = self._closest_replica(group) if self.auto_migrate else None
+        if target is None:
+            raise refusal
+        self.migrate(target)
 
     def _closest_replica(self, group: str) -> str | None:
         replicas = [r for r in self.client.replicas(group) if r != self.region]
@@ -290,8 +346,9 @@ class Session:
         """Attaches at ``region`` presenting ``label``: the session's own (stabilization) or a
         migration label made for this very move."""
         self.client.region(region)
-        self._call("Attach", store_pb2.AttachRequest(label=label.to_proto()), timeout, region)
+        self._call("Attach", lambda t: t.attach(region, label, timeout), region)
         self.region = region
+        self.label = self.label.merge(label)  # a migration label made for here is the session's now
         self._settle()
 
     def migrate(self, target: str, timeout: float = ATTACH_TIMEOUT_S) -> None:
@@ -319,10 +376,7 @@ class Session:
         ticket for one attach and covers only what the session has seen so far: the session does
         not take it as its label, and should hand off without doing more here."""
         self.client.region(target)
-        reply = self._call(
-            "Migrate", store_pb2.MigrateRequest(label=self.label.to_proto(), target_region=target)
-        )
-        return Label.from_proto(reply.label)
+        return self._call("Migrate", lambda t: t.migrate(self.region, self.label, target))
 
     # -- strongly consistent claims (outside causality: no label) ------------------------------
     def claim(self, namespace: str, key: str, holder: str) -> ClaimResult:
@@ -337,9 +391,10 @@ class Session:
 
     def _claim(self, namespace: str, key: str, holder: str, release: bool) -> ClaimResult:
         owner = owner_region(list(self.client.regions), namespace, key)
-        request = store_pb2.ClaimRequest(namespace=namespace, key=key, holder=holder, release=release)
-        reply = self._call("Claim", request, region=owner)
-        return ClaimResult(reply.granted, reply.holder)
+        granted, current = self._call(
+            "Claim", lambda t: t.claim(owner, namespace, key, holder, release), region=owner
+        )
+        return ClaimResult(granted, current)
 
     # -- reads -------------------------------------------------------------------------------
     def read(self, group: str, row: str, columns: Sequence[str] = ()) -> Row:
@@ -353,22 +408,17 @@ class Session:
         return self._read_one(ReadSpec(group, row, limit=limit, after=after, reverse=reverse))
 
     def _read_one(self, spec: ReadSpec) -> Row:
-        def action() -> Row:
-            request = store_pb2.ReadRequest(label=self.label.to_proto(), op=spec.to_proto())
-            return Row.from_proto(self._call("Read", request).row)
+        return self._local([spec.group], lambda: self._read("Read", [spec])[0])
 
-        return self._local([spec.group], action)
+    def _read(self, method: str, specs: Sequence[ReadSpec]) -> list[Row]:
+        rows, seen = self._call(method, lambda t: t.read(self.region, self.label, specs))
+        self.label = self.label.merge(seen)
+        return rows
 
     def multi_read(self, specs: Sequence[ReadSpec]) -> list[Row]:
         """Several reads in one round trip, results in the same order."""
 
-        def action() -> list[Row]:
-            request = store_pb2.MultiReadRequest(
-                label=self.label.to_proto(), ops=[s.to_proto() for s in specs]
-            )
-            return [Row.from_proto(r) for r in self._call("MultiRead", request).rows]
-
-        return self._local([s.group for s in specs], action)
+        return self._local([s.group for s in specs], lambda: self._read("MultiRead", specs))
 
     # -- writes ------------------------------------------------------------------------------
     def write(self, group: str, row: str, values: Mapping[str, Value]) -> Label:
@@ -382,19 +432,14 @@ class Session:
         return self.apply(Mutation(group, row).increment(column, amount))
 
     def apply(self, mutation: Mutation) -> Label:
-        def action() -> Label:
-            request = store_pb2.WriteRequest(label=self.label.to_proto(), mutation=mutation.to_proto())
-            return Label.from_proto(self._call("Write", request).label)
+        return self._local([mutation.group], lambda: self._write("Write", [mutation]))
 
-        return self._local([mutation.group], action)
+    def _write(self, method: str, mutations: Sequence[Mutation]) -> Label:
+        made = self._call(method, lambda t: t.write(self.region, self.label, mutations))
+        self.label = self.label.merge(made)
+        return made
 
     def batch(self, mutations: Sequence[Mutation]) -> Label:
         """Several rows in one round trip; each row gets its own label."""
 
-        def action() -> Label:
-            request = store_pb2.BatchRequest(
-                label=self.label.to_proto(), mutations=[m.to_proto() for m in mutations]
-            )
-            return Label.from_proto(self._call("Batch", request).label)
-
-        return self._local([m.group for m in mutations], action)
+        return self._local([m.group for m in mutations], lambda: self._write("Batch", mutations))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from causal_client import wire
+from causal_client.errors import InvalidRequest
 from causal_client.label import Label
 from causal_client.proto import store_pb2
 
@@ -53,6 +55,41 @@ class Row:
         )
         return Row(msg.group, msg.row, cells, msg.next_cursor or None)
 
+    @staticmethod
+    def from_gear(group: str, key: str, reply: list) -> tuple[Row, Label]:
+        """A row from what the read gear returned for it (columns, cells, counters' partial
+        sums, cursor), and the greatest label among its cells, tombstones included (a read
+        that saw a delete has seen its label)."""
+        columns, raw_cells, partial_sums, cursor = reply
+        totals: dict[str, int] = {}
+        for name, value in zip(partial_sums[::2], partial_sums[1::2], strict=True):
+            column = name.split(b"|", 1)[1].decode()
+            totals[column] = totals.get(column, 0) + int(value.rsplit(b"|", 1)[1])
+        cells, best = [], Label.zero()
+        for column, raw in zip(columns, raw_cells, strict=True):
+            if raw is None:
+                continue
+            ts, src, flag, value = raw.split(b"|", 3)
+            label = Label(ts=int(ts), src=src.decode(), target=f"{group}/{key}")
+            best = best.merge(label)
+            if flag == b"t":
+                continue
+            name = column.decode() if isinstance(column, bytes) else column
+            counter = totals.get(name, 0) if flag == b"c" else None
+            cells.append(Cell(name, b"" if counter is not None else value, label, counter))
+        next_cursor = cursor.decode() if isinstance(cursor, bytes) else cursor
+        return Row(group, key, tuple(cells), next_cursor or None), best
+
+    def to_proto(self) -> store_pb2.RowResult:
+        result = store_pb2.RowResult(group=self.group, row=self.key, next_cursor=self.next_cursor or "")
+        for c in self.cells:
+            label = store_pb2.Label(ts=c.label.ts, src=c.label.src, target=c.label.target)
+            if c.counter is not None:
+                result.cells.add(column=c.column, label=label, is_counter=True, counter=c.counter)
+            else:
+                result.cells.add(column=c.column, value=c.value, label=label)
+        return result
+
     def __iter__(self) -> Iterator[Cell]:
         return iter(self.cells)
 
@@ -91,10 +128,10 @@ class Mutation:
 
     group: str
     row: str
-    ops: list[store_pb2.ColumnOp] = field(default_factory=list)
+    ops: list[wire.ColumnOp] = field(default_factory=list)  # (kind 's'/'d'/'i', column, arg)
 
     def set(self, column: str, value: Value) -> Mutation:
-        self.ops.append(store_pb2.ColumnOp(column=column, set=_as_bytes(value)))
+        self.ops.append(("s", column, _as_bytes(value)))
         return self
 
     def update(self, values: Mapping[str, Value]) -> Mutation:
@@ -104,15 +141,47 @@ class Mutation:
 
     def delete(self, *columns: str) -> Mutation:
         for column in columns:
-            self.ops.append(store_pb2.ColumnOp(column=column, delete=True))
+            self.ops.append(("d", column, b""))
         return self
 
     def increment(self, column: str, amount: int = 1) -> Mutation:
-        self.ops.append(store_pb2.ColumnOp(column=column, increment=amount))
+        if not isinstance(amount, int) or isinstance(amount, bool):
+            raise TypeError(f"an increment is an int, got {type(amount).__name__}")
+        self.ops.append(("i", column, amount))
         return self
 
+    def gear_args(self) -> list:
+        return wire.mutation_args(self.group, self.row, self.ops)
+
     def to_proto(self) -> store_pb2.Mutation:
-        return store_pb2.Mutation(group=self.group, row=self.row, ops=self.ops)
+        ops = []
+        for kind, column, arg in self.ops:
+            if kind == "s":
+                ops.append(store_pb2.ColumnOp(column=column, set=arg))
+            elif kind == "d":
+                ops.append(store_pb2.ColumnOp(column=column, delete=True))
+            else:
+                ops.append(store_pb2.ColumnOp(column=column, increment=arg))
+        return store_pb2.Mutation(group=self.group, row=self.row, ops=ops)
+
+    @staticmethod
+    def from_proto(msg: store_pb2.Mutation) -> Mutation:
+        """What a gateway received; an operation that is none of the three becomes one the gears
+        refuse with its reason ("no operation")."""
+        mutation = Mutation(msg.group, msg.row)
+        for op in msg.ops:
+            kind = op.WhichOneof("op")
+            if kind == "set":
+                mutation.ops.append(("s", op.column, op.set))
+            elif kind == "increment":
+                mutation.ops.append(("i", op.column, op.increment))
+            elif kind == "delete":
+                if not op.delete:
+                    raise InvalidRequest(f"column {op.column!r}: delete must be true")
+                mutation.ops.append(("d", op.column, b""))
+            else:
+                mutation.ops.append(("?", op.column, b""))
+        return mutation
 
 
 @dataclass(frozen=True)
@@ -125,6 +194,16 @@ class ReadSpec:
     limit: int | None = None
     after: str | None = None
     reverse: bool = True
+
+    @staticmethod
+    def from_proto(msg: store_pb2.ReadOp) -> ReadSpec:
+        if not msg.HasField("slice"):
+            return ReadSpec(msg.group, msg.row, tuple(msg.columns))
+        page = msg.slice
+        return ReadSpec(msg.group, msg.row, tuple(msg.columns), page.limit, page.after, page.reverse)
+
+    def gear_args(self) -> list:
+        return wire.read_args(self.group, self.row, self.columns, self.limit, self.after or "", self.reverse)
 
     def to_proto(self) -> store_pb2.ReadOp:
         op = store_pb2.ReadOp(group=self.group, row=self.row, columns=self.columns)

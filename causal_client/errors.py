@@ -6,12 +6,17 @@ Applications catch these, never ``grpc.RpcError``: each says what went wrong in 
 from __future__ import annotations
 
 import grpc
+import redis
 
 SECRET_ENV = "SATURN_SECRET"  # where a client finds the deployment's secret when given none
+SECRET_HINT = f"the deployment's secret: CausalClient(secret=...) or ${SECRET_ENV}"
 
 
 class CausalError(Exception):
-    """Base class of every error this library raises."""
+    """Base class of every error this library raises. ``retryable``: whether the same call may
+    succeed later (a region restarting, a deadline); a bad request fails again."""
+
+    retryable = False
 
 
 class InvalidRequest(CausalError):
@@ -42,13 +47,96 @@ class AccessDenied(CausalError):
 class RegionUnavailable(CausalError):
     """The region's frontend cannot be reached (down, restarting, or network trouble)."""
 
+    retryable = True
+
+
+class OutcomeUnknown(RegionUnavailable):
+    """A call that changes data lost its connection before the reply: it may or may not have
+    happened. Not to be retried blindly (an increment would count twice); a caller whose
+    change is idempotent (setting the same cells again) may."""
+
+    retryable = False
+
 
 class StoreTimeout(CausalError):
     """The call did not finish within its deadline (e.g. an attach still waiting for stability)."""
 
+    retryable = True
+
+
+class VersionMismatch(CausalError):
+    """The region's gears speak another API version than this client library."""
+
+
+class WrongPlace(InvalidRequest):
+    """A row or claim sent to a shard or region that does not hold it (a client routing bug)."""
+
 
 class ServerError(CausalError):
     """The region failed internally; the message carries the server's explanation."""
+
+
+def retryable_errors() -> tuple[type[CausalError], ...]:
+    """Every error class for which a retry can help (``retryable``), for retry policies that
+    are keyed on classes (Celery's ``autoretry_for``)."""
+    found, todo = [], [CausalError]
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.retryable:
+            found.append(cls)
+    return tuple(found)
+
+
+# The gears' error codes (the first word of a gear's error reply) and what each means here. The
+# Lua library gets these names from this table (services/region/gears.py): one list of codes.
+GEAR_ERRORS: dict[str, type[CausalError]] = {
+    "INVALID": InvalidRequest,
+    "LABEL": InvalidLabel,
+    "TYPE": InvalidRequest,  # a set on a counter column, an increment on a value column
+    "WIDE": InvalidRequest,  # a whole-row read of a row wider than a reply may carry
+    "NOTHERE": NotReplicatedHere,
+    "UNKNOWNREGION": UnknownRegion,
+    "WRONGSHARD": WrongPlace,
+    "NOTOWNER": WrongPlace,
+    "VERSION": VersionMismatch,
+    "UNCONFIGURED": RegionUnavailable,  # the store is up, its region's services not yet
+}
+
+
+NO_GEARS = "Function not found"  # Redis's answer while a store has no gears' library yet
+
+
+def from_redis_error(exc: Exception, where: str) -> CausalError:
+    """Maps a redis-py error from a direct call (``where``: which store) to a typed exception."""
+    text = str(exc)
+    refused = isinstance(exc, (redis.AuthenticationError, redis.exceptions.NoPermissionError))
+    if refused or text.startswith(("NOAUTH", "WRONGPASS", "AUTH <password> called without")):
+        return AccessDenied(f"{where}: missing or wrong credentials: {text} ({SECRET_HINT})")
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return RegionUnavailable(f"{where}: {text}")
+    if text.startswith(NO_GEARS):
+        return RegionUnavailable(f"{where}: the store has no gears yet (its region is starting)")
+    if isinstance(exc, redis.ResponseError):
+        return gear_error(text)
+    return ServerError(f"{where}: {text}")
+
+
+def code_of(error: CausalError) -> str | None:
+    """The gears' code of an error: the one it came with, or the first listed for its class."""
+    return getattr(error, "gear_code", None) or next(
+        (code for code, cls in GEAR_ERRORS.items() if type(error) is cls), None
+    )
+
+
+def gear_error(reply: str) -> CausalError:
+    """The typed exception for a gear's error reply ("<CODE> <message>")."""
+    code, _, message = reply.partition(" ")
+    if code not in GEAR_ERRORS:
+        return ServerError(reply)
+    error = GEAR_ERRORS[code](message)
+    error.gear_code = code  # type: ignore[attr-defined]  # passed on as it came (the gateway)
+    return error
 
 
 # Marker the server puts at the start of FAILED_PRECONDITION details for a non-local group.
@@ -66,10 +154,12 @@ def from_rpc_error(exc: grpc.RpcError) -> CausalError:
     if code == grpc.StatusCode.FAILED_PRECONDITION and details.startswith(NOT_REPLICATED_MARKER):
         _, group, region, message = details.split(":", 3)
         return NotReplicatedHere(message.strip(), group=group, region=region)
+    if code == grpc.StatusCode.FAILED_PRECONDITION and details.partition(" ")[0] in GEAR_ERRORS:
+        return gear_error(details)  # the gateway passes the gears' code on (wrong place, version)
     if code == grpc.StatusCode.NOT_FOUND:
         return UnknownRegion(details)
     if code == grpc.StatusCode.UNAUTHENTICATED:
-        return AccessDenied(f"{details} (the deployment's secret: CausalClient(secret=...) or ${SECRET_ENV})")
+        return AccessDenied(f"{details} ({SECRET_HINT})")
     if code == grpc.StatusCode.UNAVAILABLE:
         return RegionUnavailable(details)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:

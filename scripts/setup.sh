@@ -61,4 +61,12 @@ if [ "$extras" = dev ]; then
     browser=$(command -v chromium || true)
   fi
 fi
+# The stores load a small Redis module built from source (services/region/module): a C compiler.
+if ! command -v cc >/dev/null && ! command -v gcc >/dev/null; then
+  say "installing a C compiler for the stores' gateway module"
+  apt_install gcc libc6-dev || { echo "no C compiler: install gcc (the stores' module is built from source)" >&2; exit 1; }
+fi
+.venv/bin/python -c "from services.region.calls_module import module_path; module_path()" \
+  || { echo "could not build the stores' gateway module" >&2; exit 1; }
+
 say "ready: $(.venv/bin/python --version), redis-server at $bin${browser:+, browser $browser}"

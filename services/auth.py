@@ -17,7 +17,9 @@ from urllib.parse import quote
 
 import grpc
 
+from causal_client.credentials import CLIENT_USER, client_password
 from causal_client.errors import SECRET_ENV
+from services.region import gears
 
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
@@ -28,6 +30,18 @@ class CredentialsRequired(RuntimeError):
 
 def secret() -> str | None:
     return os.environ.get(SECRET_ENV) or None
+
+
+def client_user_acl() -> str:
+    """The stores' client user (a config line): with its password (derived from the secret,
+    causal_client/credentials.py) it may run the gears a client calls, through the gateway
+    module, block on the watermark events (an attach's wait), and nothing else: no key command,
+    no script, no administration, no pub/sub."""
+    password = client_password(secret() or "")
+    return (
+        f"user {CLIENT_USER} on >{password} resetkeys resetchannels -@all +saturn.call +saturn.read "
+        f"+ping +hello +auth +xread %R~{gears.WATERMARK_EVENTS}"
+    )
 
 
 def is_loopback(host: str) -> bool:

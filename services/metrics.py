@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import glob
 import hmac
+import itertools
 import os
 import re
 import threading
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
+import redis
 from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
@@ -23,10 +25,12 @@ from prometheus_client import (
     make_wsgi_app,
     multiprocess,
 )
+from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from services import auth
 from services.pids import pid_alive
+from services.region import gears
 
 # Fine buckets: the benchmark estimates percentiles of visibility latency from them.
 VISIBILITY_BUCKETS = tuple(
@@ -47,13 +51,6 @@ VISIBILITY = Histogram(
     "causal_visibility_seconds",
     "Remote-update visibility latency: visible here minus applied at origin",
     ["region", "origin"],
-    buckets=VISIBILITY_BUCKETS,
-)
-ATTACH_WAIT = Histogram(
-    "causal_attach_wait_seconds",
-    "How long an attach waited for the client's causal past to be visible here, by the label's "
-    "origin region and kind (a migration label's wait is the migration latency of §4.3)",
-    ["region", "origin", "kind"],
     buckets=VISIBILITY_BUCKETS,
 )
 BULK_SENT = Counter(
@@ -81,6 +78,13 @@ PROXY_REORDERED = Counter(
     "causal_proxy_reordered_total",
     "Saturn labels delivered ahead of an earlier one still waiting for its payload (§4.4)",
     ["region"],
+)
+PROXY_MARKING = Gauge(
+    "causal_proxy_marking_labels",
+    "Saturn remote proxy: 1 while labels made here are marked (updates applied outside the tree's "
+    "order, their labels not all here yet: receivers wait for them to be stable)",
+    ["region"],
+    multiprocess_mode="liveall",
 )
 PROXY_MODE = Gauge(
     "causal_proxy_tree_mode",
@@ -119,6 +123,38 @@ class _RegionCollector(multiprocess.MultiProcessCollector):
         return self.merge(files, accumulate=True)
 
 
+class AttachWaits:
+    """``causal_attach_wait_seconds``: how long attaches waited for the client's causal past to
+    be visible here, by the label's origin region and kind (a migration label's wait is the
+    migration latency of §4.3). Clients attach through the gears, directly or through the
+    gateway, and the attach gear counts each wait in the store (attach.lua); a scrape reads them."""
+
+    NAME = "causal_attach_wait_seconds"
+
+    def __init__(self, region: str, redis_url: str):
+        self.region = region
+        self.redis = redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
+
+    def collect(self):
+        family = HistogramMetricFamily(
+            self.NAME, "How long attaches waited for the client's causal past to be visible here",
+            labels=["region", "origin", "kind"],
+        )  # fmt: skip
+        try:
+            raw = self.redis.hgetall(gears.ATTACH_WAITS_KEY)
+        except redis.RedisError:
+            return [family]  # the store is down: its counts come back with it
+        fields = {k.decode(): int(v) for k, v in raw.items()}
+        for prefix in sorted({f.rsplit("|", 1)[0] for f in fields}):
+            origin, kind = prefix.split("|", 1)
+            counts = [fields.get(f"{prefix}|b{i + 1}", 0) for i in range(len(gears.ATTACH_BUCKETS_S))]
+            cumulative = list(itertools.accumulate(counts))
+            buckets = [(str(b), c) for b, c in zip(gears.ATTACH_BUCKETS_S, cumulative, strict=True)]
+            buckets.append(("+Inf", fields.get(f"{prefix}|count", 0)))
+            family.add_metric([self.region, origin, kind], buckets, fields.get(f"{prefix}|sum_us", 0) / 1e6)
+        return [family]
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # scrapes are not news
         pass
@@ -138,14 +174,17 @@ def _with_secret(app, secret: str):
     return guarded
 
 
-def serve(port: int, host: str = "127.0.0.1") -> None:
+def serve(port: int, host: str = "127.0.0.1", collectors: list = ()) -> None:
     """Serves /metrics in a thread, summing every process of the region when in multiprocess
-    mode; with the deployment's secret set, only to scrapes that present it (services/auth.py)."""
+    mode, plus ``collectors`` (read at each scrape); with the deployment's secret set, only to
+    scrapes that present it (services/auth.py)."""
     auth.require_for(host, f"the metrics endpoint on port {port}")
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         _RegionCollector(registry)
+    for collector in collectors:
+        registry.register(collector)
     app = make_wsgi_app(registry)
     secret = auth.secret()
     if secret:

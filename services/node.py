@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from services import auth, plan
+from services.region.calls_module import MODULE_ENV
 from services.runtime import load_topology
 from services.topology import Topology, TopologyError
 
@@ -31,6 +32,7 @@ def container_layout() -> plan.Layout:
     return plan.Layout(
         python=sys.executable, topology_file=TOPOLOGY_FILE, data_dir=DATA_DIR,
         redis_server=shutil.which("redis-server") or "redis-server",
+        redis_module=os.environ.get(MODULE_ENV, "/opt/saturn/saturn_calls.so"),
     )  # fmt: skip
 
 

@@ -24,6 +24,7 @@ class Layout:
     topology_file: Path  # the topology every process reads (JSON, as the launcher writes it)
     data_dir: Path  # one directory per store and broker below it
     redis_server: str  # the redis-server binary
+    redis_module: str  # the stores' gateway module (services/region/calls_module.py)
     django_secret_key: str | None = None  # None: the process's environment has DJANGO_SECRET_KEY
 
 
@@ -56,7 +57,7 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
     specs: list[ProcessSpec] = []
     for r in t.regions:
         for k in range(r.shards):
-            specs.append(_redis(t, layout, f"{r.name}.redis{k}", r.name, t.redis_port(r.name, k)))
+            specs.append(_redis(t, layout, f"{r.name}.redis{k}", r.name, t.redis_port(r.name, k), store=True))
     if t.protocol == "saturn":
         for sz in t.serializers:
             specs.append(ProcessSpec(
@@ -131,26 +132,36 @@ def web_env(t: Topology, layout: Layout, region: str) -> dict[str, str]:
     return env
 
 
-def _redis(t: Topology, layout: Layout, name: str, region: str, port: int) -> ProcessSpec:
+def _redis(
+    t: Topology, layout: Layout, name: str, region: str, port: int, store: bool = False
+) -> ProcessSpec:
     """A durable Redis: every write appended to its AOF before it is acknowledged (with the
     topology's ``appendfsync``), in a data directory that outlives the process, so a store killed
     and restarted comes back with what it acknowledged. No RDB snapshots: the AOF (with its RDB
-    preamble after a rewrite) is the one copy. With the deployment's secret set, it is the
-    password, in a config file only the owner can read (not on the command line, where any local
-    user's `ps` would show it)."""
+    preamble after a rewrite) is the one copy. Its settings are in a config file only the owner
+    can read (not on the command line, where any local user's `ps` would show a password): a
+    store loads the gears' gateway module, and with the deployment's secret set it is the
+    password of the services' (default) user, and a store has a client user that may only call
+    the gears (services/auth.py)."""
     data = name.replace(".redis", "-").replace(".broker", "-broker")
-    files, config = {}, []
+    path = layout.data_dir / f"{data}.conf"
+    lines = [f'loadmodule "{_quoted(layout.redis_module)}"'] if store else []
     if auth.secret():
-        path = layout.data_dir / f"{data}.conf"
-        quoted = auth.secret().replace("\\", "\\\\").replace('"', '\\"')  # type: ignore[union-attr]
-        files[str(path)] = f'requirepass "{quoted}"\n'
-        config = [str(path)]
+        lines.append(f'requirepass "{_quoted(auth.secret())}"')  # type: ignore[arg-type]
+        if store:
+            lines.append(auth.client_user_acl())
+    files = {str(path): "".join(f"{line}\n" for line in lines)} if lines else {}
     argv = [
-        layout.redis_server, *config, "--port", str(port), "--bind", t.bind_host(region),
+        layout.redis_server, *([str(path)] if lines else []), "--port", str(port),
+        "--bind", t.bind_host(region),
         "--protected-mode", "no", "--daemonize", "no", "--dir", str(layout.data_dir / data), "--save", "",
         "--appendonly", "yes", "--appendfsync", t.appendfsync,
     ]  # fmt: skip
     return ProcessSpec(name, argv, "redis", port, region, files=files)
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def prepare(spec: ProcessSpec) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-import zlib
 from collections import defaultdict
 from collections.abc import Mapping
 from functools import cached_property
@@ -18,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from causal_client.wan import Link
+from causal_client.wire import shard_of
 from services.auth import redis_credentials
 
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
@@ -251,8 +251,7 @@ class Topology(_Strict):
         return [f"{region}/{shard}" for shard in range(self.region(region).shards)]
 
     def shard_of(self, region: str, group: str, row: str) -> int:
-        shards = self.region(region).shards
-        return 0 if shards == 1 else zlib.crc32(f"{group}/{row}".encode()) % shards
+        return shard_of(group, row, self.region(region).shards)
 
     # -- ports -------------------------------------------------------------------------------
     def _index(self, region: str) -> int:
@@ -332,8 +331,40 @@ class Topology(_Strict):
         return f"{self.node_host(region)}:{self.frontend_port(region)}"
 
     def frontend_endpoints(self) -> dict[str, str]:
-        """Every region's frontend as this topology names it (``CausalClient.connect(endpoints=)``)."""
+        """Every region's frontend (the gRPC gateway) as this topology names it."""
         return {r: self.frontend_endpoint(r) for r in self.region_names}
+
+    def store_endpoints(self, region: str) -> list[str]:
+        """A region's stores, one per shard, as clients reach them (``host:port``)."""
+        host = self.node_host(region)
+        return [f"{host}:{self.redis_port(region, k)}" for k in range(self.region(region).shards)]
+
+    def client_address(self, region: str) -> str:
+        """Where a client connects to learn the topology (``CausalClient.connect``): the
+        region's first store."""
+        return self.store_endpoints(region)[0]
+
+    def client_endpoints(self) -> dict[str, list[str]]:
+        """Every region's stores as this topology names them (``CausalClient.connect(endpoints=)``)."""
+        return {r: self.store_endpoints(r) for r in self.region_names}
+
+    def describe(self) -> dict:
+        """What a client learns from any one region (``CausalClient.connect``): regions, their
+        sites, stores and gateway, groups, latencies between sites, limits."""
+        return {
+            "name": self.name,
+            "protocol": self.protocol,
+            "max_value_bytes": self.max_value_bytes,
+            "regions": [
+                {"name": r.name, "site": r.site, "stores": self.store_endpoints(r.name),
+                 "gateway": self.frontend_endpoint(r.name)}
+                for r in self.regions
+            ],
+            "groups": {g: list(members) for g, members in self.group_members.items()},
+            "latencies": [
+                [a, b, self.latency_ms_between(a, b)] for a in self.sites for b in self.sites if a != b
+            ],
+        }  # fmt: skip
 
     def bulk_endpoint(self, region: str) -> str:
         return f"{self.node_host(region)}:{self.bulk_port(region)}"

@@ -35,7 +35,7 @@ def store(topology) -> None:
     regions = topology.region_names
     group = next(g for g, members in topology.group_members.items() if set(members) == set(regions))
     client = CausalClient.connect(
-        topology.frontend_endpoint(regions[0]), endpoints=topology.frontend_endpoints()
+        topology.client_address(regions[0]), endpoints=topology.client_endpoints()
     )
     with client:
         row, value = f"probe-{secrets.token_hex(4)}", secrets.token_hex(8)

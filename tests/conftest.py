@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import os
 import socket
+import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from prometheus_client.samples import Sample
 
 from causal_client import CausalClient
 from services.launcher.cluster import Cluster
+from services.launcher.redis_binary import find_redis_server
 from services.topology import Topology
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +90,7 @@ def client_for() -> Iterator[Callable[[Cluster], CausalClient]]:
 
     def make(cluster: Cluster, site: str | None = None) -> CausalClient:
         region = cluster.topology.region_names[0]
-        client = CausalClient.connect(cluster.topology.frontend_endpoint(region), site=site)
+        client = CausalClient.connect(cluster.topology.client_address(region), site=site)
         clients.append(client)
         return client
 
@@ -110,7 +112,7 @@ def cluster_under(
 @contextlib.contextmanager
 def connected_client(cluster: Cluster, entry: str) -> Iterator[CausalClient]:
     """A client with a connection to every region up front (rounds then measure no set-up)."""
-    with CausalClient.connect(cluster.topology.frontend_endpoint(entry)) as client:
+    with CausalClient.connect(cluster.topology.client_address(entry)) as client:
         for region in cluster.topology.region_names:
             client.session(region)
         yield client
@@ -167,3 +169,24 @@ def store_calls(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(Session, "_call", counting)
     return calls
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A real Redis server of its own."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.02)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        server.wait(10)

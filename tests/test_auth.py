@@ -47,13 +47,13 @@ def test_with_a_secret_everything_wants_it(launch, monkeypatch):
     monkeypatch.setenv(auth.SECRET_ENV, SECRET)
     cluster: Cluster = launch("two-region.toml", protocol="saturn")
     t = cluster.topology
-    with CausalClient.connect(t.frontend_endpoint("a"), secret=SECRET) as client:
+    with CausalClient.connect(t.client_address("a"), secret=SECRET) as client:
         row = unique("authed")
         label = client.session("a").write("all", row, {"v": "1"})  # replicates over authenticated
         eventually(lambda: client.session("b", label=label).read("all", row).text("v") == "1")  # links
     for wrong in ("", "guess"):
         with pytest.raises(AccessDenied, match="credentials"):
-            CausalClient.connect(t.frontend_endpoint("a"), secret=wrong)
+            CausalClient.connect(t.client_address("a"), secret=wrong)
     with redis.Redis(host=t.host, port=t.redis_port("a")) as store, pytest.raises(redis.AuthenticationError):
         store.ping()
     with redis.Redis(host=t.host, port=t.redis_port("a"), password=SECRET) as store:

@@ -42,7 +42,7 @@ def still_works(session, row: str, *, replicated: bool = True) -> None:
     assert session.read("all", probe).text("ok") == "yes"
     assert len(session.read("all", row)) == 0
     if replicated:
-        other = CausalClient.connect(session.client.region("b").endpoint)
+        other = CausalClient.connect(session.client.region("b").stores[0])
         try:
             reader = other.session("b")
             eventually(lambda: reader.read("all", probe))

@@ -9,8 +9,9 @@ import grpc
 import pytest
 from conftest import unique
 
-from causal_client import ClaimResult, InvalidRequest
+from causal_client import ClaimResult, InvalidRequest, WrongPlace
 from causal_client.claims import owner_region
+from causal_client.errors import from_rpc_error
 from causal_client.proto import store_pb2, store_pb2_grpc
 
 
@@ -63,6 +64,7 @@ def test_claim_at_a_region_that_does_not_own_the_key_is_refused(two_regions):
         store_pb2_grpc.StoreStub(channel).Claim(request, timeout=5)
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "decided by region b" in err.value.details()
+    assert isinstance(from_rpc_error(err.value), WrongPlace)  # the gears' code survives the gateway
 
 
 @pytest.mark.parametrize(

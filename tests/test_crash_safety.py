@@ -11,16 +11,19 @@ must never exceed N.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
 import pytest
 import redis
-from conftest import eventually, metric_sum, unique
+from conftest import eventually, load_topology, metric_sum, unique
 
 from causal_client import CausalClient, Mutation, ReadSpec
-from services.bulk.sender import READ_COUNT
+from services.bulk.sender import READ_COUNT, Trimmer
 from services.launcher.cluster import Cluster
+from services.region import gears
+from services.region.store import Shard
 
 N = 2000  # updates a stream writes at least (it goes on until the test has done its kills)
 LIMIT = 200_000  # a stream never writes more than this
@@ -206,3 +209,26 @@ def test_both_sides_killed_repeatedly(cluster, client):
         floor = kills[-1] + 20
     assert kills == sorted(set(kills)), f"no progress between kills: {kills}"
     converge_and_check(cluster, client, stream, receiver_kills=3)
+
+
+def test_the_trimmer_empties_a_backlog_longer_than_one_approximate_trim(redis_url):
+    """A sender down for a while leaves a long backlog; once acknowledged it must all go. An
+    approximate XTRIM deletes at most 10,000 entries a call, and the trimmer does not trim twice
+    for the same position: it left the rest for good (found when clients got faster)."""
+    backlog = 25_000
+    with redis.Redis.from_url(redis_url) as store:
+        pipe = store.pipeline(transaction=False)
+        for ts in range(1, backlog + 1):
+            pipe.xadd(gears.BULK_STREAM, {"g": "all", "p": b"x" * 100}, id=f"{ts}-0")
+        pipe.execute()
+        trimmer = Trimmer(load_topology("two-region.toml"), "a", ["b"])
+        trimmer.shards["a/0"] = Shard(redis_url, "a/0", "a")  # region a's store is this one
+        trimmer.acked("a/0", "b", backlog)
+
+        async def one_pass() -> None:
+            stop = asyncio.Event()
+            asyncio.get_running_loop().call_later(0.5, stop.set)
+            await trimmer.run(stop, period_s=0.1)
+
+        asyncio.run(one_pass())
+        assert store.xlen(gears.BULK_STREAM) == 0

@@ -224,7 +224,7 @@ def test_counter_type_is_known_in_the_other_region_too(sessions):
 @pytest.fixture(scope="module")
 def wide_row(two_regions):
     """A row of 95 columns c000..c094 written in one mutation."""
-    with CausalClient.connect(two_regions.topology.frontend_endpoint("a")) as client:
+    with CausalClient.connect(two_regions.topology.client_address("a")) as client:
         row = unique("wide")
         client.session("a").write("all", row, {f"c{i:03d}": f"v{i}" for i in range(95)})
     return row, [f"c{i:03d}" for i in range(95)]
@@ -318,7 +318,7 @@ def test_whole_row_reads_up_to_the_limit_and_a_clear_error_beyond(sessions):
     """Wide rows (timelines, follower lists) read whole up to MAX_ROW_COLUMNS, around Lua's
     unpack limit (~8,000) included; one column more is an InvalidRequest that says what to do,
     never a cut row or an internal error; slices still read it; deleting a column makes it fit."""
-    from services.region.validation import MAX_ROW_COLUMNS, MAX_SLICE
+    from causal_client.wire import MAX_ROW_COLUMNS, MAX_SLICE
 
     session = sessions["a"]
     row = unique("wide")

@@ -71,7 +71,11 @@ def test_a_killed_store_comes_back_with_every_acknowledged_write(launch, client_
         row = reader.read("all", writer.row)
         assert [c.column for c in row] == [f"u{i:05d}" for i in range(writer.n)]
         assert all(c.text == str(int(c.column[1:])) for c in row)
-        count = reader.read("all", writer.row + ":n").counter("count")
+        # The counter is another row, written after each column: its last increment may still
+        # be on its way when the row is complete.
+        counter = writer.row + ":n"
+        eventually(lambda r=reader, k=counter: r.read("all", k).counter("count") >= writer.n, timeout=60)
+        count = reader.read("all", counter).counter("count")
         assert writer.n <= count <= writer.n + writer.unsure_increments, region
 
 

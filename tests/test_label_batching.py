@@ -4,18 +4,16 @@ while the machine's CPUs are saturated, as Linux's pressure stall information (P
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import load_topology
 
+from causal_client.label import Label
 from services import pressure
-from services.launcher.redis_binary import find_redis_server
 from services.pressure import CpuPressure, some_total_us
-from services.region.store import Shard
+from services.region.store import RegionStore
 from services.saturn import label_sink
 from services.saturn.label_sink import (
     BUSY_LINGER_S,
@@ -111,33 +109,14 @@ def test_the_sink_lingers_only_above_the_busy_rate_and_longer_when_saturated():
     assert SATURATED_LINGER_S > BUSY_LINGER_S > 0
 
 
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    """A real Redis server of its own."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen(
-        [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.02)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        server.terminate()
-        server.wait(10)
-
-
 def test_a_migration_label_cuts_the_linger_short(redis_url: str):
     """migrate.lua publishes; a lingering sink wakes at once (a client waits for that label)."""
 
     async def scenario() -> tuple[float, float]:
-        shard = Shard(redis_url, "virginia/0", "virginia")
-        waker = MigrationWaker(shard.redis)
+        store = RegionStore(load_topology("demo-3region.toml"), "virginia", urls=[redis_url])
+        await store.install()
+        shard = store.shards[0]
+        waker = MigrationWaker(shard)
         stop = asyncio.Event()
         listening = asyncio.create_task(waker.run(stop))
         await asyncio.sleep(0.2)  # subscribed
@@ -150,7 +129,7 @@ def test_a_migration_label_cuts_the_linger_short(redis_url: str):
 
         async def migrate_soon() -> None:
             await asyncio.sleep(0.05)
-            await shard.migrate(0, "ireland", True)  # as the frontend's Migrate does
+            await store.migrate(Label.zero(), "ireland")  # as a client's migration does
 
         migrating = asyncio.create_task(migrate_soon())
         await waker.linger(5.0)

@@ -205,11 +205,11 @@ def test_cli_up_status_and_ctrl_c(start_up):
     out = up.output
     assert f"all {len(EXPECTED)} processes healthy" in out
     for region in ("a", "b"):
-        assert f"{region} frontend (gRPC)" in out
-        assert topology.frontend_endpoint(region) in out
+        assert f"{region} gateway (gRPC)" in out and topology.frontend_endpoint(region) in out
+        assert f"{region} store (clients)" in out and topology.client_address(region) in out
         assert f"http://{topology.host}:{topology.metrics_port(region)}/metrics" in out
     tree = running_processes(up)
-    with CausalClient.connect(topology.frontend_endpoint("b")) as client:  # the endpoint printed serves
+    with CausalClient.connect(topology.client_address("b")) as client:  # the endpoint printed serves
         assert set(client.regions) == {"a", "b"}
 
     status = subprocess.run(cli(up.run_dir, "status"), cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -361,7 +361,7 @@ def test_a_process_restarted_from_a_thread_outlives_the_thread(launch):
     time.sleep(1.5)  # a SIGTERM at the thread's exit takes effect within the grace period
     assert restarted.popen.poll() is None, f"exited with {restarted.popen.returncode}"
     assert cluster.is_healthy(restarted.spec)
-    with CausalClient.connect(cluster.topology.frontend_endpoint("b")) as client:
+    with CausalClient.connect(cluster.topology.client_address("b")) as client:
         client.session("b").write("all", "after-restart", {"v": "1"})
 
 

@@ -72,7 +72,7 @@ def test_one_command_runs_both_protocols_side_by_side(tmp_path, capsys):
         assert run["migrations"], "placement over 2 of 3 regions makes some reads remote"
         assert any(m["client_mean_ms"] and m["wait_mean_ms"] is not None for m in run["migrations"])
         cpu = run["cpu_us_per_op"]  # every role's CPU per operation, and Locust's own
-        assert cpu["frontend"] > 0 and cpu["load generator"] > 0 and cpu["bulk-receiver"] > 0, cpu
+        assert cpu["redis"] > 0 and cpu["load generator"] > 0 and cpu["bulk-receiver"] > 0, cpu
     assert "label-sink" in summary["runs"][1]["cpu_us_per_op"]
     assert "saturn" in summary["ratios"]
     assert (out / "summary.png").stat().st_size > 10_000

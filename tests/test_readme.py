@@ -14,7 +14,7 @@ def client_api_snippet() -> str:
 
 def test_client_api_example_runs(launch, capsys):
     cluster = launch("demo-3region-partial.toml")
-    code = client_api_snippet().replace("127.0.0.1:7200", cluster.topology.frontend_endpoint("virginia"))
+    code = client_api_snippet().replace("127.0.0.1:7210", cluster.topology.client_address("virginia"))
     namespace: dict = {}
     exec(compile(code, str(README), "exec"), namespace)
     assert namespace["row"].text("name") == "Alice"

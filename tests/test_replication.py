@@ -33,7 +33,7 @@ def partial(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def client(partial) -> Iterator[CausalClient]:
-    with CausalClient.connect(partial.topology.frontend_endpoint("virginia")) as client:
+    with CausalClient.connect(partial.topology.client_address("virginia")) as client:
         yield client
 
 

@@ -31,7 +31,7 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def client(cluster) -> Iterator[CausalClient]:
-    with CausalClient.connect(cluster.topology.frontend_endpoint("a")) as client:
+    with CausalClient.connect(cluster.topology.client_address("a")) as client:
         yield client
 
 

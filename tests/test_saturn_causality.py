@@ -42,7 +42,7 @@ def cluster(request, tmp_path_factory) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def client(cluster) -> Iterator[CausalClient]:
-    with CausalClient.connect(cluster.topology.frontend_endpoint("a")) as client:
+    with CausalClient.connect(cluster.topology.client_address("a")) as client:
         yield client
 
 
@@ -168,7 +168,7 @@ def test_reply_chain_across_regions_and_shards(launch, protocol):
     cluster = launch(sharded(protocol))
     topology = cluster.topology
     assert all(topology.region(r).shards == 2 for r in topology.region_names)
-    with CausalClient.connect(topology.frontend_endpoint("a")) as client:
+    with CausalClient.connect(topology.client_address("a")) as client:
         alice, bob, observer = client.session("a"), client.session("b"), client.session("c")
         broken = 0
         for _ in range(CHAIN_ROUNDS):

@@ -8,11 +8,12 @@ import threading
 import time
 
 import pytest
-from conftest import eventually, metric_sum, unique
+from conftest import TOPOLOGIES, eventually, metric_sum, unique
 
 from causal_client import CausalClient
 from services.launcher.cluster import Cluster
 from services.saturn.proxy import MAX_RUN
+from services.topology import Topology
 
 
 def causal_rounds(client: CausalClient, rounds: int) -> tuple[int, float]:
@@ -61,6 +62,29 @@ def test_tree_down_updates_still_apply_in_timestamp_order(saturn3):
     cluster.restart("serializer.s-b")
     eventually(lambda: proxy_mode(cluster, "c") == 1, timeout=10)
     assert causal_rounds(client, 5)[0] == 0
+
+
+def test_labels_made_after_timestamp_order_do_not_overtake(launch, client_for):
+    """b applies remote updates in timestamp order (c's sink is down: c is silent on b's tree),
+    c in the tree's order. The serializer sits at C, so x's label is as slow as A→C, while
+    b sees x by bulk transfer (5 ms) and timestamp order, and its answer y goes up the tree to c
+    in 5 ms. Unless y's label says "made outside the tree's order" and c waits for y to be stable
+    in timestamp order, c shows y without x. (A→C is 400 ms here, so that timestamp order at b,
+    which waits up to a bulk heartbeat period, 100 ms, is surely faster than x's label.)"""
+    data = Topology.load(TOPOLOGIES / "causality-3region.toml").model_dump()
+    data["latency_ms"]["A"]["C"] = 400.0
+    data["serializers"] = [{"name": "s-c", "site": "C"}]
+    data["tree"] = [{"a": region, "b": "s-c"} for region in "abc"]
+    cluster = launch(data)
+    client = client_for(cluster)
+    assert causal_rounds(client, 2)[0] == 0  # in the tree's order everywhere
+    cluster.kill("c.label-sink")
+    eventually(lambda: proxy_mode(cluster, "b") == 0, timeout=10)
+    assert proxy_mode(cluster, "c") == 1
+    assert causal_rounds(client, 5)[0] == 0
+    cluster.restart("c.label-sink")
+    eventually(lambda: proxy_mode(cluster, "b") == 1, timeout=10)
+    assert causal_rounds(client, 3)[0] == 0
 
 
 def test_services_stop_promptly_while_their_tree_neighbour_is_down(saturn3):
@@ -121,6 +145,9 @@ def test_crash_and_restart_loses_and_doubles_nothing(saturn3, victims):
     row = reader.read("all", writer.row)
     assert [c.column for c in row] == [f"u{i:05d}" for i in range(writer.n)]
     assert all(c.text == str(int(c.column[1:])) for c in row)
+    # The counter is another row, incremented after each column: its last increment may still be
+    # on its way when the row is complete (the fast path made that window show).
+    eventually(lambda: reader.read("all", writer.row + ":n").counter("count") >= writer.n, timeout=30)
     assert reader.read("all", writer.row + ":n").counter("count") == writer.n
     applied = metric_sum(cluster, "c", "causal_remote_updates_applied_total", region="c", origin="a") - before
     # The count is kept by the proxy after Redis applied a run: a proxy killed in between leaves

@@ -117,7 +117,7 @@ def test_transparent_migration_keeps_the_sessions_past(launch, protocol):
     and its own writes are there when the call returns."""
     cluster = launch("demo-3region-partial.toml", protocol=protocol)
     misses = rounds = 0
-    with CausalClient.connect(cluster.topology.frontend_endpoint("virginia")) as client:
+    with CausalClient.connect(cluster.topology.client_address("virginia")) as client:
         for region in cluster.topology.region_names:
             client.session(region)
         for _ in range(8):
@@ -186,7 +186,7 @@ def test_fig3_migration_does_not_wait_for_a_concurrent_slow_update(launch, tree)
     t = cluster.topology
     assert t.region_latency_ms("dc1", "dc4") == DC1_TO_DC4_S * 1000
     assert t.region_latency_ms("dc3", "dc4") == UNIT_S * 1000
-    with CausalClient.connect(t.frontend_endpoint("dc1")) as client:
+    with CausalClient.connect(t.client_address("dc1")) as client:
         dc1, dc3 = client.session("dc1"), client.session("dc3")
         client.session("dc4")  # connections up front
         fig3_round(dc1, dc3, client)  # warm-up

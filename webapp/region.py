@@ -27,9 +27,9 @@ class RegionContext:
     def client(self) -> CausalClient:
         """Calls to other regions pay the emulated WAN latency from this region's site."""
         return CausalClient.connect(
-            self.topology.frontend_endpoint(self.region),
+            self.topology.client_address(self.region),
             site=self.topology.region(self.region).site,
-            endpoints=self.topology.frontend_endpoints(),
+            endpoints=self.topology.client_endpoints(),
         )
 
     @cached_property

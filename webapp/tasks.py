@@ -15,7 +15,8 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
-from causal_client import CausalError, Session
+from causal_client import Session
+from causal_client.errors import retryable_errors
 from webapp.region import current
 from webapp.social import Entry, Social
 
@@ -59,10 +60,11 @@ def queue_fan_out(entry: Entry, session: Session) -> str:
         return "inline"
 
 
-# Store errors (a region briefly unreachable) and broker errors are retried with backoff; the
-# writes are idempotent (the same cell set again), so a retry after a partial fan-out is safe.
+# Store errors a retry can help (a region briefly unreachable, a deadline: ``retryable``) and
+# broker errors are retried with backoff; a bad request is not. The writes are idempotent (the
+# same cell set again), so a retry after a partial fan-out is safe.
 RETRY = {
-    "autoretry_for": (CausalError, QueueUnavailable),
+    "autoretry_for": (*retryable_errors(), QueueUnavailable),
     "retry_backoff": 1,
     "retry_backoff_max": 30,
     "max_retries": 8,

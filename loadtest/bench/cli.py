@@ -35,6 +35,7 @@ class Variant:
 
     env: dict[str, str] = field(default_factory=dict)
     topology: dict[str, object] = field(default_factory=dict)
+    gateway: bool = False  # the load's clients call the regions' gRPC gateways, not their stores
 
 
 VARIANTS: dict[str, Variant] = {
@@ -44,6 +45,8 @@ VARIANTS: dict[str, Variant] = {
     "eager": Variant(env={"SATURN_HEARTBEAT_SLACK": "0"}),
     # the stores fsync their AOF once a second (Redis's advice for speed) instead of before replying
     "everysec": Variant(topology={"appendfsync": "everysec"}),
+    # clients through the gRPC gateway (a Python hop before the gears), as every client was before
+    "gateway": Variant(gateway=True),
 }
 # What makes one protocol's run fail without stopping the others.
 RUN_FAILURES = (BenchError, LaunchError, RedisNotFound, CausalError, redis.RedisError, OSError)
@@ -79,7 +82,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--protocols",
         help="comma-separated, one run each; 'saturn+serial' is saturn without §4.4, 'saturn+eager' "
         "without heartbeat slack, 'P+everysec' with stores fsyncing once a second instead of before "
-        "every reply (default: the topology's protocol)",
+        "every reply, 'P+gateway' with the clients calling the gRPC gateways instead of the stores "
+        "(default: the topology's protocol)",
     )
     add(
         "--repeat",
@@ -147,7 +151,7 @@ def run_protocol(
         actual = running_protocol(topology, settings.region)
         if protocol not in (None, actual):
             raise BenchError(f"--attach: the running cluster runs {actual!r}, not {protocol!r}")
-        say(f"[{actual}] attached to {topology.name} at {topology.frontend_endpoint(settings.region)}")
+        say(f"[{actual}] attached to {topology.name} at {topology.client_address(settings.region)}")
         return bench_protocol(topology, actual, settings)
     assert protocol is not None
     name, variant = split_variant(protocol)
@@ -156,7 +160,7 @@ def run_protocol(
     )
     with variant_environment(variant.env), started(configured, Path(args.out) / f"run-{protocol}") as cluster:
         pids = {name: running.popen.pid for name, running in cluster.processes.items()}
-        return bench_protocol(configured, protocol, settings, pids)
+        return bench_protocol(configured, protocol, settings, pids, gateway=variant.gateway)
 
 
 def split_variant(protocol: str) -> tuple[str, Variant]:

@@ -10,9 +10,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from causal_client import CausalClient
-from causal_client.proto import store_pb2
+from causal_client import direct
 from loadtest.bench.report import say
+from services import auth
 from services.launcher.cluster import Cluster
 from services.topology import Topology
 
@@ -49,15 +49,12 @@ def find_base_port(topology: Topology) -> int:
     raise BenchError("no free block of ports in 2000-6999 or 8000-9999; pass --base-port")
 
 
+DESCRIBE_TIMEOUT_S = 10.0
+
+
 def running_protocol(topology: Topology, region: str) -> str:
     """The protocol of the cluster already running at the topology's ports (for --attach)."""
-    with CausalClient.connect(
-        topology.frontend_endpoint(region), endpoints=topology.frontend_endpoints()
-    ) as client:
-        reply = client.stub(region).Describe(
-            store_pb2.DescribeRequest(), timeout=client.timeout, metadata=client.metadata
-        )
-    return reply.protocol
+    return direct.describe(topology.client_address(region), auth.secret(), DESCRIBE_TIMEOUT_S)["protocol"]
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ from loadtest.bench.visibility import (
     wait_replicated,
 )
 from loadtest.bench.workload import Workload, causal_op, preload, raw_op
+from services import auth
 from services.topology import Topology
 
 
@@ -160,19 +161,32 @@ def measure_idle(run: ProtocolRun, meter: CpuMeter, seconds: float) -> None:
 
 
 def bench_protocol(
-    topology: Topology, protocol: str, settings: Settings, processes: Mapping[str, int] | None = None
+    topology: Topology,
+    protocol: str,
+    settings: Settings,
+    processes: Mapping[str, int] | None = None,
+    gateway: bool = False,
 ) -> ProtocolRun:
     """Every measurement against one running cluster: the idle cost, the load phases, then the
-    visibility probe. ``processes`` (name -> pid) lets it read every process's CPU time."""
+    visibility probe. ``processes`` (name -> pid) lets it read every process's CPU time;
+    ``gateway``: the clients call the regions' gRPC gateways instead of their stores."""
     region, group = settings.region, settings.group
     work = Workload(group, settings.keys, b"x" * settings.value_size)
     run = ProtocolRun(protocol, region)
     meter = CpuMeter(processes) if processes is not None else None
     if meter is not None and not meter.available:
         meter = None
-    client = CausalClient.connect(topology.frontend_endpoint(region), endpoints=topology.frontend_endpoints())
+    if gateway:
+        client = CausalClient.connect_gateway(
+            topology.frontend_endpoint(region), endpoints=topology.frontend_endpoints()
+        )
+    else:
+        client = CausalClient.connect(topology.client_address(region), endpoints=topology.client_endpoints())
     db = redis.Redis(
-        host=topology.node_host(region), port=topology.redis_port(region, 0), max_connections=settings.clients
+        host=topology.node_host(region),
+        port=topology.redis_port(region, 0),
+        password=auth.secret(),
+        max_connections=settings.clients,
     )
     try:
         say(f"[{protocol}] preloading {work.keys:,} keys ({settings.value_size}-byte values) at {region} ...")

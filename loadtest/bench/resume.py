@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     with (
         tempfile.TemporaryDirectory() as run_dir,
         started(topology, Path(run_dir)),
-        CausalClient.connect(topology.frontend_endpoint("a")) as client,
+        CausalClient.connect(topology.client_address("a")) as client,
     ):
         for region in topology.region_names:
             client.session(region)  # connections up front

@@ -72,9 +72,9 @@ def _checked_run(
     history = History()
     stop = threading.Event()
     with CausalClient.connect(
-        topology.frontend_endpoint(regions[0]),
+        topology.client_address(regions[0]),
         timeout=CALL_TIMEOUT_S,
-        endpoints=topology.frontend_endpoints(),
+        endpoints=topology.client_endpoints(),
     ) as client:
         clock = time.monotonic()
         sessions = [

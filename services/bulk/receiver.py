@@ -119,19 +119,19 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
     background = []
     if isinstance(protocol, Saturn):
         # The remote proxy lives here: payloads reach it in memory, labels on the same server.
-        # Health service "proxy": SERVING while the proxy applies in the tree's order.
+        # Health service "proxy": SERVING while the proxy applies in the tree's order, caught up.
         health.set(PROXY_HEALTH, health_pb2.HealthCheckResponse.NOT_SERVING)
 
-        def on_mode(mode: str) -> None:
+        def on_change() -> None:
             status = (
                 health_pb2.HealthCheckResponse.SERVING
-                if mode == "tree"
+                if proxy.in_tree_order
                 else health_pb2.HealthCheckResponse.NOT_SERVING
             )
             health.set(PROXY_HEALTH, status)
             servicer.heartbeats_changed()
 
-        proxy = protocol.start_proxy(servicer.on_applied, on_mode)
+        proxy = protocol.start_proxy(servicer.on_applied, on_change)
         await proxy.load()
         (parent,) = topology.tree_neighbours[region]
         saturn_pb2_grpc.add_TreeNodeServicer_to_server(

@@ -13,7 +13,6 @@ import logging
 import time
 
 import grpc
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from causal_client.wan import DelayLine
@@ -25,6 +24,7 @@ from services.topology import Topology
 
 log = logging.getLogger("bulk-sender")
 
+GROUP, PAYLOAD = gears.GROUP_FIELD.encode(), gears.PAYLOAD_FIELD.encode()  # a bulk entry's fields
 READ_COUNT = 512  # stream entries per batch at most
 WINDOW = 64  # batches in flight per destination
 # While the receiver asks for them (it orders updates by timestamp: Saturn's fallback, §6.1), an
@@ -46,7 +46,6 @@ class GearShipper:
         self.destination = destination
         self.groups = {g.encode() for g in topology.groups_at(region) & topology.groups_at(destination)}
         self.shard = Shard(topology.redis_url(region, shard), self.gear, region)
-        self.redis = self.shard.redis
         self.trimmer = trimmer
         self.sent = metrics.BULK_SENT.labels(region, destination)
         self.heartbeats_sent = metrics.BULK_HEARTBEATS.labels(region, destination)
@@ -121,11 +120,8 @@ class GearShipper:
         while not stop.is_set():
             await in_flight.acquire()
             block_s = HEARTBEAT_S if self.heartbeats else IDLE_BLOCK_S
-            reply = await self.redis.xread(
-                {gears.BULK_STREAM: f"{cursor}-0"}, count=READ_COUNT, block=int(block_s * 1000)
-            )
-            if reply:
-                entries = [(int(entry_id.split(b"-", 1)[0]), fields) for entry_id, fields in reply[0][1]]
+            entries = await self.shard.stream_after(gears.BULK_STREAM, cursor, READ_COUNT, block_s=block_s)
+            if entries:
                 through = entries[-1][0]
             elif not self.heartbeats:
                 in_flight.release()
@@ -135,8 +131,8 @@ class GearShipper:
                 self.heartbeats_sent.inc()
             batch = bulk_pb2.PayloadBatch(sent_at=time.time(), through_ts=through)
             for ts, fields in entries:
-                if fields[b"g"] in self.groups:
-                    batch.payloads.add(ts=ts, body=fields[b"p"])
+                if fields[GROUP] in self.groups:
+                    batch.payloads.add(ts=ts, body=fields[PAYLOAD])
             cursor = through
             outbox.put(bulk_pb2.ShipMessage(batch=batch))
             self.sent.inc(len(batch.payloads))
@@ -149,10 +145,8 @@ class Trimmer:
     def __init__(self, topology: Topology, region: str, destinations: list[str]):
         self.destinations = set(destinations)
         self.positions: dict[str, dict[str, int]] = {g: {} for g in topology.gear_ids(region)}
-        self.clients = {
-            g: aioredis.Redis.from_url(topology.redis_url(region, k))
-            for k, g in enumerate(topology.gear_ids(region))
-        }
+        gear_ids = topology.gear_ids(region)
+        self.shards = {g: Shard(topology.redis_url(region, k), g, region) for k, g in enumerate(gear_ids)}
 
     def acked(self, gear: str, destination: str, ts: int) -> None:
         known = self.positions[gear]
@@ -168,7 +162,7 @@ class Trimmer:
                 floor = min(known.values())
                 if floor > trimmed.get(gear, 0):
                     try:
-                        await self.clients[gear].xtrim(gears.BULK_STREAM, minid=f"{floor + 1}-0")
+                        await self.shards[gear].trim_stream(gears.BULK_STREAM, floor)
                         trimmed[gear] = floor
                     except (RedisError, OSError) as exc:
                         log.warning("trim %s: %s", gear, exc)

@@ -24,9 +24,10 @@ from services.topology import Topology, TopologyError, host_variable
 
 IMAGE = "saturn-twissandra:latest"
 TOPOLOGY_IN_CONTAINER = PurePosixPath("/etc/saturn/topology.json")
+MODULE_IN_IMAGE = PurePosixPath("/opt/saturn/saturn_calls.so")  # compose/Dockerfile
 LAYOUT = plan.Layout(
     python="python", topology_file=TOPOLOGY_IN_CONTAINER, data_dir=PurePosixPath("/data"),  # type: ignore[arg-type]
-    redis_server="redis-server",
+    redis_server="redis-server", redis_module=str(MODULE_IN_IMAGE),
 )  # fmt: skip
 HEALTH_TIMING = {"interval": "5s", "timeout": "5s", "retries": 3, "start_period": "60s"}
 

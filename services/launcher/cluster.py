@@ -27,6 +27,7 @@ from services.launcher import spawner
 from services.launcher.redis_binary import find_redis_server
 from services.launcher.supervisor import Supervisor
 from services.plan import ProcessSpec
+from services.region import calls_module
 from services.topology import Topology
 
 log = logging.getLogger("launcher")
@@ -76,9 +77,13 @@ class Cluster:
     @cached_property
     def layout(self) -> plan.Layout:
         """This machine's paths for the shared process plan (``services/plan.py``)."""
+        try:
+            module = str(calls_module.module_path())
+        except calls_module.ModuleUnavailable as exc:
+            raise LaunchError(str(exc)) from None
         return plan.Layout(
             python=sys.executable, topology_file=self.topology_file, data_dir=self.data_dir,
-            redis_server=find_redis_server(), django_secret_key=self.secret_key,
+            redis_server=find_redis_server(), redis_module=module, django_secret_key=self.secret_key,
         )  # fmt: skip
 
     def plan(self) -> list[ProcessSpec]:
@@ -308,7 +313,8 @@ class Cluster:
         for r in t.regions:
             if self.web:
                 rows.append((f"{r.name} web app", t.web_url(r.name) + "/"))
-            rows.append((f"{r.name} frontend (gRPC)", t.frontend_endpoint(r.name)))
+            rows.append((f"{r.name} store (clients)", t.client_address(r.name)))
+            rows.append((f"{r.name} gateway (gRPC)", t.frontend_endpoint(r.name)))
             rows.append((f"{r.name} metrics", t.metrics_url(r.name)))
         return rows
 

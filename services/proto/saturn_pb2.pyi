@@ -19,18 +19,20 @@ TREE_HEARTBEAT: TreeLabelType
 TREE_GAP: TreeLabelType
 
 class TreeLabel(_message.Message):
-    __slots__ = ("type", "src", "ts", "target", "group")
+    __slots__ = ("type", "src", "ts", "target", "group", "outside_order")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     SRC_FIELD_NUMBER: _ClassVar[int]
     TS_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
+    OUTSIDE_ORDER_FIELD_NUMBER: _ClassVar[int]
     type: TreeLabelType
     src: str
     ts: int
     target: str
     group: str
-    def __init__(self, type: _Optional[_Union[TreeLabelType, str]] = ..., src: _Optional[str] = ..., ts: _Optional[int] = ..., target: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+    outside_order: bool
+    def __init__(self, type: _Optional[_Union[TreeLabelType, str]] = ..., src: _Optional[str] = ..., ts: _Optional[int] = ..., target: _Optional[str] = ..., group: _Optional[str] = ..., outside_order: _Optional[bool] = ...) -> None: ...
 
 class LabelBatch(_message.Message):
     __slots__ = ("labels",)

@@ -21,10 +21,11 @@ class Protocol(ABC):
     def __init__(self, store: RegionStore):
         self.store = store
 
-    @abstractmethod
     async def wait_attach(self, label: Label, timeout: float | None = None) -> None:
         """Returns once the client's causal past (``label``) is visible in this region; raises
-        TimeoutError after ``timeout`` seconds."""
+        TimeoutError after ``timeout`` seconds. The gears decide, by protocol (attach.lua), so
+        that a client calling them directly waits exactly as the gateway does."""
+        await self.store.wait_visible(label, timeout)
 
     @abstractmethod
     async def accept_payloads(

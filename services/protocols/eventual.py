@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from causal_client.label import Label
 from services.protocols.base import AppliedCallback, Protocol
 from services.region.store import RemoteUpdate
 
@@ -10,9 +9,6 @@ from services.region.store import RemoteUpdate
 class Eventual(Protocol):
     name = "eventual"
     emits_labels = False
-
-    async def wait_attach(self, label: Label, timeout: float | None = None) -> None:
-        return None
 
     async def accept_payloads(
         self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate], on_applied: AppliedCallback

@@ -1,7 +1,9 @@
 """A region's frontend (paper §4, Alg. 1): the gRPC service the client library talks to.
 
-Stateless: several processes may share the port (SO_REUSEPORT). Each request carries the client's
-label; the reply carries the label the client must merge.
+Stateless and without logic of its own: each call becomes one call of the gears' library in the
+row's shard (services/region/lua), which checks it and does the work; a gear's refusal becomes a
+gRPC status. Several processes may share the port (SO_REUSEPORT). Each request carries the
+client's label; the reply carries the label the client must merge.
 """
 
 from __future__ import annotations
@@ -15,17 +17,31 @@ import grpc
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from causal_client.claims import check_part, owner_region
-from causal_client.label import Label, LabelType
+from causal_client import errors
+from causal_client.data import Mutation, ReadSpec
+from causal_client.label import Label
 from causal_client.proto import store_pb2, store_pb2_grpc
 from services import metrics, runtime
 from services.protocols import Protocol, protocol_for
-from services.region.gears import ColumnChange, RowChange
-from services.region.store import BadRequestForData, RegionStore
-from services.region.validation import DEFAULT_SLICE, MAX_OPS, RequestError, Validator, invalid
+from services.region.store import RegionStore
 from services.topology import Topology
 
 log = logging.getLogger("frontend")
+
+# How a gear's refusal reaches a gRPC client (causal_client.errors.from_rpc_error reverses it).
+STATUS_OF: tuple[tuple[type[errors.CausalError], grpc.StatusCode], ...] = (
+    (errors.WrongPlace, grpc.StatusCode.FAILED_PRECONDITION),  # before its base class
+    (errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NotReplicatedHere, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.UnknownRegion, grpc.StatusCode.NOT_FOUND),
+    (errors.RegionUnavailable, grpc.StatusCode.UNAVAILABLE),
+    (errors.StoreTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (errors.VersionMismatch, grpc.StatusCode.FAILED_PRECONDITION),
+)
+
+
+def _status(exc: errors.CausalError) -> grpc.StatusCode:
+    return next((code for kind, code in STATUS_OF if isinstance(exc, kind)), grpc.StatusCode.INTERNAL)
 
 
 def rpc(op: str):
@@ -36,19 +52,17 @@ def rpc(op: str):
         async def wrapper(self: StoreServicer, request, context: grpc.aio.ServicerContext):
             try:
                 reply = await method(self, request, context)
-            except RequestError as exc:
-                metrics.OP_ERRORS.labels(self.region, op, exc.code.name).inc()
-                await context.abort(exc.code, exc.message)
-            except BadRequestForData as exc:
-                metrics.OP_ERRORS.labels(self.region, op, "INVALID_ARGUMENT").inc()
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            except errors.CausalError as exc:
+                code = _status(exc)
+                metrics.OP_ERRORS.labels(self.region, op, code.name).inc()
+                await context.abort(code, self._details(exc, request))
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 metrics.OP_ERRORS.labels(self.region, op, "UNAVAILABLE").inc()
                 await context.abort(grpc.StatusCode.UNAVAILABLE, f"region {self.region} store: {exc}")
             except asyncio.CancelledError:
                 raise  # the client went away
             except grpc.aio.AbortError:
-                raise  # an abort from the handler itself (e.g. a protocol refusing an attach)
+                raise
             except Exception as exc:
                 log.exception("%s failed", op)
                 metrics.OP_ERRORS.labels(self.region, op, "INTERNAL").inc()
@@ -61,17 +75,23 @@ def rpc(op: str):
     return decorate
 
 
-def _row_change(mutation: store_pb2.Mutation, replicate: bool) -> RowChange:
-    changes = []
-    for op in mutation.ops:
-        kind = op.WhichOneof("op")
-        if kind == "set":
-            changes.append(ColumnChange("s", op.column, op.set))
-        elif kind == "delete":
-            changes.append(ColumnChange("d", op.column))
-        else:
-            changes.append(ColumnChange("i", op.column, op.increment))
-    return RowChange(mutation.group, mutation.row, tuple(changes), replicate)
+def _label(msg: store_pb2.Label) -> Label:
+    try:
+        return Label.from_proto(msg)
+    except errors.InvalidLabel as exc:
+        raise errors.InvalidLabel(f"label: {exc}") from None
+
+
+def _groups(request) -> list[str]:
+    fields = request.DESCRIPTOR.fields_by_name
+    items = [getattr(request, f) for f in ("op", "mutation") if f in fields]
+    items += [item for f in ("ops", "mutations") if f in fields for item in getattr(request, f)]
+    return [item.group for item in items]
+
+
+def _mutation(msg: store_pb2.Mutation) -> tuple[str, str, list]:
+    mutation = Mutation.from_proto(msg)
+    return mutation.group, mutation.row, mutation.gear_args()
 
 
 class StoreServicer(store_pb2_grpc.StoreServicer):
@@ -80,10 +100,19 @@ class StoreServicer(store_pb2_grpc.StoreServicer):
         self.region = region
         self.store = store
         self.protocol = protocol
-        self.check = Validator(topology, region)
-        # Groups whose rows must be shipped: replicated at some other region too.
-        self.shipped_groups = {g for g, members in topology.group_members.items() if len(members) > 1}
+        self.local_groups = topology.groups_at(region)
         self._describe = self._build_describe()
+
+    def _details(self, exc: errors.CausalError, request) -> str:
+        """The status's message; a group not replicated here is named in a form the client parses
+        (``errors.NOT_REPLICATED_MARKER``)."""
+        if isinstance(exc, errors.NotReplicatedHere):
+            group = next((g for g in _groups(request) if g not in self.local_groups), "")
+            return f"{errors.NOT_REPLICATED_MARKER}{group}:{self.region}:{exc}"
+        code = errors.code_of(exc)
+        if code and _status(exc) == grpc.StatusCode.FAILED_PRECONDITION:
+            return f"{code} {exc}"  # the client maps it back to the same class
+        return str(exc)
 
     def _build_describe(self) -> store_pb2.DescribeReply:
         t = self.topology
@@ -106,94 +135,59 @@ class StoreServicer(store_pb2_grpc.StoreServicer):
 
     @rpc("attach")
     async def Attach(self, request: store_pb2.AttachRequest, context):
-        label = self.check.label(request.label)
-        remaining = context.time_remaining()
-        started = time.perf_counter()
+        label = _label(request.label)
         try:
-            await self.protocol.wait_attach(label, timeout=remaining)
+            await self.protocol.wait_attach(label, timeout=context.time_remaining())
         except TimeoutError as exc:
-            raise RequestError(grpc.StatusCode.DEADLINE_EXCEEDED, str(exc)) from None
-        if not label.is_zero:
-            arriving = label.type == LabelType.MIGRATION and label.target == self.region
-            kind = "migration" if arriving else "update"  # a migration label is a causal past elsewhere
-            metrics.ATTACH_WAIT.labels(self.region, label.region, kind).observe(time.perf_counter() - started)
+            raise errors.StoreTimeout(str(exc)) from None
         return store_pb2.AttachReply(label=label.to_proto(), region=self.region)
 
     @rpc("read")
     async def Read(self, request: store_pb2.ReadRequest, context):
-        client = self.check.label(request.label)
-        self.check.read_op(request.op)
-        rows, seen = await self.store.read([request.op], DEFAULT_SLICE)
-        return store_pb2.ReadReply(label=client.merge(seen).to_proto(), row=rows[0])
+        client = _label(request.label)
+        rows, seen = await self.store.read(client, [ReadSpec.from_proto(request.op)])
+        return store_pb2.ReadReply(label=client.merge(seen).to_proto(), row=rows[0].to_proto())
 
     @rpc("multi_read")
     async def MultiRead(self, request: store_pb2.MultiReadRequest, context):
-        client = self.check.label(request.label)
-        if not request.ops:
-            raise invalid("multi-read needs at least one read")
-        if len(request.ops) > MAX_OPS:
-            raise invalid(f"at most {MAX_OPS} reads per multi-read")
-        for op in request.ops:
-            self.check.read_op(op)
-        rows, seen = await self.store.read(list(request.ops), DEFAULT_SLICE)
-        return store_pb2.MultiReadReply(label=client.merge(seen).to_proto(), rows=rows)
+        client = _label(request.label)
+        rows, seen = await self.store.read(client, [ReadSpec.from_proto(op) for op in request.ops])
+        rows_pb = [row.to_proto() for row in rows]
+        return store_pb2.MultiReadReply(label=client.merge(seen).to_proto(), rows=rows_pb)
 
     async def _write(self, client: Label, mutations) -> store_pb2.WriteReply:
-        for mutation in mutations:
-            self.check.mutation(mutation)
-        rows = [_row_change(m, m.group in self.shipped_groups) for m in mutations]
-        label = await self.store.write(client, rows, self.protocol.emits_labels)
+        label = await self.store.write(client, [_mutation(m) for m in mutations])
         return store_pb2.WriteReply(label=client.merge(label).to_proto())
 
     @rpc("write")
     async def Write(self, request: store_pb2.WriteRequest, context):
-        return await self._write(self.check.label(request.label), [request.mutation])
+        return await self._write(_label(request.label), [request.mutation])
 
     @rpc("batch")
     async def Batch(self, request: store_pb2.BatchRequest, context):
-        client = self.check.label(request.label)
-        if not request.mutations:
-            raise invalid("a batch needs at least one mutation")
-        if len(request.mutations) > MAX_OPS:
-            raise invalid(f"at most {MAX_OPS} mutations per batch")
-        return await self._write(client, list(request.mutations))
+        return await self._write(_label(request.label), list(request.mutations))
 
     @rpc("claim")
     async def Claim(self, request: store_pb2.ClaimRequest, context):
-        parts = {"namespace": request.namespace, "key": request.key, "holder": request.holder}
-        for what, value in parts.items():
-            problem = check_part(what, value)
-            if problem:
-                raise invalid(problem)
-        owner = owner_region(self.topology.region_names, request.namespace, request.key)
-        if owner != self.region:
-            raise RequestError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"claims of {request.namespace}/{request.key} are decided by region {owner}, "
-                f"not {self.region}",
-            )
-        if request.release:
-            released = await self.store.release_claim(request.namespace, request.key, request.holder)
-            holder = await self.store.claim_holder(request.namespace, request.key)
-            return store_pb2.ClaimReply(granted=released, holder=holder or "")
-        holder = await self.store.claim(request.namespace, request.key, request.holder)
-        return store_pb2.ClaimReply(granted=holder == request.holder, holder=holder)
+        r = request
+        granted, holder = await self.store.claim(r.namespace, r.key, r.holder, r.release)
+        return store_pb2.ClaimReply(granted=granted, holder=holder)
 
     @rpc("migrate")
     async def Migrate(self, request: store_pb2.MigrateRequest, context):
-        client = self.check.label(request.label)
-        self.check.region_name(request.target_region)
-        label = await self.store.migrate(client, request.target_region, self.protocol.emits_labels)
+        label = await self.store.migrate(_label(request.label), request.target_region)
         return store_pb2.MigrateReply(label=label.to_proto())
 
 
 async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event) -> None:
     store = RegionStore(topology, region)
+    await store.install()
     servicer = StoreServicer(topology, region, store, protocol_for(topology.protocol, store))
     server, health = runtime.new_server(topology.frontend_port(region), topology.bind_host(region))
     store_pb2_grpc.add_StoreServicer_to_server(servicer, server)
     if index == 0:
-        metrics.serve(topology.metrics_port(region), topology.bind_host(region))
+        waits = metrics.AttachWaits(region, topology.redis_url(region, 0))
+        metrics.serve(topology.metrics_port(region), topology.bind_host(region), collectors=[waits])
     await server.start()
     runtime.mark_serving(health)
     log.info("frontend %s#%d serving on %s", region, index, topology.frontend_endpoint(region))

@@ -1,7 +1,10 @@
-"""The gears: Lua scripts that run inside a shard's Redis, one round trip per operation.
+"""The gears: a Redis Functions library that every shard's Redis runs, one call per operation.
 
 Generating the label, writing the cells, and appending to the bulk and label streams happen in
-one script so they are atomic (a crash can never leave a write without its payload).
+one function so they are atomic (a crash can never leave a write without its payload), and the
+checks a client's call must pass happen there too, before anything is written, so that no
+caller can skip them. Key names, limits and error codes are defined here (and in
+``causal_client``) and handed to the Lua as constants: one definition for both languages.
 """
 
 from __future__ import annotations
@@ -10,10 +13,22 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from causal_client import wire
+from causal_client.errors import GEAR_ERRORS
+from causal_client.label import MAX_TARGET_BYTES
+
 LUA_DIR = Path(__file__).with_name("lua")
+LIBRARY = "saturn"
+# The library's parts, in load order: helpers first, registrations last.
+LUA_PARTS = (
+    "common", "checks", "write", "read", "migrate", "attach", "claim",  # what clients call
+    "apply", "deliver", "heartbeat",  # what the region's own services call
+    "library",
+)  # fmt: skip
 
 # Redis keys of a shard.
 GEAR_KEY = "gear"
+OUTSIDE_ORDER_FIELD = "outside"  # in GEAR_KEY: "1" while labels made here must say so (proxy.py)
 BULK_STREAM = "bulk"
 LABEL_STREAM = "labels"
 POSITION_KEY = "pos"
@@ -26,18 +41,54 @@ WATERMARK_EVENTS = "wm:events"  # saturn: a capped stream, one entry per raise o
 SINK_WAKE_CHANNEL = "sink:wake"  # saturn: pub/sub; a migration label was written (the sink stops
 #                                  lingering: a client is waiting for that label to travel)
 WATERMARK_EVENTS_MAXLEN = 1000
+# Stream entries (ids are the label's ts): a bulk entry's group and packed payload; a label entry.
+GROUP_FIELD, PAYLOAD_FIELD, LABEL_FIELD = "g", "p", "l"
+CONFIG_KEY = "saturn:config"  # the region's settings the gears check calls against (see checks.lua)
+GROUPS_KEY = "saturn:groups"  # group → its replicas, space-separated
+GEARS_KEY = "saturn:gears"  # every gear's id (a label's source must be one)
+DESCRIBE_KEY = "saturn:describe"  # what a client learns of the topology here (JSON)
+ATTACH_WAITS_KEY = "saturn:attach_waits"  # attaches' waits, counted by the attach gear (attach.lua)
+ATTACH_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
 def row_keys(group: str, row: str) -> list[str]:
-    """The data hash, sorted column index and counter hash of one row."""
+    """The data hash, sorted column index and counter hash of one row (as common.lua's)."""
     return [f"d:{group}:{row}", f"i:{group}:{row}", f"c:{group}:{row}"]
 
 
+def _constants() -> dict[str, str | int | float | list]:
+    names = {
+        "GEAR_KEY": GEAR_KEY, "BULK_STREAM": BULK_STREAM, "LABEL_STREAM": LABEL_STREAM,
+        "POSITION_KEY": POSITION_KEY, "WATERMARK_KEY": WATERMARK_KEY, "CLAIM_PREFIX": CLAIM_PREFIX,
+        "WATERMARK_EVENTS": WATERMARK_EVENTS, "SINK_WAKE_CHANNEL": SINK_WAKE_CHANNEL,
+        "WATERMARK_EVENTS_MAXLEN": WATERMARK_EVENTS_MAXLEN, "CONFIG_KEY": CONFIG_KEY,
+        "GROUP_FIELD": GROUP_FIELD, "PAYLOAD_FIELD": PAYLOAD_FIELD, "LABEL_FIELD": LABEL_FIELD,
+        "GROUPS_KEY": GROUPS_KEY, "GEARS_KEY": GEARS_KEY, "DESCRIBE_KEY": DESCRIBE_KEY, "API": wire.GEARS_API,
+        "ATTACH_WAITS_KEY": ATTACH_WAITS_KEY, "OUTSIDE_ORDER_FIELD": OUTSIDE_ORDER_FIELD,
+        "ATTACH_BUCKETS_US": [round(b * 1e6) for b in ATTACH_BUCKETS_S],
+        "MAX_KEY_BYTES": wire.MAX_KEY_BYTES, "MAX_OPS": wire.MAX_OPS,
+        "MAX_SLICE": wire.MAX_SLICE, "MAX_ROW_COLUMNS": wire.MAX_ROW_COLUMNS,
+        "DEFAULT_SLICE": wire.DEFAULT_SLICE, "MAX_FUTURE_S": wire.MAX_FUTURE_S,
+        "MAX_TARGET_BYTES": MAX_TARGET_BYTES,
+    }  # fmt: skip
+    return names | {f"CODE_{code}": code for code in GEAR_ERRORS}
+
+
+def _lua_literal(value: str | int | float | list) -> str:
+    if isinstance(value, list):
+        return "{" + ", ".join(_lua_literal(v) for v in value) + "}"
+    if isinstance(value, str):
+        return repr(value) if "'" not in value else '"' + value + '"'
+    return repr(value)
+
+
 @cache
-def script_source(name: str) -> str:
-    """A gear script with the shared helpers prepended (one copy of the LWW logic)."""
-    common = (LUA_DIR / "common.lua").read_text()
-    return common + "\n" + (LUA_DIR / f"{name}.lua").read_text()
+def library_source() -> str:
+    """The whole library, as ``FUNCTION LOAD`` takes it."""
+    prelude = "\n".join(f"local {name} = {_lua_literal(value)}" for name, value in _constants().items())
+    parts = [(LUA_DIR / f"{part}.lua").read_text() for part in LUA_PARTS]
+    header = f"#!lua name={LIBRARY}\n-- Generated from services/region/lua by services/region/gears.py"
+    return "\n".join([header, prelude, *parts])
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,38 +98,9 @@ class ColumnChange:
     arg: bytes | str | int = b""
 
 
-@dataclass(frozen=True, slots=True)
-class RowChange:
-    group: str
-    row: str
-    changes: tuple[ColumnChange, ...]
-    replicate: bool = True
-
-
-def write_args(
-    client_ts: int, src: str, region: str, emit_label: bool, rows: list[RowChange]
-) -> tuple[list[str], list]:
-    keys: list[str] = [GEAR_KEY, BULK_STREAM, LABEL_STREAM]
-    args: list = [client_ts, src, region, int(emit_label), len(rows)]
-    for row in rows:
-        keys += row_keys(row.group, row.row)
-        args += [row.group, row.row, int(row.replicate), len(row.changes)]
-        for change in row.changes:
-            args += [change.kind, change.column, change.arg]
-    return keys, args
-
-
 def change_args(changes: tuple[ColumnChange, ...]) -> list:
-    """The flattened (kind, column, arg) triples the apply/deliver scripts read."""
+    """The flattened (kind, column, arg) triples the apply/deliver functions read."""
     args: list = []
     for change in changes:
         args += [change.kind, change.column, change.arg]
     return args
-
-
-def read_args(columns: list[str], slice_after: str | None, limit: int, reverse: bool):
-    if slice_after is not None:
-        return ["slice", slice_after, limit, int(reverse)]
-    if columns:
-        return ["cells", *columns]
-    return ["row", limit]

@@ -3,36 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import msgpack
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
+from causal_client import wire
+from causal_client.data import ReadSpec, Row
+from causal_client.errors import gear_error
 from causal_client.label import Label, LabelType
-from causal_client.proto import store_pb2
 from services.region import gears
-from services.region.validation import MAX_ROW_COLUMNS, MAX_SLICE
 from services.topology import Topology
-
-
-class BadRequestForData(ValueError):
-    """A request that is well-formed but that the data refuses: the client's mistake (an
-    INVALID_ARGUMENT status), found inside a gear."""
-
-
-class ColumnTypeError(BadRequestForData):
-    """A set on a counter column or an increment on a value column."""
-
-
-class RowTooWide(BadRequestForData):
-    """A whole-row read of a row with more columns than a reply may carry."""
-
-    def __init__(self, group: str, row: str):
-        super().__init__(
-            f"row {row!r} of group {group!r} has more than {MAX_ROW_COLUMNS} columns: read it in "
-            f"slices (at most {MAX_SLICE} columns a page, with a cursor)"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,93 +47,168 @@ class RemoteUpdate:
         return RemoteUpdate(ts, src.decode(), origin_time, group.decode(), row.decode(), changes)
 
 
+def _entries(raw: list) -> list[tuple[int, dict[bytes, bytes]]]:
+    """Stream entries as (ts, fields): an entry's id is its label's ts (``ts-0``)."""
+    return [(int(entry_id.split(b"-", 1)[0]), fields) for entry_id, fields in raw]
+
+
+class _Subscription:
+    """``async with shard.wake_ups() as messages: async for _ in messages: ...``"""
+
+    def __init__(self, redis: aioredis.Redis, channel: str):
+        self.pubsub = redis.pubsub()
+        self.channel = channel
+
+    async def __aenter__(self):
+        try:
+            await self.pubsub.subscribe(self.channel)
+        except BaseException:
+            await self.pubsub.aclose()  # its connection goes back to the pool
+            raise
+        return self._messages()
+
+    async def _messages(self):
+        async for message in self.pubsub.listen():
+            if message["type"] == "message":
+                yield message["data"]
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.pubsub.aclose()
+
+
 def _watermarks(raw: dict[bytes, bytes]) -> dict[str, int]:
     """The watermark hash as Redis returns it -> origin region: ts."""
     return {k.decode(): int(v) for k, v in raw.items()}
 
 
+NO_FUNCTION = "Function not found"  # how Redis answers an FCALL of a library it does not have
+
+
 class Shard:
-    """One shard: a Redis server and the gear that owns it."""
+    """One shard: a Redis server running the gears' library, and the gear that owns it."""
 
     def __init__(self, url: str, gear_id: str, region: str):
         self.gear_id = gear_id
         self.region = region
         self.redis = aioredis.Redis.from_url(url, socket_timeout=30, max_connections=256)
-        self._write = self.redis.register_script(gears.script_source("write"))
-        self._read = self.redis.register_script(gears.script_source("read"))
-        self._migrate = self.redis.register_script(gears.script_source("migrate"))
-        self._apply = self.redis.register_script(gears.script_source("apply"))
-        self._deliver = self.redis.register_script(gears.script_source("deliver"))
-        self._heartbeat = self.redis.register_script(gears.script_source("heartbeat"))
 
-    async def write(self, client_ts: int, rows: list[gears.RowChange], emit_label: bool) -> int:
-        keys, args = gears.write_args(client_ts, self.gear_id, self.region, emit_label, rows)
-        try:
-            return int(await self._write(keys=keys, args=args))
-        except ResponseError as exc:
-            if str(exc).startswith("TYPE "):
-                raise ColumnTypeError(str(exc)[5:]) from None
-            raise
+    async def install(
+        self, settings: Mapping[str, str | int], groups: Mapping[str, str], gear_ids: list[str], about: str
+    ) -> None:
+        """Loads the gears' library (replacing any other version) and the region's settings they
+        check calls against; atomic, so a call sees the old settings or the new ones."""
+        await self.redis.function_load(gears.library_source(), replace=True)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.delete(gears.CONFIG_KEY, gears.GROUPS_KEY, gears.GEARS_KEY)
+        pipe.set(gears.DESCRIBE_KEY, about)
+        pipe.hset(gears.CONFIG_KEY, mapping={**settings, "gear": self.gear_id})
+        pipe.hset(gears.GROUPS_KEY, mapping=dict(groups))
+        pipe.sadd(gears.GEARS_KEY, *gear_ids)
+        await pipe.execute()
 
-    async def migrate(self, client_ts: int, target: str, emit_label: bool) -> int:
-        args = [client_ts, self.gear_id, target, int(emit_label), gears.SINK_WAKE_CHANNEL]
-        return int(await self._migrate(keys=[gears.GEAR_KEY, gears.LABEL_STREAM], args=args))
-
-    async def read(self, ops: list[store_pb2.ReadOp], default_limit: int) -> list:
-        """One round trip for any number of reads (a pipeline of EVALSHA)."""
-        calls = []
-        for op in ops:
-            after = op.slice.after if op.HasField("slice") else None
-            limit = (op.slice.limit or default_limit) if op.HasField("slice") else MAX_ROW_COLUMNS
-            args = gears.read_args(list(op.columns), after, limit, op.slice.reverse)
-            calls.append((gears.row_keys(op.group, op.row), args))
-        if len(calls) == 1:
-            try:
-                raw = await self._read(keys=calls[0][0], args=calls[0][1])
-            except ResponseError as exc:
-                raw = exc
-            return [_read_result(ops[0], raw)]
-        # Not Script-in-pipeline: redis-py would add a SCRIPT EXISTS round trip to every execute.
+    async def call(self, function: str, args: list, keys: tuple | list = ()):
+        """One gear call; a gear's refusal becomes the typed error its code names. A store that
+        has no library (new, or its data lost) gets it (the region's settings come with the
+        frontend's ``install``: until then client calls are refused as unconfigured)."""
         for attempt in (1, 2):
-            pipe = self.redis.pipeline(transaction=False)
-            for keys, args in calls:
-                pipe.evalsha(self._read.sha, len(keys), *keys, *args)
             try:
-                results = await pipe.execute(raise_on_error=False)
-            except NoScriptError:
-                results = [NoScriptError()]
-            if attempt == 1 and any(isinstance(r, NoScriptError) for r in results):
-                await self.redis.script_load(self._read.script)  # e.g. Redis was restarted
-                continue
-            return [_read_result(op, raw) for op, raw in zip(ops, results, strict=True)]
+                return await self.redis.fcall(function, len(keys), *keys, *args)
+            except ResponseError as exc:
+                if attempt == 1 and str(exc).startswith(NO_FUNCTION):
+                    await self.redis.function_load(gears.library_source(), replace=True)
+                    continue
+                raise gear_error(str(exc)) from None
         raise AssertionError("unreachable")
+
+    async def write(self, client: Label, mutations: list[list]) -> int:
+        """``mutations``: each one's arguments (``causal_client.wire.mutation_args``)."""
+        return int(await self.call(wire.WRITE, wire.call_args(client, mutations)))
+
+    async def check_write(self, client: Label, mutations: list[list]) -> None:
+        await self.call(wire.CHECK_WRITE, wire.call_args(client, mutations))
+
+    async def migrate(self, client: Label, target: str) -> int:
+        return int(await self.call(wire.MIGRATE, [wire.GEARS_API, *wire.label_args(client), target]))
+
+    async def read(self, client: Label, reads: list[list]) -> list:
+        """Any number of reads of this shard's rows (``causal_client.wire.read_args``) in one call."""
+        return await self.call(wire.READ, wire.call_args(client, reads))
+
+    async def visible(self, client: Label, waited_s: float) -> tuple[bool, bytes]:
+        """Whether the client's past is visible here (``waited_s``: how long its attach has
+        waited, counted once it is); if not, the last watermark event (a raise after it is an
+        event after it: see wait_watermark_event)."""
+        reply = await self.call(wire.ATTACH, wire.attach_args(client, waited_s))
+        return reply[0] == 1, (reply[1] if len(reply) > 1 else b"0-0")
+
+    async def claim(self, namespace: str, key: str, holder: str, release: bool) -> tuple[bool, str]:
+        granted, current = await self.call(wire.CLAIM, [wire.GEARS_API, namespace, key, holder, int(release)])
+        return granted == 1, current.decode()
 
     async def apply(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> list[int]:
         """Applies updates of one origin gear exactly once; returns the ts of those applied."""
-        keys: list[str] = [gears.POSITION_KEY]
+        keys: list[str] = []
         args: list = [origin_gear, origin_gear.split("/", 1)[0], through_ts, len(updates)]
         for update in updates:
             keys += gears.row_keys(update.group, update.row)
             args += [update.ts, update.src, len(update.changes), *gears.change_args(update.changes)]
-        return [int(ts) for ts in await self._apply(keys=keys, args=args)]
+        return [int(ts) for ts in await self.call("saturn_apply", args, keys)]
 
     async def deliver(self, updates: list[RemoteUpdate], marks: dict[str, int]) -> set[str]:
         """Applies updates in the given order, skipping those at or below their origin's
         watermark here (applied before), then raises the watermarks to ``marks``; returns the
         keys of those applied."""
-        keys: list[str] = [gears.WATERMARK_KEY, gears.WATERMARK_EVENTS]
-        args: list = [gears.WATERMARK_EVENTS_MAXLEN, len(updates)]
+        keys: list[str] = []
+        args: list = [len(updates)]
         for u in updates:
             keys += gears.row_keys(u.group, u.row)
             args += [u.ts, u.src, u.origin_region, len(u.changes), *gears.change_args(u.changes)]
         args.append(len(marks))
         for origin, ts in marks.items():
             args += [origin, ts]
-        return {key.decode() for key in await self._deliver(keys=keys, args=args)}
+        return {key.decode() for key in await self.call("saturn_deliver", args, keys)}
+
+    async def mark_labels_outside_order(self, outside: bool) -> None:
+        """Whether the labels this gear makes say that the region applied updates outside the
+        tree's order (services/saturn/proxy.py, "Outside the tree's order")."""
+        await self.call("saturn_outside_order", ["1" if outside else "0"])
 
     async def heartbeat(self) -> int:
         """A time below which this gear will never make another label (see heartbeat.lua)."""
-        return int(await self._heartbeat(keys=[gears.GEAR_KEY]))
+        return int(await self.call("saturn_heartbeat", []))
+
+    async def stream_after(
+        self, stream: str, after_ts: int, count: int, block_s: float | None = None
+    ) -> list[tuple[int, dict[bytes, bytes]]]:
+        """Up to ``count`` entries (ts, fields) of ``stream`` after ``after_ts``; with ``block_s``,
+        waits that long for one if there is none yet."""
+        block = None if block_s is None else max(1, int(block_s * 1000))
+        reply = await self.redis.xread({stream: f"{after_ts}-0"}, count=count, block=block)
+        return _entries(reply[0][1]) if reply else []
+
+    async def stream_between(
+        self, stream: str, after_ts: int, until_ts: int | None, count: int
+    ) -> list[tuple[int, dict[bytes, bytes]]]:
+        """Up to ``count`` entries of ``stream`` after ``after_ts`` and at or below ``until_ts``."""
+        high = f"{until_ts}-0" if until_ts is not None else "+"
+        return _entries(await self.redis.xrange(stream, f"({after_ts}-0", high, count=count))
+
+    async def trim_stream(self, stream: str, through_ts: int) -> None:
+        """Deletes every entry at or below ``through_ts``. Exact: an approximate trim (~) deletes
+        at most 10,000 entries a call."""
+        await self.redis.xtrim(stream, minid=f"{through_ts + 1}-0", approximate=False)
+
+    async def sink_cursor(self) -> int:
+        """Where the label sink had forwarded this shard's labels up to (0: never)."""
+        value = await self.redis.get(gears.SINK_POSITION_KEY)
+        return int(value) if value else 0
+
+    async def save_sink_cursor(self, ts: int) -> None:
+        await self.redis.set(gears.SINK_POSITION_KEY, ts)
+
+    def wake_ups(self):
+        """A pub/sub subscription to the migration wake-ups the migrate gear publishes."""
+        return _Subscription(self.redis, gears.SINK_WAKE_CHANNEL)
 
     async def heartbeat_after(
         self, stream: str, after: int, count: int
@@ -156,25 +216,13 @@ class Shard:
         """A heartbeat, with the entries of ``stream`` (ts, fields) after ``after`` that it covers,
         in one round trip. The time returned is what those entries cover: the heartbeat, or the
         last entry's ts when there were ``count`` or more of them."""
-        stable, raw = await self._heartbeat(keys=[gears.GEAR_KEY, stream], args=[after, count])
-        entries = [
-            (int(entry_id.split(b"-", 1)[0]), dict(zip(fields[::2], fields[1::2], strict=True)))
-            for entry_id, fields in raw
-        ]
+        stable, raw = await self.call("saturn_heartbeat", [after, count], [stream])
+        entries = _entries([(entry_id, dict(zip(f[::2], f[1::2], strict=True))) for entry_id, f in raw])
         covered = entries[-1][0] if len(entries) >= count else int(stable)
         return covered, entries
 
     async def watermarks(self) -> dict[str, int]:
         return _watermarks(await self.redis.hgetall(gears.WATERMARK_KEY))
-
-    async def watermarks_since(self) -> tuple[dict[str, int], bytes]:
-        """The watermarks, and the last watermark event before reading them (one round trip):
-        a raise after that event is an event after it (see wait_watermark_event)."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.xrevrange(gears.WATERMARK_EVENTS, count=1)
-        pipe.hgetall(gears.WATERMARK_KEY)
-        last, marks = await pipe.execute()
-        return _watermarks(marks), (last[0][0] if last else b"0-0")
 
     async def wait_watermark_event(self, after: bytes, timeout_s: float) -> None:
         """Returns when a watermark event later than ``after`` exists, or after ``timeout_s``."""
@@ -191,50 +239,85 @@ class Shard:
 class RegionStore:
     """All shards of one region, routing each row to its shard."""
 
-    def __init__(self, topology: Topology, region: str):
+    def __init__(self, topology: Topology, region: str, urls: list[str] | None = None):
+        """``urls``: the shards' Redis servers, where not the topology's (a test's)."""
         self.topology = topology
         self.region = region
-        self.shards = [
-            Shard(topology.redis_url(region, k), gear_id, region)
-            for k, gear_id in enumerate(topology.gear_ids(region))
-        ]
+        gear_ids = topology.gear_ids(region)
+        urls = urls or [topology.redis_url(region, k) for k in range(len(gear_ids))]
+        self.shards = [Shard(url, gear_id, region) for url, gear_id in zip(urls, gear_ids, strict=True)]
 
     def shard_for(self, group: str, row: str) -> Shard:
         return self.shards[self.topology.shard_of(self.region, group, row)]
 
-    async def write(self, client: Label, rows: list[gears.RowChange], emit_label: bool) -> Label:
-        by_shard: dict[int, list[gears.RowChange]] = {}
-        for row in rows:
-            by_shard.setdefault(self.topology.shard_of(self.region, row.group, row.row), []).append(row)
+    def _by_shard(self, rows: list[tuple[str, str]]) -> dict[int, list[int]]:
+        return wire.by_shard(rows, len(self.shards))
+
+    async def install(self) -> None:
+        """Loads the gears and this region's settings into every shard (at every start: a store
+        always runs the library of the services that use it)."""
+        t = self.topology
+        settings = {
+            "region": self.region, "shards": len(self.shards), "protocol": t.protocol,
+            "emits": int(t.protocol == "saturn"), "max_value": t.max_value_bytes,
+            "regions": " ".join(t.region_names),
+        }  # fmt: skip
+        about = json.dumps(t.describe())
+        groups = {g: " ".join(members) for g, members in t.group_members.items()}
+        gear_ids = [g for r in t.region_names for g in t.gear_ids(r)]
+        await asyncio.gather(
+            *(s.install({**settings, "shard": k}, groups, gear_ids, about) for k, s in enumerate(self.shards))
+        )
+
+    async def write(self, client: Label, mutations: list[tuple[str, str, list]]) -> Label:
+        """``mutations``: (group, row, its arguments) each; returns the greatest label made."""
+        parts = self._by_shard([(group, row) for group, row, _ in mutations])
+        if len(parts) > 1:  # every shard checks its part before any writes (nothing half-written)
+            part_args = {k: [mutations[i][2] for i in ix] for k, ix in parts.items()}
+            await asyncio.gather(*(self.shards[k].check_write(client, a) for k, a in part_args.items()))
         results = await asyncio.gather(
-            *(self.shards[k].write(client.ts, part, emit_label) for k, part in by_shard.items())
+            *(self.shards[k].write(client, [mutations[i][2] for i in idx]) for k, idx in parts.items())
         )
         best = Label.zero()
-        for k, ts in zip(by_shard, results, strict=True):
-            best = best.merge(Label(ts=ts, src=self.shards[k].gear_id, target=_target(by_shard[k][-1])))
+        for (k, idx), ts in zip(parts.items(), results, strict=True):
+            group, row, _ = mutations[idx[-1]] if idx else ("", "", None)
+            best = best.merge(Label(ts=ts, src=self.shards[k].gear_id, target=f"{group}/{row}"))
         return best
 
-    async def migrate(self, client: Label, target_region: str, emit_label: bool) -> Label:
+    async def migrate(self, client: Label, target_region: str) -> Label:
         shard = self.shards[0]
-        ts = await shard.migrate(client.ts, target_region, emit_label)
+        ts = await shard.migrate(client, target_region)
         return Label(ts=ts, src=shard.gear_id, type=LabelType.MIGRATION, target=target_region)
 
-    async def read(
-        self, ops: list[store_pb2.ReadOp], default_limit: int
-    ) -> tuple[list[store_pb2.RowResult], Label]:
-        by_shard: dict[int, list[int]] = {}
-        for i, op in enumerate(ops):
-            by_shard.setdefault(self.topology.shard_of(self.region, op.group, op.row), []).append(i)
+    async def read(self, client: Label, ops: list[ReadSpec]) -> tuple[list[Row], Label]:
+        parts = self._by_shard([(op.group, op.row) for op in ops])
         replies = await asyncio.gather(
-            *(self.shards[k].read([ops[i] for i in idx], default_limit) for k, idx in by_shard.items())
+            *(self.shards[k].read(client, [ops[i].gear_args() for i in idx]) for k, idx in parts.items())
         )
-        results: list[store_pb2.RowResult | None] = [None] * len(ops)
+        results: list[Row | None] = [None] * len(ops)
         best = Label.zero()
-        for idx, reply in zip(by_shard.values(), replies, strict=True):
+        for idx, reply in zip(parts.values(), replies, strict=True):
             for i, raw in zip(idx, reply, strict=True):
-                results[i], label = _row_result(ops[i], raw)
+                results[i], label = Row.from_gear(ops[i].group, ops[i].row, raw)
                 best = best.merge(label)
         return results, best  # type: ignore[return-value]
+
+    async def wait_visible(self, label: Label, timeout: float | None = None) -> None:
+        """Paper Alg. 1's wait: the gears decide whether the label's past is visible here (by
+        the protocol: attach.lua); while not, block on the watermark events, never poll.
+        Raises TimeoutError after ``timeout`` seconds."""
+        started = time.monotonic()
+        shard = self.shards[0]
+        while True:
+            visible, last_event = await shard.visible(label, time.monotonic() - started)
+            if visible:
+                return
+            left = wire.ATTACH_SLICE_S
+            if timeout is not None:
+                left = min(left, started + timeout - time.monotonic())
+            if left <= 0:
+                raise TimeoutError(f"label {label} not stable at {self.region} within {timeout:.1f}s")
+            await shard.wait_watermark_event(last_event, left)  # the proxy raised them, or time
 
     async def apply_remote(
         self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]
@@ -259,30 +342,10 @@ class RegionStore:
         return [u for u in updates if u.ts in done]
 
     # -- claims (strongly consistent, decided by the key's owner region; see causal_client/claims)
-    @staticmethod
-    def _claim_key(namespace: str, key: str) -> str:
-        return f"{gears.CLAIM_PREFIX}{namespace}\x00{key}"
-
-    async def claim(self, namespace: str, key: str, holder: str) -> str:
-        """Sets the key's holder unless it has one; returns the holder either way."""
-        redis = self.shards[0].redis
-        name = self._claim_key(namespace, key)
-        if await redis.set(name, holder, nx=True):
-            return holder
-        current = await redis.get(name)
-        return current.decode() if current is not None else await self.claim(namespace, key, holder)
-
-    async def claim_holder(self, namespace: str, key: str) -> str | None:
-        current = await self.shards[0].redis.get(self._claim_key(namespace, key))
-        return current.decode() if current is not None else None
-
-    async def release_claim(self, namespace: str, key: str, holder: str) -> bool:
-        """Frees the key if ``holder`` holds it (compare-and-delete, atomically)."""
-        released = await self.shards[0].redis.eval(
-            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-            1, self._claim_key(namespace, key), holder,
-        )  # fmt: skip
-        return bool(released)
+    async def claim(self, namespace: str, key: str, holder: str, release: bool = False) -> tuple[bool, str]:
+        """Sets the key's holder unless it has one, or frees it if ``holder`` holds it: whether
+        that happened, and the holder after it ("" when free)."""
+        return await self.shards[0].claim(namespace, key, holder, release)
 
     async def position(self, origin_gear: str) -> int:
         """Everything of ``origin_gear`` up to this ts is applied at every local shard."""
@@ -290,46 +353,3 @@ class RegionStore:
 
     async def close(self) -> None:
         await asyncio.gather(*(s.close() for s in self.shards))
-
-
-def _target(row: gears.RowChange) -> str:
-    return f"{row.group}/{row.row}"
-
-
-def _row_result(op: store_pb2.ReadOp, raw: list) -> tuple[store_pb2.RowResult, Label]:
-    """Parses what read.lua returned into cells; returns the row and its greatest label."""
-    columns, cells, counter_flat, next_cursor = raw
-    counters: dict[str, int] = {}
-    for field, value in zip(counter_flat[::2], counter_flat[1::2], strict=True):
-        column = field.split(b"|", 1)[1].decode()
-        counters[column] = counters.get(column, 0) + int(value.rsplit(b"|", 1)[1])
-    result = store_pb2.RowResult(group=op.group, row=op.row, next_cursor=_text(next_cursor))
-    best = Label.zero()
-    for column, cell in zip(columns, cells, strict=True):
-        if cell is None:
-            continue
-        ts, src, flag, value = cell.split(b"|", 3)
-        label = Label(ts=int(ts), src=src.decode(), target=f"{op.group}/{op.row}")
-        best = best.merge(label)
-        if flag == b"t":
-            continue
-        name = column.decode() if isinstance(column, bytes) else column
-        pb_label = store_pb2.Label(ts=label.ts, src=label.src, target=label.target)
-        if flag == b"c":
-            result.cells.add(column=name, label=pb_label, is_counter=True, counter=counters.get(name, 0))
-        else:
-            result.cells.add(column=name, value=value, label=pb_label)
-    return result, best
-
-
-def _read_result(op: store_pb2.ReadOp, raw: list | Exception) -> list:
-    """What read.lua returned for ``op``, or the error it stands for."""
-    if isinstance(raw, ResponseError) and str(raw).startswith("WIDE "):
-        raise RowTooWide(op.group, op.row)
-    if isinstance(raw, Exception):
-        raise raw
-    return raw
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -34,6 +34,7 @@ log = logging.getLogger("label-sink")
 
 HEARTBEAT_S = 0.5  # a heartbeat label goes up the tree this often (when no label reaches everyone)
 MERGE_TICK_S = 0.001  # several shards: how often stable time is recomputed (Saturn: 1 ms)
+LABEL = gears.LABEL_FIELD.encode()  # a label entry's field
 READ_COUNT = 1000
 # Batching: a label costs ~1 ms of CPU along the tree (a Python gRPC message and wake-ups at every
 # hop) whether it travels alone or with others. Below BUSY_RATE labels/s they go as they come;
@@ -49,14 +50,15 @@ STORE_RETRY_S = 0.2  # after a store error (a Redis restarting), the next try
 
 
 def parse_entry(raw: bytes) -> saturn_pb2.TreeLabel:
-    """A label-stream entry: 'u|ts|src|group/row' (update) or 'm|ts|src|region' (migration)."""
+    """A label-stream entry: 'u|ts|src|group/row' (update) or 'm|ts|src|region' (migration); the
+    kind in capitals when made outside the tree's order (common.lua's label_kind)."""
     kind, ts, src, target = raw.decode().split("|", 3)
-    if kind == "u":
-        group = target.split("/", 1)[0]
-        return saturn_pb2.TreeLabel(
-            type=saturn_pb2.TREE_UPDATE, src=src, ts=int(ts), target=target, group=group
-        )
-    return saturn_pb2.TreeLabel(type=saturn_pb2.TREE_MIGRATION, src=src, ts=int(ts), target=target)
+    label = saturn_pb2.TreeLabel(src=src, ts=int(ts), target=target, outside_order=kind.isupper())
+    if kind.lower() == "u":
+        label.type, label.group = saturn_pb2.TREE_UPDATE, target.split("/", 1)[0]
+    else:
+        label.type = saturn_pb2.TREE_MIGRATION
+    return label
 
 
 class RateMeter:
@@ -82,8 +84,8 @@ class MigrationWaker:
     shard 0, where every migration label is made): a client waits for that label to reach its
     target, while update labels only wait to become visible."""
 
-    def __init__(self, redis) -> None:
-        self.redis = redis
+    def __init__(self, shard: Shard) -> None:
+        self.shard = shard
         self.woken = asyncio.Event()
 
     def before_read(self) -> None:
@@ -104,11 +106,9 @@ class MigrationWaker:
                 await runtime.sleep_or_stop(stop, 0.5)
 
     async def _listen(self) -> None:
-        async with self.redis.pubsub() as pubsub:
-            await pubsub.subscribe(gears.SINK_WAKE_CHANNEL)
-            async for message in pubsub.listen():
-                if message["type"] == "message":
-                    self.woken.set()
+        async with self.shard.wake_ups() as messages:
+            async for _ in messages:
+                self.woken.set()
 
 
 class LabelSink:
@@ -120,7 +120,6 @@ class LabelSink:
             Shard(topology.redis_url(region, k), gear, region)
             for k, gear in enumerate(topology.gear_ids(region))
         ]
-        self.shards = [g.redis for g in self.gears]
         others = set(topology.region_names) - {region}
         self.shipped_groups = {g for g, members in topology.group_members.items() if others & set(members)}
         # Groups replicated in every other region: their labels reach everyone, as a heartbeat does.
@@ -129,7 +128,7 @@ class LabelSink:
         self.rate = RateMeter()
         self.pressure = CpuPressure()
         self.messages_sent = metrics.LABEL_MESSAGES_SENT.labels(region)
-        self.waker = MigrationWaker(self.shards[0])
+        self.waker = MigrationWaker(self.gears[0])
 
     def linger_s(self, labels_read: int) -> float:
         """How long to let labels gather before the next read (see BUSY_RATE)."""
@@ -166,21 +165,19 @@ class LabelSink:
 
     async def cursors(self) -> list[int]:
         """Where each shard's stream was forwarded up to before a restart (0 = never)."""
-        values = await asyncio.gather(*(r.get(gears.SINK_POSITION_KEY) for r in self.shards))
-        return [int(v) if v else 0 for v in values]
+        return list(await asyncio.gather(*(g.sink_cursor() for g in self.gears)))
 
     async def heartbeat(self, shard: int) -> int:
         return await self.gears[shard].heartbeat()
 
     async def read_until(self, shard: int, after: int, until: int | None) -> list[tuple[int, bytes]]:
-        high = f"{until}-0" if until is not None else "+"
-        entries = await self.shards[shard].xrange(gears.LABEL_STREAM, f"({after}-0", high, count=READ_COUNT)
-        return [(int(entry_id.split(b"-", 1)[0]), fields[b"l"]) for entry_id, fields in entries]
+        entries = await self.gears[shard].stream_between(gears.LABEL_STREAM, after, until, READ_COUNT)
+        return [(ts, fields[LABEL]) for ts, fields in entries]
 
     async def run(self, stop: asyncio.Event) -> None:
         cursors = await self.cursors()
         log.info("label sink %s → %s, resuming after %s", self.region, self.link.neighbour, cursors)
-        pump = self.pump_one if len(self.shards) == 1 else self.pump_merged
+        pump = self.pump_one if len(self.gears) == 1 else self.pump_merged
         await asyncio.gather(
             self.link.run(stop),
             self.waker.run(stop),
@@ -204,30 +201,27 @@ class LabelSink:
         """One shard: the stream is in ts order; forward it as it grows (blocking read), with a
         heartbeat every HEARTBEAT_S even when busy (regions that get none of these labels still
         need to hear that time has passed here)."""
-        redis = self.shards[0]
+        gear = self.gears[0]
         while not stop.is_set():
-            wait_ms = max(1, int((HEARTBEAT_S - (time.monotonic() - self.last_heard_everywhere)) * 1000))
+            wait_s = max(0.001, HEARTBEAT_S - (time.monotonic() - self.last_heard_everywhere))
             self.waker.before_read()
-            reply = await redis.xread(
-                {gears.LABEL_STREAM: f"{cursors[0]}-0"}, count=READ_COUNT, block=wait_ms
-            )
-            if reply:
-                entries = reply[0][1]
-                self.send([parse_entry(fields[b"l"]) for _, fields in entries])
-                cursors[0] = int(entries[-1][0].split(b"-", 1)[0])
+            entries = await gear.stream_after(gears.LABEL_STREAM, cursors[0], READ_COUNT, block_s=wait_s)
+            if entries:
+                self.send([parse_entry(fields[LABEL]) for _, fields in entries])
+                cursors[0] = entries[-1][0]
             if self.heartbeat_due():  # with the labels written since the read, which it covers
                 stable, late = await self.gears[0].heartbeat_after(gears.LABEL_STREAM, cursors[0], READ_COUNT)
                 if late:
-                    self.send([parse_entry(fields[b"l"]) for _, fields in late])
+                    self.send([parse_entry(fields[LABEL]) for _, fields in late])
                     cursors[0] = late[-1][0]
                 self.send_heartbeat(stable)
-            linger = self.linger_s(len(reply[0][1]) if reply else 0)
+            linger = self.linger_s(len(entries))
             if linger:
                 await self.waker.linger(linger)
 
     async def pump_merged(self, cursors: list[int], stop: asyncio.Event) -> None:
         """Several shards: forward, in (ts, src) order, what every shard has passed."""
-        shards = range(len(self.shards))
+        shards = range(len(self.gears))
         while not stop.is_set():
             self.waker.before_read()
             stable = min(await asyncio.gather(*(self.heartbeat(k) for k in shards)))
@@ -257,10 +251,10 @@ class LabelSink:
         saved = list(cursors)
         while not stop.is_set():
             await runtime.sleep_or_stop(stop, TRIM_EVERY_S)
-            for k, (shard, cursor) in enumerate(zip(self.shards, list(cursors), strict=True)):
+            for k, (gear, cursor) in enumerate(zip(self.gears, list(cursors), strict=True)):
                 if cursor != saved[k]:  # idle: nothing to save, nothing to trim
-                    await shard.set(gears.SINK_POSITION_KEY, cursor)
-                    await shard.xtrim(gears.LABEL_STREAM, minid=f"{cursor + 1}-0")
+                    await gear.save_sink_cursor(cursor)
+                    await gear.trim_stream(gears.LABEL_STREAM, cursor)
                     saved[k] = cursor
 
 

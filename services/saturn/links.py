@@ -64,7 +64,12 @@ class OutgoingLink:
 
     def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
         if labels:
-            self.line.put(saturn_pb2.LabelBatch(labels=labels), heartbeat_slack(labels, self.line.link))
+            self.send_batch(saturn_pb2.LabelBatch(labels=labels))
+
+    def send_batch(self, batch: saturn_pb2.LabelBatch) -> None:
+        """Sends a batch as it is (a serializer forwards what it received without copying it)."""
+        if batch.labels:
+            self.line.put(batch, heartbeat_slack(batch.labels, self.line.link))
 
     async def run(self, stop: asyncio.Event) -> None:
         attempt = 0

@@ -18,6 +18,18 @@ Two modes:
   label each origin sent since then: every update before those was applied in timestamp order,
   and every later label is on the tree, which delivers it in causal order (as in §6.2's slow
   reconfiguration).
+
+Outside the tree's order. The tree delivers y after x at every region only if x's label reached
+y's region before y's label was made there. A region that applies x in timestamp order (or whose
+watermarks rise past labels not yet here) lets its clients see x before x's label has passed it,
+and the label of their next write y can then overtake x's label on the way to a third region that
+is in the tree's order (tests/test_saturn_faults.py plays it). So while some update applied here
+may still be ahead of its label (for some origin, the watermark is above the greatest ts the tree
+has brought from it, or the mode is ``timestamp``), the region's gears mark the labels they make
+(``outside_order``). A receiver delivers a marked label only once it is stable in timestamp order:
+it first applies every update up to the label's ts in (ts, src) order (all are here: stable), and
+the watermarks of every origin rise to that ts. That is outside the tree's order too, so the
+receiver marks its own labels until the tree has caught up there as well.
 """
 
 from __future__ import annotations
@@ -54,7 +66,7 @@ class RemoteProxy:
         self,
         store: RegionStore,
         on_applied: Applied,
-        on_mode: Callable[[str], None] | None = None,
+        on_change: Callable[[], None] | None = None,
         concurrent: bool = True,
     ):
         self.store = store
@@ -78,8 +90,11 @@ class RemoteProxy:
         self.received: dict[str, int] = {}  # origin gear → bulk through_ts
         self.last_heard: dict[str, float] = {}  # origin → when the tree last brought anything
         self.first_since_switch: dict[str, int] = {}  # origin → ts of its first label since then
+        self.tree_heard: dict[str, int] = {}  # origin → greatest label ts the tree brought here
+        self.outside_order: bool | None = None  # whether the gears mark their labels (None: unknown)
+        self.awaiting_stable = False  # a marked label waits for the stable time: heartbeats wanted
         self.mode = "timestamp"  # until the tree has proved it delivers everything (see above)
-        self.on_mode = on_mode
+        self.on_change = on_change  # the mode, the marking or the need of heartbeats changed
 
     async def load(self) -> None:
         """After a restart: how far delivery had got. Bulk transfer resends what came after."""
@@ -115,6 +130,8 @@ class RemoteProxy:
             origin = label.src.split("/", 1)[0]
             counts[origin, label.type] += 1
             self.last_heard[origin] = now
+            if label.ts > self.tree_heard.get(origin, 0):
+                self.tree_heard[origin] = label.ts
             if self.mode == "timestamp":
                 self.first_since_switch.setdefault(origin, label.ts)
         for (origin, kind), count in counts.items():  # one metric update per kind and batch
@@ -166,6 +183,8 @@ class RemoteProxy:
             if self.tree_caught_up():
                 self.switch("tree")
                 self.wakeup.set()
+        if self.outside_order is not False and self.labels_caught_up():
+            await self.mark_labels(False)
 
     # -- modes -------------------------------------------------------------------------------
     def tree_silent(self) -> bool:
@@ -181,21 +200,61 @@ class RemoteProxy:
             return False
         return self.stable_time() >= max(self.first_since_switch.values(), default=0)
 
+    def labels_caught_up(self) -> bool:
+        """Every update applied here has had its label pass here on the tree (module doc)."""
+        if self.mode != "tree":
+            return False
+        return all(self.tree_heard.get(o, 0) >= self.watermarks.get(o, 0) for o in self.origins)
+
+    async def mark_labels(self, outside: bool) -> None:
+        """Sets on every shard (all of them before anything is applied outside the tree's order:
+        a client may read at one shard and write at another) whether labels made here are marked."""
+        if self.outside_order is outside:
+            return
+        if outside:
+            log.info("proxy %s: outside the tree's order; labels made here are marked", self.region)
+        else:
+            log.info("proxy %s: the tree has caught up; labels made here are no longer marked", self.region)
+        await asyncio.gather(*(shard.mark_labels_outside_order(outside) for shard in self.store.shards))
+        self.outside_order = outside
+        metrics.PROXY_MARKING.labels(self.region).set(int(outside))
+        if self.on_change:
+            self.on_change()
+
+    @property
+    def in_tree_order(self) -> bool:
+        """Settled: applying in the tree's order, and the tree has caught up (nothing is marked)."""
+        return self.mode == "tree" and self.outside_order is False
+
+    @property
+    def wants_heartbeats(self) -> bool:
+        """The stable time comes from bulk heartbeats: wanted in timestamp order, and while a
+        marked label waits for it."""
+        return self.mode == "timestamp" or self.awaiting_stable
+
+    def set_awaiting_stable(self, awaiting: bool) -> None:
+        if awaiting != self.awaiting_stable:
+            self.awaiting_stable = awaiting
+            if self.on_change:
+                self.on_change()  # the senders are told whether heartbeats are wanted
+
     def switch(self, mode: str) -> None:
         log.warning("proxy %s: %s → %s order", self.region, self.mode, mode)
         self.mode = mode
         self.first_since_switch = {}
         metrics.PROXY_MODE.labels(self.region).set(1 if mode == "tree" else 0)
-        if self.on_mode:
-            self.on_mode(mode)
+        if self.on_change:
+            self.on_change()
 
-    async def deliver_in_timestamp_order(self) -> None:
-        """§6.1: everything stable, in (ts, src) order; the watermarks follow the stable time."""
-        stable = self.stable_time()
+    async def deliver_in_timestamp_order(self, upto: int | None = None) -> None:
+        """§6.1: everything stable (up to ``upto``), in (ts, src) order; the watermarks follow."""
+        stable = self.stable_time() if upto is None else min(self.stable_time(), upto)
         due = sorted((u for u in self.ready.values() if u.ts <= stable), key=lambda u: (u.ts, u.src))
         marks = {o: stable for o in self.origins if stable > self.watermarks.get(o, 0)}
         if stable >= 2**62:
             marks = {}
+        if due or marks:
+            await self.mark_labels(True)
         for start in range(0, max(len(due), 1), MAX_RUN):
             part = due[start : start + MAX_RUN]
             last = start + MAX_RUN >= len(due)
@@ -204,19 +263,22 @@ class RemoteProxy:
             applied = await self.apply_in_order(part, marks if last else {})
             self.finish(part, applied, marks if last else {})
 
-    def next_run(self) -> tuple[list[RemoteUpdate], dict[str, int], list[int]]:
+    def next_run(self) -> tuple[list[RemoteUpdate], dict[str, int], list[int], int | None]:
         """What of the label queue can be delivered now (at most MAX_RUN labels): the ready
         prefix, and with ``concurrent`` set also the labels behind a label still waiting for its
         payload whose ts is below every waiting label's (§4.4: the tree delivers causal
         dependencies in order with growing timestamps, so a later label with a smaller ts cannot
         depend on the waiting ones; and one origin's labels stay in order, so per-origin
-        watermarks keep meaning "all of this origin up to here"). Returns the updates, the new
-        watermarks and the queue positions taken."""
+        watermarks keep meaning "all of this origin up to here"). A marked label (module doc)
+        waits for the stable time like a label for its payload; once stable, it ends the run, or
+        when first, asks for the updates up to its ts in timestamp order. Returns the updates, the
+        new watermarks, the queue positions taken, and that ts (or None)."""
         updates: list[RemoteUpdate] = []
         marks: dict[str, int] = {}
         taken: list[int] = []
         waiting_below = 2**63  # the least ts of the labels left waiting
         skipped = 0  # labels in a row left waiting
+        awaiting_stable, stable = False, None
         for position, label in enumerate(self.labels):
             if len(taken) == MAX_RUN or position == MAX_SCAN or skipped == MAX_SKIPPED:
                 break
@@ -225,6 +287,19 @@ class RemoteProxy:
                 continue  # may depend on a waiting label: it waits too
             origin = label.src.split("/", 1)[0]
             seen = max(self.watermarks.get(origin, 0), marks.get(origin, 0))
+            if label.ts > seen and label.outside_order:
+                stable = self.stable_time() if stable is None else stable
+                if label.ts <= stable:
+                    if not taken:
+                        self.set_awaiting_stable(awaiting_stable)
+                        return [], {}, [], label.ts
+                    break  # what was taken first, then this one
+                awaiting_stable = True
+                if not self.concurrent:
+                    break
+                waiting_below = label.ts
+                skipped += 1
+                continue
             if label.ts > seen and label.type == saturn_pb2.TREE_UPDATE:
                 if label.group not in self.local_groups:
                     log.error("label of group %s, not replicated here: %s", label.group, label)
@@ -241,10 +316,14 @@ class RemoteProxy:
                 marks[origin] = label.ts
             skipped = 0
             taken.append(position)  # a label at or below the watermark is a re-sent duplicate: dropped
-        return updates, marks, taken
+        self.set_awaiting_stable(awaiting_stable)
+        return updates, marks, taken, None
 
     async def deliver_run(self) -> bool:
-        updates, marks, taken = self.next_run()
+        updates, marks, taken, stable_first = self.next_run()
+        if stable_first is not None:  # a marked label, stable now: what it may depend on first
+            await self.deliver_in_timestamp_order(upto=stable_first)
+            return True
         if not taken:
             return False
         applied = await self.apply_in_order(updates, marks)

@@ -16,13 +16,16 @@ log = logging.getLogger("serializer")
 
 
 class Router:
-    """Which neighbours a label goes to, from the topology's tree and groups."""
+    """Which neighbours a label goes to, from the topology's tree and groups. The answer depends
+    only on the label's type and group (or a migration's target), so it is worked out once per
+    such key and kept: routing a batch is one dictionary lookup per label."""
 
     def __init__(self, topology: Topology, node: str):
         self.node = node
         self.neighbours = topology.tree_neighbours.get(node, ())
         self.behind = {n: topology.regions_behind[(node, n)] for n in self.neighbours}
         self.replicas = {g: set(members) for g, members in topology.group_members.items()}
+        self._destinations: dict[tuple[int, str], frozenset[str]] = {}
 
     def wants(self, neighbour: str, label: saturn_pb2.TreeLabel) -> bool:
         behind = self.behind[neighbour]
@@ -32,12 +35,36 @@ class Router:
             return label.target in behind
         return True  # heartbeats and gaps go everywhere
 
-    def route(self, source: str, labels) -> dict[str, list[saturn_pb2.TreeLabel]]:
-        out: dict[str, list[saturn_pb2.TreeLabel]] = {n: [] for n in self.neighbours if n != source}
-        for label in labels:
-            for neighbour, batch in out.items():
-                if self.wants(neighbour, label):
-                    batch.append(label)
+    def destinations(self, label: saturn_pb2.TreeLabel) -> frozenset[str]:
+        kind = label.type
+        if kind == saturn_pb2.TREE_UPDATE:
+            key = (kind, label.group)
+        elif kind == saturn_pb2.TREE_MIGRATION:
+            key = (kind, label.target)
+        else:
+            key = (kind, "")  # heartbeats and gaps go everywhere
+        found = self._destinations.get(key)
+        if found is None:
+            found = frozenset(n for n in self.neighbours if self.wants(n, label))
+            self._destinations[key] = found
+        return found
+
+    def route(self, source: str, batch: saturn_pb2.LabelBatch) -> dict[str, saturn_pb2.LabelBatch]:
+        """Per neighbour (never back to ``source``), the labels it wants, in order. A neighbour
+        that wants the whole batch gets the batch itself (no label is copied)."""
+        others = [n for n in self.neighbours if n != source]
+        picks = [self.destinations(label) for label in batch.labels]
+        first = picks[0] if picks else frozenset()
+        if all(pick is first for pick in picks):  # one key's answer for all (the common case)
+            return {n: batch for n in others if n in first}
+        out: dict[str, saturn_pb2.LabelBatch] = {}
+        for neighbour in others:
+            wanted = [i for i, pick in enumerate(picks) if neighbour in pick]
+            if len(wanted) == len(picks):
+                out[neighbour] = batch
+            elif wanted:
+                labels = batch.labels
+                out[neighbour] = saturn_pb2.LabelBatch(labels=[labels[i] for i in wanted])
         return out
 
 
@@ -46,8 +73,8 @@ async def serve(topology: Topology, name: str, index: int, stop: asyncio.Event) 
     links = {n: OutgoingLink(topology, name, n) for n in router.neighbours}
 
     def forward(source: str, batch: saturn_pb2.LabelBatch) -> None:
-        for neighbour, labels in router.route(source, batch.labels).items():
-            links[neighbour].send(labels)
+        for neighbour, part in router.route(source, batch).items():
+            links[neighbour].send_batch(part)
 
     def lost(source: str) -> None:
         """Labels from ``source`` may have been lost: every region beyond must learn it, in order

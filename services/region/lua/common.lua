@@ -1,9 +1,27 @@
--- Shared by every gear script: cells, LWW by label, counters.
+-- Shared by every gear: cells, LWW by label, counters.
 -- A cell is the string "ts|src|flag|value": flag 'v' value, 't' tombstone, 'c' counter column.
 -- Counter partial sums live in a hash field "<region>|<column>" as "ts|src|partial".
 
 -- Integers (microsecond timestamps) as digits: Lua would print large numbers as 1.7e+15.
 local function I(x) return string.format("%d", x) end
+
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- A label-stream entry's kind: 'u' update, 'm' migration; in capitals while the region's proxy
+-- has applied remote updates outside the tree's order whose labels have not all reached it yet
+-- (the gear's OUTSIDE_ORDER_FIELD is set, services/saturn/proxy.py): such a label could overtake
+-- the labels of what its client saw, so its receivers wait until it is stable in timestamp order.
+local function label_kind(kind, outside)
+  if outside == '1' then return string.upper(kind) end
+  return kind
+end
+
+local function row_keys(group, row)
+  return 'd:' .. group .. ':' .. row, 'i:' .. group .. ':' .. row, 'c:' .. group .. ':' .. row
+end
 
 local function parse_cell(cell)
   local ts, src, flag = string.match(cell, '^(%d+)|([^|]*)|(%a)|')
@@ -54,11 +72,11 @@ local function partial_of(ckey, region, column)
   return tonumber(string.match(cur, '|(-?%d+)$'))
 end
 
--- Applies the replicated ops of one update found at ARGV[p..]; returns the index after them.
+-- Applies the replicated ops of one update found at args[p..]; returns the index after them.
 -- kind 's' value, 'd' tombstone, 'p' the origin region's new partial counter sum.
-local function apply_ops(dkey, ikey, ckey, origin_region, ts, src, p, nops)
+local function apply_ops(args, dkey, ikey, ckey, origin_region, ts, src, p, nops)
   for o = 1, nops do
-    local kind, column, arg = ARGV[p], ARGV[p + 1], ARGV[p + 2]
+    local kind, column, arg = args[p], args[p + 1], args[p + 2]
     if kind == 's' then
       put_value(dkey, ikey, column, ts, src, arg)
     elseif kind == 'd' then

@@ -1,13 +1,19 @@
 -- Gear MIGRATION (paper Alg. 2, lines 15-19): a label above the client's, handed to the sink,
 -- which is told at once on a pub/sub channel (a client waits for this label: no batching delay).
--- KEYS: gear, label stream. ARGV: client_ts, src, target_region, emit_label, wake channel.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local last = tonumber(redis.call('HGET', KEYS[1], 'last_ts') or '0')
-local ts = math.max(tonumber(ARGV[1]) + 1, now, last + 1)
-redis.call('HSET', KEYS[1], 'last_ts', I(ts))
-if ARGV[4] == '1' then
-  redis.call('XADD', KEYS[2], I(ts) .. '-0', 'l', 'm|' .. I(ts) .. '|' .. ARGV[2] .. '|' .. ARGV[3])
-  redis.call('PUBLISH', ARGV[5], I(ts))
+-- args: api, label (4), target region. Returns the migration label's ts.
+local function gear_migrate(keys, args)
+  check_api(args[1])
+  local cfg = config()
+  local client_ts = check_label(cfg, args, 2)
+  local target = args[6] or ''
+  check_region(cfg, target)
+  check_consumed(args, 7)
+  local last, outside = unpack(redis.call('HMGET', GEAR_KEY, 'last_ts', OUTSIDE_ORDER_FIELD))
+  local ts = math.max(client_ts + 1, now_us(), tonumber(last or '0') + 1)
+  redis.call('HSET', GEAR_KEY, 'last_ts', I(ts))
+  if cfg.emits == '1' then
+    redis.call('XADD', LABEL_STREAM, I(ts) .. '-0', LABEL_FIELD, label_kind('m', outside) .. '|' .. I(ts) .. '|' .. cfg.gear .. '|' .. target)
+    redis.call('PUBLISH', SINK_WAKE_CHANNEL, I(ts))
+  end
+  return ts
 end
-return ts

@@ -1,68 +1,105 @@
 -- Gear UPDATE (paper Alg. 2): label generation, write, bulk and label stream appends, atomically.
--- KEYS: gear, bulk stream, label stream, then per mutation: data hash, column index, counters.
--- ARGV: client_ts, src, region, emit_label, n_mutations,
---       then per mutation: group, row, replicate, n_ops, then per op: kind, column, arg.
-local client_ts = tonumber(ARGV[1])
-local src, region, emit_label = ARGV[2], ARGV[3], ARGV[4] == '1'
-local n = tonumber(ARGV[5])
+-- args: api, label (4), n_mutations, then per mutation: group, row, n_ops, then per op:
+--       kind ('s' set, 'd' delete, 'i' increment), column, arg.
+-- Returns the label's ts (the last mutation's; each mutation gets its own ts, consecutive).
+local MAX_INCREMENT = 2 ^ 53  -- counters are Lua numbers (doubles): exact up to here
 
--- First pass: type checks, so that nothing is written when any op is invalid.
-local a, k = 6, 4
-for m = 1, n do
-  local nops = tonumber(ARGV[a + 3])
-  local p = a + 4
-  for o = 1, nops do
-    local kind, column = ARGV[p], ARGV[p + 1]
-    local cell = redis.call('HGET', KEYS[k], column)
-    if cell then
-      local _, _, flag = parse_cell(cell)
-      if kind == 's' and flag == 'c' then
-        return redis.error_reply('TYPE column ' .. column .. ' is a counter; use increment')
-      elseif kind == 'i' and flag == 'v' then
-        return redis.error_reply('TYPE column ' .. column .. ' holds a value, not a counter')
+-- Every check of a write, before anything is written: returns the client's ts, the mutations
+-- ({group, row, replicate, first op index, n_ops, keys...}) and the settings.
+local function check_write(args)
+  check_api(args[1])
+  local cfg = config()
+  local client_ts = check_label(cfg, args, 2)
+  local n = whole(args[6])
+  if n == nil or n < 1 then fail(CODE_INVALID, 'a batch needs at least one mutation') end
+  if n > MAX_OPS then fail(CODE_INVALID, 'at most ' .. MAX_OPS .. ' mutations per batch') end
+  local max_value = tonumber(cfg.max_value)
+  local mutations = {}
+  local a = 7
+  for m = 1, n do
+    local group, row, nops = args[a], args[a + 1], whole(args[a + 2])
+    local replicas = check_row(cfg, group, row)
+    if nops == nil or nops < 1 then fail(CODE_INVALID, 'a mutation needs at least one column operation') end
+    if nops > MAX_OPS then fail(CODE_INVALID, 'at most ' .. MAX_OPS .. ' column operations per mutation') end
+    local dkey, ikey, ckey = row_keys(group, row)
+    local p = a + 3
+    for o = 1, nops do
+      local kind, column, arg = args[p], args[p + 1], args[p + 2]
+      check_name('column name', column)
+      if arg == nil then fail(CODE_INVALID, 'column ' .. q(column) .. ': missing argument') end
+      if kind == 's' then
+        if #arg > max_value then
+          fail(CODE_INVALID, 'column ' .. q(column) .. ': value of ' .. #arg .. ' bytes exceeds the limit of '
+            .. max_value .. ' bytes')
+        end
+      elseif kind == 'i' then
+        if not string.match(arg, '^-?%d+$') or #arg > 17 or math.abs(tonumber(arg)) > MAX_INCREMENT then
+          fail(CODE_INVALID, 'column ' .. q(column) .. ': increment must be an integer of at most 2^53, got '
+            .. q(arg))
+        end
+      elseif kind ~= 'd' then
+        fail(CODE_INVALID, 'column ' .. q(column) .. ': no operation (set, delete or increment)')
       end
+      local cell = redis.call('HGET', dkey, column)
+      if cell then
+        local _, _, flag = parse_cell(cell)
+        if kind == 's' and flag == 'c' then
+          fail(CODE_TYPE, 'column ' .. column .. ' is a counter; use increment')
+        elseif kind == 'i' and flag == 'v' then
+          fail(CODE_TYPE, 'column ' .. column .. ' holds a value, not a counter')
+        end
+      end
+      p = p + 3
     end
-    p = p + 3
+    mutations[m] = {group, row, #replicas > 1, a + 3, nops, dkey, ikey, ckey}
+    a = p
   end
-  a, k = p, k + 3
+  check_consumed(args, a)
+  return client_ts, mutations, cfg
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local last = tonumber(redis.call('HGET', KEYS[1], 'last_ts') or '0')
-local ts = math.max(client_ts + 1, now, last + 1)
-
-a, k = 6, 4
-for m = 1, n do
-  local group, row, replicate, nops = ARGV[a], ARGV[a + 1], ARGV[a + 2] == '1', tonumber(ARGV[a + 3])
-  local dkey, ikey, ckey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
-  local ops = {}
-  local p = a + 4
-  for o = 1, nops do
-    local kind, column, arg = ARGV[p], ARGV[p + 1], ARGV[p + 2]
-    if kind == 's' then
-      put_value(dkey, ikey, column, ts, src, arg)
-      ops[#ops + 1] = {'s', column, arg}
-    elseif kind == 'd' then
-      put_tombstone(dkey, ikey, column, ts, src)
-      ops[#ops + 1] = {'d', column, ''}
-    else
-      local partial = I(partial_of(ckey, region, column) + tonumber(arg))
-      put_partial(dkey, ikey, ckey, column, region, ts, src, partial)
-      -- Replicas receive the new partial sum (state), so a re-delivery cannot double-count.
-      ops[#ops + 1] = {'p', column, partial}
-    end
-    p = p + 3
-  end
-  if replicate then
-    local body = cmsgpack.pack({ts, src, now, group, row, ops})
-    redis.call('XADD', KEYS[2], I(ts) .. '-0', 'g', group, 'p', body)
-  end
-  if emit_label then
-    redis.call('XADD', KEYS[3], I(ts) .. '-0', 'l', 'u|' .. I(ts) .. '|' .. src .. '|' .. group .. '/' .. row)
-  end
-  a, k = p, k + 3
-  if m < n then ts = ts + 1 end
+-- The checks alone (a batch over several shards is checked at every shard before any writes).
+local function gear_check_write(keys, args)
+  check_write(args)
+  return 1
 end
-redis.call('HSET', KEYS[1], 'last_ts', I(ts))
-return ts
+
+local function gear_write(keys, args)
+  local client_ts, mutations, cfg = check_write(args)
+  local n = #mutations
+  local now = now_us()
+  local last, outside = unpack(redis.call('HMGET', GEAR_KEY, 'last_ts', OUTSIDE_ORDER_FIELD))
+  local ts = math.max(client_ts + 1, now, tonumber(last or '0') + 1)
+  local src, region, emit_label = cfg.gear, cfg.region, cfg.emits == '1'
+  local kind = label_kind('u', outside)
+  for m = 1, n do
+    local group, row, replicate, p, nops, dkey, ikey, ckey = unpack(mutations[m])
+    local ops = {}
+    for o = 1, nops do
+      local kind, column, arg = args[p], args[p + 1], args[p + 2]
+      if kind == 's' then
+        put_value(dkey, ikey, column, ts, src, arg)
+        ops[#ops + 1] = {'s', column, arg}
+      elseif kind == 'd' then
+        put_tombstone(dkey, ikey, column, ts, src)
+        ops[#ops + 1] = {'d', column, ''}
+      else
+        local partial = I(partial_of(ckey, region, column) + tonumber(arg))
+        put_partial(dkey, ikey, ckey, column, region, ts, src, partial)
+        -- Replicas receive the new partial sum (state), so a re-delivery cannot double-count.
+        ops[#ops + 1] = {'p', column, partial}
+      end
+      p = p + 3
+    end
+    if replicate then
+      local body = cmsgpack.pack({ts, src, now, group, row, ops})
+      redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, group, PAYLOAD_FIELD, body)
+    end
+    if emit_label then
+      redis.call('XADD', LABEL_STREAM, I(ts) .. '-0', LABEL_FIELD, kind .. '|' .. I(ts) .. '|' .. src .. '|' .. group .. '/' .. row)
+    end
+    if m < n then ts = ts + 1 end
+  end
+  redis.call('HSET', GEAR_KEY, 'last_ts', I(ts))
+  return ts
+end

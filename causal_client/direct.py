@@ -1,0 +1,176 @@
+"""Calls straight to the gears inside a region's stores: one ``FCALL`` per shard per call, over
+redis-py (with hiredis) connection pools, no process in between (the fast path).
+
+The client routes rows to shards itself (``wire.shard_of``, as Redis Cluster clients do), and the
+gears check every call, so routing or input mistakes are refused there, never stored. Nothing is
+retried blindly: a write whose connection broke may or may not have happened, so it is reported
+(``RegionUnavailable``), never sent twice; reads and attaches, which change nothing, are retried
+once. Idle connections are checked with a PING before reuse, so a restarted store costs no
+failed call.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from causal_client import wire
+from causal_client.credentials import CLIENT_USER
+from causal_client.data import Mutation, ReadSpec, Row
+from causal_client.errors import AccessDenied, OutcomeUnknown, StoreTimeout, from_redis_error
+from causal_client.label import Label, LabelType
+from causal_client.transport import Transport
+
+CALL, READ = "SATURN.CALL", "SATURN.READ"  # the stores' gateway commands (services/region/module)
+# No CLIENT SETINFO on connecting: the client user may not run it (redis-py 8 names the option
+# driver_info, earlier versions lib_name / lib_version).
+NO_SETINFO = (
+    {"driver_info": None}
+    if "driver_info" in inspect.signature(redis.Redis.__init__).parameters
+    else {"lib_name": None, "lib_version": None}
+)
+IDLE_CHECK_S = 1  # a pooled connection idle this long is PINGed before it is used again
+
+
+class DirectTransport(Transport):
+    """``stores_of(region)``: the region's stores, one ``host:port`` per shard; ``password``: the
+    client user's (causal_client/credentials.py), None where the stores want none."""
+
+    def __init__(self, stores_of: Callable[[str], Sequence[str]], password: str | None, timeout: float):
+        self.stores_of = stores_of
+        self.password = password
+        self.timeout = timeout
+        self._pools: dict[str, list[redis.Redis]] = {}
+        self._lock = threading.Lock()
+
+    def _shards(self, region: str) -> list[redis.Redis]:
+        with self._lock:
+            if region not in self._pools:
+                self._pools[region] = [self._connect(address) for address in self.stores_of(region)]
+            return self._pools[region]
+
+    def _connect(self, address: str) -> redis.Redis:
+        return connect(address, self.password, self.timeout)
+
+    def _gear(
+        self, region: str, shard: int, function: str, args: list, read_only: bool = False, retry: bool = False
+    ):
+        return call_gear(
+            self._shards(region)[shard], function, args, read_only, retry or read_only,
+            where=lambda: f"region {region} store {self.stores_of(region)[shard]}",
+        )  # fmt: skip
+
+    def _by_shard(self, region: str, rows: Iterable[tuple[str, str]]) -> dict[int, list[int]]:
+        return wire.by_shard(rows, len(self.stores_of(region)))
+
+    def read(self, region: str, label: Label, specs: Sequence[ReadSpec]) -> tuple[list[Row], Label]:
+        results: list[Row | None] = [None] * len(specs)
+        best = Label.zero()
+        for shard, idx in self._by_shard(region, ((s.group, s.row) for s in specs)).items():
+            args = wire.call_args(label, [specs[i].gear_args() for i in idx])
+            for i, reply in zip(idx, self._gear(region, shard, wire.READ, args, read_only=True), strict=True):
+                results[i], seen = Row.from_gear(specs[i].group, specs[i].row, reply)
+                best = best.merge(seen)
+        return results, best  # type: ignore[return-value]
+
+    def write(self, region: str, label: Label, mutations: Sequence[Mutation]) -> Label:
+        """A batch over several shards is first checked at each of them (so that a bad mutation
+        anywhere writes nothing anywhere), then written shard by shard."""
+        best = Label.zero()
+        parts = self._by_shard(region, ((m.group, m.row) for m in mutations))
+        calls = {k: wire.call_args(label, [mutations[i].gear_args() for i in ix]) for k, ix in parts.items()}
+        if len(calls) > 1:
+            for shard, args in calls.items():
+                self._gear(region, shard, wire.CHECK_WRITE, args, read_only=True)
+        for shard, idx in parts.items():
+            ts = self._gear(region, shard, wire.WRITE, calls[shard])
+            last = mutations[idx[-1]] if idx else None
+            target = f"{last.group}/{last.row}" if last else ""
+            best = best.merge(Label(ts=int(ts), src=f"{region}/{shard}", target=target))
+        return best
+
+    def migrate(self, region: str, label: Label, target: str) -> Label:
+        ts = self._gear(region, 0, wire.MIGRATE, [wire.GEARS_API, *wire.label_args(label), target])
+        return Label(ts=int(ts), src=f"{region}/0", type=LabelType.MIGRATION, target=target)
+
+    def attach(self, region: str, label: Label, timeout: float) -> None:
+        """The gear says whether the label's past is visible; while not, block on the region's
+        watermark events (raised when the remote proxy delivers), never poll."""
+        started = time.monotonic()
+        while True:
+            # Counts the wait in the region once visible: sending it twice only counts it twice.
+            args = wire.attach_args(label, time.monotonic() - started)
+            reply = self._gear(region, 0, wire.ATTACH, args, retry=True)
+            if reply[0] == 1:
+                return
+            left = started + timeout - time.monotonic()
+            if left <= 0:
+                raise StoreTimeout(f"label {label} not stable at {region} within {timeout:.1f}s")
+            _, last_event, stream = reply
+            try:
+                block_ms = max(1, int(min(wire.ATTACH_SLICE_S, left) * 1000))
+                self._shards(region)[0].xread({stream: last_event}, count=1, block=block_ms)
+            except redis.RedisError as exc:
+                raise from_redis_error(exc, f"region {region} store {self.stores_of(region)[0]}") from None
+
+    def claim(self, region: str, namespace: str, key: str, holder: str, release: bool) -> tuple[bool, str]:
+        args = [wire.GEARS_API, namespace, key, holder, int(release)]
+        granted, current = self._gear(region, 0, wire.CLAIM, args)
+        return granted == 1, current.decode()
+
+    def close(self) -> None:
+        with self._lock:
+            for shards in self._pools.values():
+                for store in shards:
+                    store.close()
+            self._pools.clear()
+
+
+def connect(address: str, password: str | None, timeout: float) -> redis.Redis:
+    """A pool of connections to one store (``host:port``) as the client user, retrying nothing
+    by itself."""
+    host, _, port = address.rpartition(":")
+    return redis.Redis(
+        host=host, port=int(port), username=CLIENT_USER if password else None, password=password,
+        socket_timeout=timeout,
+        socket_connect_timeout=min(timeout, 5.0), retry=Retry(NoBackoff(), 0),
+        health_check_interval=IDLE_CHECK_S, **NO_SETINFO,
+    )  # fmt: skip
+
+
+def call_gear(
+    store: redis.Redis, function: str, args: list, read_only: bool, retry: bool, where: Callable[[], str]
+):
+    """One gear call, through the store's gateway module (``SATURN.READ`` for a gear that only
+    reads), sent again once if the connection broke and ``retry`` says that doing it twice is
+    harmless. ``where`` names the store in an error (built only then: calls are the hot path)."""
+    for attempt in (1, 2):
+        try:
+            return store.execute_command(READ if read_only else CALL, function, 0, *args)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if retry and attempt == 1 and not isinstance(exc, redis.AuthenticationError):
+                continue
+            error = from_redis_error(exc, where())
+            if not retry and not isinstance(error, AccessDenied):
+                raise OutcomeUnknown(f"{error} (the change may or may not have been made)") from None
+            raise error from None
+        except redis.RedisError as exc:
+            raise from_redis_error(exc, where()) from None
+    raise AssertionError("unreachable")
+
+
+def describe(address: str, password: str | None, timeout: float) -> dict:
+    """What the region whose store is at ``address`` tells of the whole topology."""
+    store = connect(address, password, timeout)
+    try:
+        reply = call_gear(store, wire.DESCRIBE, [wire.GEARS_API], True, True, lambda: f"store {address}")
+        return json.loads(reply)
+    finally:
+        store.close()

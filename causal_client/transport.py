@@ -1,0 +1,44 @@
+"""How a session's calls reach a region: the interface both ways implement.
+
+- :class:`causal_client.direct.DirectTransport` calls the gears inside the region's stores
+  (Redis Functions, over redis-py): the fast path, no process in between.
+- :class:`causal_client.gateway.GatewayTransport` calls the region's gRPC frontend, which makes
+  the same gear calls: for clients that cannot reach the stores.
+
+Both take and return the library's own values; a session keeps its label (it sends it on every
+call and merges what comes back) and emulates the WAN around each call.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from causal_client.data import Mutation, ReadSpec, Row
+from causal_client.label import Label
+
+
+class Transport(ABC):
+    @abstractmethod
+    def read(self, region: str, label: Label, specs: Sequence[ReadSpec]) -> tuple[list[Row], Label]:
+        """The rows, in order, and the greatest label among what was read."""
+
+    @abstractmethod
+    def write(self, region: str, label: Label, mutations: Sequence[Mutation]) -> Label:
+        """Applies the mutations (each row its own label); returns the greatest label made."""
+
+    @abstractmethod
+    def migrate(self, region: str, label: Label, target: str) -> Label:
+        """A migration label made at ``region`` for ``target`` (paper Alg. 2)."""
+
+    @abstractmethod
+    def attach(self, region: str, label: Label, timeout: float) -> None:
+        """Returns once ``label``'s past is visible at ``region`` (paper Alg. 1); raises
+        StoreTimeout after ``timeout`` seconds."""
+
+    @abstractmethod
+    def claim(self, region: str, namespace: str, key: str, holder: str, release: bool) -> tuple[bool, str]:
+        """A claim (or its release) at the key's owner region: granted, and the holder after it."""
+
+    @abstractmethod
+    def close(self) -> None: ...

@@ -1,0 +1,76 @@
+"""How calls to a region's gears (the Redis Functions library its stores run) are spelled: the
+API version both sides must speak, and the flat argument lists a label, a mutation or a read
+becomes. One definition for every caller of the gears."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+
+from causal_client.label import Label
+
+GEARS_API = "1"  # raise when an argument list or a reply changes shape
+# The functions a client calls (DESCRIBE: what any one region tells of the whole topology).
+DESCRIBE = "saturn_describe"
+WRITE, READ, MIGRATE = "saturn_write", "saturn_read", "saturn_migrate"
+CHECK_WRITE = "saturn_check_write"  # a write's checks alone
+ATTACH, CLAIM = "saturn_attach", "saturn_claim"
+
+# Limits the gears enforce (a client may check them first to fail without a round trip).
+MAX_KEY_BYTES = 1024  # a row key, a column name
+MAX_OPS = 1000  # mutations per batch, column operations per mutation, reads per call, columns per read
+MAX_SLICE = 1000  # columns per page
+DEFAULT_SLICE = 40
+MAX_ROW_COLUMNS = 10_000  # a whole-row read of a wider row is refused: read it in slices
+MAX_FUTURE_S = 60.0  # a label further ahead of the region's clock is refused as forged
+ATTACH_SLICE_S = 1.0  # an attach's blocked read of the watermark events lasts this at most
+
+ColumnOp = tuple[str, str, bytes | str | int]  # kind ('s' set, 'd' delete, 'i' increment), column, arg
+
+
+def label_args(label: Label) -> list:
+    return [int(label.type), label.ts, label.src, label.target]
+
+
+def mutation_args(group: str, row: str, ops: list[ColumnOp]) -> list:
+    args: list = [group, row, len(ops)]
+    for kind, column, arg in ops:
+        args += [kind, column, arg]
+    return args
+
+
+def read_args(
+    group: str, row: str, columns: tuple[str, ...] | list[str], limit: int | None, after: str, reverse: bool
+) -> list:
+    """Named columns; a slice when ``limit`` is set (0: the region's default page); else the
+    whole row. Both columns and a slice is an error the gear reports."""
+    page = [1, after, limit, int(reverse)] if limit is not None else [0, "", 0, 0]
+    return [group, row, len(columns), *columns, *page]
+
+
+def attach_args(label: Label, waited_s: float) -> list:
+    """An attach's check: the label, and how long the attach has waited so far (counted by the
+    region once the label's past is visible)."""
+    return [GEARS_API, *label_args(label), max(0, round(waited_s * 1e6))]
+
+
+def call_args(label: Label, items: list[list]) -> list:
+    """A write's or a read's whole argument list: version, label, then each mutation or read."""
+    args: list = [GEARS_API, *label_args(label), len(items)]
+    for item in items:
+        args += item
+    return args
+
+
+def by_shard(rows: Iterable[tuple[str, str]], shards: int) -> dict[int, list[int]]:
+    """Indexes of ``rows`` (group, row) per shard; none at all go to shard 0, whose gear
+    refuses an empty call with its reason."""
+    parts: dict[int, list[int]] = {}
+    for i, (group, row) in enumerate(rows):
+        parts.setdefault(shard_of(group, row, shards), []).append(i)
+    return parts or {0: []}
+
+
+def shard_of(group: str, row: str, shards: int) -> int:
+    """Which of a region's shards holds a row (the gears check it with the same CRC-32)."""
+    return 0 if shards == 1 else zlib.crc32(f"{group}/{row}".encode()) % shards

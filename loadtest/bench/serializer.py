@@ -1,0 +1,179 @@
+"""One serializer's throughput and CPU per label: ``python -m loadtest.bench.serializer``.
+
+A real serializer process (``services.saturn.serializer``) between two regions on one site (no
+emulated latency); this process plays both ends: region a's label sink sending update labels
+over a tree link, and region b's tree endpoint counting what arrives. For each batch size (labels
+per message; a sink batches under load) it sends ``--labels`` labels as fast as the link takes
+them and measures labels/s end to end and the serializer's CPU per label (from /proc). Prints a
+table; ``--out`` also writes JSON and a plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from loadtest.bench.cpu import cpu_seconds
+from loadtest.bench.report import num, render_table, say
+from services import runtime
+from services.proto import saturn_pb2, saturn_pb2_grpc
+from services.saturn.links import OutgoingLink, TreeNodeServicer
+from services.topology import Topology
+
+SITE = "X"
+
+
+@dataclass
+class Row:
+    batch: int
+    sent_per_message: float  # as the link really sent them (it merges batches that pile up)
+    labels: int
+    seconds: float
+    labels_per_s: float
+    cpu_us_per_label: float
+    cores: float  # the serializer's CPU over the run, in cores
+
+
+def topology_with_free_ports() -> Topology:
+    """a — s — b on one site, on a pseudo-random block of ports (a bench, not a service)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        base = sock.getsockname()[1] // 100 * 100 % 50_000 + 10_000
+    return Topology.from_dict({
+        "name": "serializer-bench", "protocol": "saturn", "base_port": base,
+        "regions": [{"name": "a", "site": SITE}, {"name": "b", "site": SITE}],
+        "groups": {"all": ["*"]},
+        "serializers": [{"name": "s", "site": SITE}],
+        "tree": [{"a": "a", "b": "s"}, {"a": "b", "b": "s"}],
+    })  # fmt: skip
+
+
+class Counting:
+    """Region b's end: counts labels; ``done`` once ``expected`` have come."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.expected = 0
+        self.done = asyncio.Event()
+
+    def on_batch(self, sender: str, batch: saturn_pb2.LabelBatch) -> None:
+        self.received += len(batch.labels)
+        if self.expected and self.received >= self.expected:
+            self.done.set()
+
+
+def labels_for(start: int, count: int) -> list[saturn_pb2.TreeLabel]:
+    return [
+        saturn_pb2.TreeLabel(
+            type=saturn_pb2.TREE_UPDATE, src="a/0", ts=start + i, target=f"all/r{i % 1000}", group="all"
+        )
+        for i in range(count)
+    ]
+
+
+async def measure(topology: Topology, pid: int, batches: list[int], total: int) -> list[Row]:
+    counter = Counting()
+    server, _ = runtime.new_server(topology.bulk_port("b"))  # where the serializer reaches region b
+    saturn_pb2_grpc.add_TreeNodeServicer_to_server(TreeNodeServicer("b", ("s",), counter.on_batch), server)
+    await server.start()
+    link = OutgoingLink(topology, "a", "s")
+    stop = asyncio.Event()
+    running = asyncio.create_task(link.run(stop))
+    await asyncio.wait_for(link.connected.wait(), 30)
+    rows, ts = [], 1
+    try:
+        warm = labels_for(ts, 1000)
+        counter.expected = 1000
+        link.send(warm)
+        await asyncio.wait_for(counter.done.wait(), 30)
+        ts += 1000
+        for batch in batches:
+            counter.received, counter.expected = 0, total
+            counter.done.clear()
+            prepared = [labels_for(ts + k, min(batch, total - k)) for k in range(0, total, batch)]
+            ts += total
+            cpu_before, started, messages_before = cpu_seconds(pid), time.perf_counter(), link.sent_batches
+            for labels in prepared:
+                link.send(labels)
+                while len(link.line):  # one message each: the link merges batches that pile up
+                    await asyncio.sleep(0)
+            await asyncio.wait_for(counter.done.wait(), 600)
+            seconds, cpu = time.perf_counter() - started, (cpu_seconds(pid) or 0.0) - (cpu_before or 0.0)
+            per_message = total / max(1, link.sent_batches - messages_before)
+            row = Row(batch, per_message, total, seconds, total / seconds, cpu / total * 1e6, cpu / seconds)
+            rows.append(row)
+            per_label = cpu / total * 1e6
+            say(f"  batch {batch:>5}: {num(total / seconds)} labels/s, {per_label:.1f} µs of CPU per label")
+    finally:
+        stop.set()
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        await server.stop(grace=1)
+    return rows
+
+
+def run(batches: list[int], total: int) -> list[Row]:
+    topology = topology_with_free_ports()
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "topology.json"
+        path.write_text(json.dumps(topology.model_dump(mode="json")))
+        serializer = subprocess.Popen(
+            [sys.executable, "-m", "services.saturn.serializer", "--topology", str(path), "--name", "s"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            return asyncio.run(measure(topology, serializer.pid, batches, total))
+        except TimeoutError:
+            if serializer.poll() is not None:
+                raise SystemExit(f"the serializer exited with {serializer.returncode}") from None
+            raise
+        finally:
+            serializer.terminate()
+            try:
+                serializer.wait(10)
+            except subprocess.TimeoutExpired:
+                serializer.kill()
+                serializer.wait(10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.bench.serializer", description=(__doc__ or "").split("\n\n")[0]
+    )
+    parser.add_argument("--labels", type=int, default=100_000, help="labels per batch size (default 100,000)")
+    parser.add_argument("--batches", default="1,10,100,1000", help="labels per message, comma-separated")
+    parser.add_argument("--out", help="directory for serializer.json (default: print only)")
+    args = parser.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    say(f"one serializer, {args.labels:,} update labels per batch size, {os.cpu_count()} CPUs ...")
+    rows = run(batches, args.labels)
+    print(render_table(
+        "one serializer: labels through it, end to end",
+        ["labels per batch", "per message sent", "labels/s", "µs CPU per label", "serializer cores"],
+        [
+            [str(r.batch), f"{r.sent_per_message:.1f}", num(r.labels_per_s), f"{r.cpu_us_per_label:.1f}",
+             f"{r.cores:.2f}"]
+            for r in rows
+        ],
+    ))  # fmt: skip
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "serializer.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
+        say(f"wrote {out / 'serializer.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

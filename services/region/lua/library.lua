@@ -1,0 +1,24 @@
+-- The library's functions. Clients call the first group (with FCALL / FCALL_RO); the second
+-- is for the region's own services. `guarded` turns a failed check into an error reply.
+redis.register_function('saturn_write', guarded(gear_write))
+redis.register_function{function_name = 'saturn_check_write', callback = guarded(gear_check_write), flags = {'no-writes'}}
+redis.register_function{function_name = 'saturn_read', callback = guarded(gear_read), flags = {'no-writes'}}
+redis.register_function('saturn_migrate', guarded(gear_migrate))
+redis.register_function('saturn_attach', guarded(gear_attach))
+redis.register_function('saturn_claim', guarded(gear_claim))
+redis.register_function{
+  function_name = 'saturn_version', callback = function() return API end, flags = {'no-writes'}
+}
+-- What a client learns of the whole topology from any one region (JSON, written at start).
+redis.register_function{function_name = 'saturn_describe', flags = {'no-writes'}, callback = guarded(
+  function(keys, args)
+    check_api(args[1])
+    config()
+    check_consumed(args, 2)
+    return redis.call('GET', DESCRIBE_KEY)
+  end)}
+
+redis.register_function('saturn_apply', gear_apply)
+redis.register_function('saturn_deliver', gear_deliver)
+redis.register_function('saturn_outside_order', gear_outside_order)
+redis.register_function('saturn_heartbeat', gear_heartbeat)

@@ -1,0 +1,104 @@
+/*
+ * saturn_calls: the only door a client user has into a region's store.
+ *
+ * Redis checks every command a script or function runs against the ACL of the user who called
+ * it, so a client user allowed nothing but FCALL could not run the gears either (they HSET and
+ * XADD). This module adds two commands that run a gear function as the server itself:
+ *
+ *   SATURN.CALL <function> 0 <args...>   -> FCALL    (a gear that writes)
+ *   SATURN.READ <function> 0 <args...>   -> FCALL_RO (a gear that only reads)
+ *
+ * Only the gears a client may call are accepted (the services' own, which apply replicated
+ * updates, are refused), and no keys may be passed: the gears name their keys themselves. A
+ * client user is then given these two commands and nothing else that touches data.
+ *
+ * The module API is reached the way Redis hands it to every module: the first field of the
+ * context passed to RedisModule_OnLoad is the function that looks API functions up by name.
+ * Only the handful used here are declared (their signatures are Redis's, API version 1).
+ */
+#include <stddef.h>
+#include <string.h>
+
+typedef struct RedisModuleCtx RedisModuleCtx;
+typedef struct RedisModuleString RedisModuleString;
+typedef struct RedisModuleCallReply RedisModuleCallReply;
+typedef int (*CommandFunc)(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+#define OK 0
+#define ERR 1
+#define API_VERSION 1
+
+static int (*GetApi)(const char *name, void *target);
+static void (*SetModuleAttribs)(RedisModuleCtx *ctx, const char *name, int ver, int apiver);
+static int (*CreateCommand)(RedisModuleCtx *ctx, const char *name, CommandFunc func, const char *flags,
+                            int firstkey, int lastkey, int keystep);
+static RedisModuleCallReply *(*Call)(RedisModuleCtx *ctx, const char *command, const char *fmt, ...);
+static int (*ReplyWithCallReply)(RedisModuleCtx *ctx, RedisModuleCallReply *reply);
+static void (*FreeCallReply)(RedisModuleCallReply *reply);
+static int (*ReplyWithError)(RedisModuleCtx *ctx, const char *error);
+static int (*WrongArity)(RedisModuleCtx *ctx);
+static const char *(*StringPtrLen)(const RedisModuleString *string, size_t *length);
+
+/* The gears a client may call; kept in step with causal_client/wire.py. */
+static const char *CLIENT_GEARS[] = {
+    "saturn_write", "saturn_check_write", "saturn_read", "saturn_migrate", "saturn_attach",
+    "saturn_claim", "saturn_describe", "saturn_version", NULL,
+};
+
+static int is_client_gear(const RedisModuleString *name) {
+    size_t length;
+    const char *text = StringPtrLen(name, &length);
+    for (const char **gear = CLIENT_GEARS; *gear != NULL; gear++) {
+        if (strlen(*gear) == length && memcmp(*gear, text, length) == 0) return 1;
+    }
+    return 0;
+}
+
+static int forward(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const char *command,
+                   const char *fmt) {
+    if (argc < 3) return WrongArity(ctx);
+    if (!is_client_gear(argv[1])) {
+        return ReplyWithError(ctx, "INVALID SATURN.CALL and SATURN.READ run a client's gears only");
+    }
+    size_t length;
+    const char *numkeys = StringPtrLen(argv[2], &length);
+    if (length != 1 || numkeys[0] != '0') {
+        return ReplyWithError(ctx, "INVALID a gear call passes no keys (numkeys 0): the gears name their keys");
+    }
+    /* 'E': an error comes back as a reply; '!': what the gear writes goes to the AOF. */
+    RedisModuleCallReply *reply = Call(ctx, command, fmt, argv + 1, (size_t)(argc - 1));
+    if (reply == NULL) return ReplyWithError(ctx, "ERR the gear call could not be made");
+    ReplyWithCallReply(ctx, reply);
+    FreeCallReply(reply);
+    return OK;
+}
+
+static int saturn_call(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return forward(ctx, argv, argc, "FCALL", "!Ev");
+}
+
+static int saturn_read(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return forward(ctx, argv, argc, "FCALL_RO", "Ev");
+}
+
+#define LOOKUP(target, name) \
+    if (GetApi("RedisModule_" name, (void *)&target) != OK) return ERR
+
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    (void)argv;
+    (void)argc;
+    GetApi = (int (*)(const char *, void *))(unsigned long)((void **)ctx)[0];
+    LOOKUP(SetModuleAttribs, "SetModuleAttribs");
+    LOOKUP(CreateCommand, "CreateCommand");
+    LOOKUP(Call, "Call");
+    LOOKUP(ReplyWithCallReply, "ReplyWithCallReply");
+    LOOKUP(FreeCallReply, "FreeCallReply");
+    LOOKUP(ReplyWithError, "ReplyWithError");
+    LOOKUP(WrongArity, "WrongArity");
+    LOOKUP(StringPtrLen, "StringPtrLen");
+    SetModuleAttribs(ctx, "saturn", 1, API_VERSION);
+    /* deny-script: a function cannot be called while a script runs (Redis would abort). */
+    if (CreateCommand(ctx, "saturn.call", saturn_call, "write deny-oom deny-script", 0, 0, 0) != OK) return ERR;
+    if (CreateCommand(ctx, "saturn.read", saturn_read, "readonly deny-script", 0, 0, 0) != OK) return ERR;
+    return OK;
+}
