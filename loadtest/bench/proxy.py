@@ -1,0 +1,215 @@
+"""One remote proxy's throughput and CPU per update: ``python -m loadtest.bench.proxy``.
+
+A real region b (its Redis and its bulk receiver, where Saturn's remote proxy runs) started by the
+launcher; every other process of the topology is stopped, and this process plays them: region
+a's bulk sender (payload batches on a ``Ship`` stream) and the serializer above b (label batches
+on a tree link). For each batch size (labels per message: a sink batches under load) it sends
+``--updates`` updates, each batch's payloads then its labels, as fast as the proxy takes them
+(a window of batches in flight), and measures updates made visible per second end to end (b's
+watermark for a reaching the last label) and the CPU per update of b's receiver and of b's Redis
+(from /proc). Prints a table; ``--out`` also writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import grpc
+import msgpack
+import redis.asyncio as aioredis
+
+from loadtest.bench.cpu import cpu_seconds
+from loadtest.bench.report import num, render_table, say
+from loadtest.bench.serializer import topology_with_free_ports
+from services import auth, plan, runtime
+from services.launcher.cluster import Cluster
+from services.proto import bulk_pb2, bulk_pb2_grpc, saturn_pb2
+from services.region import gears
+from services.saturn.links import OutgoingLink
+from services.topology import Topology
+
+ORIGIN_GEAR = "a/0"
+WINDOW = 8  # batches sent ahead of the proxy's progress (the bulk sender's window is the same idea)
+KEPT = ("b.redis", "b.bulk-receiver")  # every other process is played by this one, or stopped
+
+
+@dataclass
+class Row:
+    batch: int
+    updates: int
+    seconds: float
+    updates_per_s: float
+    receiver_us_per_update: float
+    redis_us_per_update: float
+    receiver_cores: float
+
+
+def payload(ts: int, i: int) -> bulk_pb2.Payload:
+    """An update as a's write gear packs it (write.lua): one 16-byte value in a row of its own."""
+    ops = [["s", "v", b"x" * 16]]
+    body = msgpack.packb([ts, ORIGIN_GEAR, int(time.time() * 1e6), "all", f"r{i % 1000}", ops])
+    return bulk_pb2.Payload(ts=ts, body=body)
+
+
+def label(ts: int, i: int) -> saturn_pb2.TreeLabel:
+    return saturn_pb2.TreeLabel(
+        type=saturn_pb2.TREE_UPDATE, src=ORIGIN_GEAR, ts=ts, target=f"all/r{i % 1000}", group="all"
+    )
+
+
+class PlayedRegionA:
+    """Region a's bulk sender and the serializer above b, as the bench plays them."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.link = OutgoingLink(topology, "s", "b")
+        self.outbox: asyncio.Queue[bulk_pb2.ShipMessage] = asyncio.Queue()
+        self.store = aioredis.Redis.from_url(topology.redis_url("b", 0))
+
+    async def requests(self) -> AsyncIterator[bulk_pb2.ShipMessage]:
+        yield bulk_pb2.ShipMessage(hello=bulk_pb2.Hello(origin_gear=ORIGIN_GEAR, origin_region="a"))
+        while True:
+            yield await self.outbox.get()
+
+    async def watermark(self) -> int:
+        value = await self.store.hget(gears.WATERMARK_KEY, "a")
+        return int(value) if value else 0
+
+    async def until_watermark(self, ts: int, timeout_s: float = 600.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while await self.watermark() < ts:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"b's watermark for a did not reach {ts}")
+            await asyncio.sleep(0.002)
+
+    def send(self, start_ts: int, count: int, through_ts: int | None = None) -> None:
+        stamps = range(start_ts, start_ts + count)
+        batch = bulk_pb2.PayloadBatch(
+            payloads=[payload(ts, ts) for ts in stamps], through_ts=through_ts or start_ts + count - 1
+        )
+        self.outbox.put_nowait(bulk_pb2.ShipMessage(batch=batch))
+        self.link.send([label(ts, ts) for ts in stamps])
+
+
+async def measure(topology: Topology, pids: dict[str, int], batches: list[int], total: int) -> list[Row]:
+    played = PlayedRegionA(topology)
+    stop = asyncio.Event()
+    linking = asyncio.create_task(played.link.run(stop))
+    endpoint = topology.bulk_endpoint("b")
+    async with grpc.aio.insecure_channel(endpoint, options=runtime.GRPC_OPTIONS) as channel:
+        call = bulk_pb2_grpc.BulkReceiverStub(channel).Ship(played.requests(), metadata=auth.call_metadata())
+        acks = asyncio.create_task(_drain(call))
+        try:
+            await asyncio.wait_for(played.link.connected.wait(), 30)
+            # The proxy starts in timestamp order: it returns to the tree's order once the tree has
+            # brought a label of a and bulk transfer has passed it (proxy.py).
+            ts = max(await played.watermark(), int(time.time() * 1e6)) + 1
+            played.link.send([saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src="a/sink", ts=ts)])
+            played.outbox.put_nowait(bulk_pb2.ShipMessage(batch=bulk_pb2.PayloadBatch(through_ts=ts)))
+            deadline = time.monotonic() + 30
+            while not plan.proxy_in_tree_order(topology, "b"):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("b's proxy did not reach the tree's order")
+                await asyncio.sleep(0.05)
+            ts += 1
+            played.send(ts, 1000)  # warm-up
+            ts += 1000
+            await played.until_watermark(ts - 1)
+            rows = []
+            for batch in batches:
+                rows.append(await one_size(played, pids, batch, total, ts))
+                ts += total
+            return rows
+        finally:
+            stop.set()
+            call.cancel()
+            for task in (acks, linking):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                    await task
+            await played.store.aclose()
+
+
+async def one_size(played: PlayedRegionA, pids: dict[str, int], batch: int, total: int, first: int) -> Row:
+    before = {name: cpu_seconds(pid) or 0.0 for name, pid in pids.items()}
+    started = time.perf_counter()
+    sent = 0
+    while sent < total:
+        count = min(batch, total - sent)
+        played.send(first + sent, count)
+        sent += count
+        # Flow control: at most WINDOW batches beyond what the proxy has made visible.
+        if sent > WINDOW * batch:
+            await played.until_watermark(first + sent - WINDOW * batch - 1)
+    await played.until_watermark(first + total - 1)
+    seconds = time.perf_counter() - started
+    cpu = {name: (cpu_seconds(pid) or 0.0) - before[name] for name, pid in pids.items()}
+    row = Row(
+        batch, total, seconds, total / seconds, cpu["b.bulk-receiver"] / total * 1e6,
+        cpu["b.redis"] / total * 1e6, cpu["b.bulk-receiver"] / seconds,
+    )  # fmt: skip
+    say(
+        f"  batch {batch:>5}: {num(row.updates_per_s)} updates/s, receiver "
+        f"{row.receiver_us_per_update:.1f} µs and Redis {row.redis_us_per_update:.1f} µs of CPU per update"
+    )
+    return row
+
+
+async def _drain(call) -> None:
+    """The receiver's acknowledgements (positions and notices): read, not needed here."""
+    async for _ in call:
+        pass
+
+
+def run(batches: list[int], total: int) -> list[Row]:
+    topology = topology_with_free_ports()
+    with tempfile.TemporaryDirectory() as scratch, Cluster(topology, Path(scratch)) as cluster:
+        for name in reversed(list(cluster.specs)):
+            if not name.startswith(KEPT):
+                cluster.kill(name)
+        running = cluster.processes.items()
+        pids = {kept: next(p.popen.pid for n, p in running if n.startswith(kept)) for kept in KEPT}
+        return asyncio.run(measure(topology, pids, batches, total))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.bench.proxy", description=(__doc__ or "").split("\n\n")[0]
+    )
+    parser.add_argument("--updates", type=int, default=20_000, help="updates per batch size (default 20,000)")
+    parser.add_argument("--batches", default="1,10,100", help="labels per message, comma-separated")
+    parser.add_argument("--out", help="directory for proxy.json (default: print only)")
+    args = parser.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    say(f"one remote proxy, {args.updates:,} updates per batch size, {os.cpu_count()} CPUs ...")
+    rows = run(batches, args.updates)
+    print(render_table(
+        "one remote proxy: updates made visible, end to end",
+        ["labels per message", "updates/s", "receiver µs CPU per update", "Redis µs CPU per update",
+         "receiver cores"],
+        [
+            [str(r.batch), num(r.updates_per_s), f"{r.receiver_us_per_update:.1f}",
+             f"{r.redis_us_per_update:.1f}", f"{r.receiver_cores:.2f}"]
+            for r in rows
+        ],
+    ))  # fmt: skip
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "proxy.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
+        say(f"wrote {out / 'proxy.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
