@@ -1,5 +1,6 @@
 """The micro-benchmarks of one serializer and one remote proxy run end to end on real processes
-and report what they measured (tiny sizes: a test of the instruments, not a measurement)."""
+and report what they measured (tiny sizes: a test of the instruments, not a measurement; CPU is
+read from /proc in clock ticks, 10 ms, so at these sizes it may read zero)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from loadtest.bench import proxy, serializer
 def test_the_serializer_bench_counts_every_label_through_a_real_serializer():
     rows = serializer.run([1, 10], 200)
     assert [r.batch for r in rows] == [1, 10]
-    assert all(r.labels == 200 and r.labels_per_s > 0 and r.cpu_us_per_label > 0 for r in rows)
+    assert all(r.labels == 200 and r.labels_per_s > 0 and r.cpu_us_per_label >= 0 for r in rows)
 
 
 def test_the_proxy_bench_sees_every_update_made_visible_by_a_real_proxy():
     """Each row ends only once region b's watermark for a has passed the last label sent."""
     rows = proxy.run([1, 10], 200)
     assert [r.batch for r in rows] == [1, 10]
-    assert all(r.updates == 200 and r.updates_per_s > 0 and r.receiver_us_per_update > 0 for r in rows)
+    assert all(r.updates == 200 and r.updates_per_s > 0 and r.receiver_us_per_update >= 0 for r in rows)
