@@ -27,9 +27,11 @@ is in the tree's order (tests/test_saturn_faults.py plays it). So while some upd
 may still be ahead of its label (for some origin, the watermark is above the greatest ts the tree
 has brought from it, or the mode is ``timestamp``), the region's gears mark the labels they make
 (``outside_order``). A receiver delivers a marked label only once it is stable in timestamp order:
-it first applies every update up to the label's ts in (ts, src) order (all are here: stable), and
-the watermarks of every origin rise to that ts. That is outside the tree's order too, so the
-receiver marks its own labels until the tree has caught up there as well.
+it first applies every update up to the label's ts in (ts, src) order (all are here: stable), the
+label's origin's watermark rises to its ts, and every other origin's to the greatest ts applied
+from it. That is outside the tree's order too, so the receiver marks its own labels until the
+tree has brought those labels as well. A gap while in timestamp order restarts the way back to
+the tree (a label lost then may lie below the first ones heard since the switch).
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ class RemoteProxy:
         self.delivered = 0
         topology = store.topology
         self.origins = [r for r in topology.region_names if r != self.region]
+        self.origin_set = frozenset(self.origins)
         local = topology.groups_at(self.region)
         # Gears whose payloads come here: timestamp order must hear from all of them.
         self.shipping_gears = [
@@ -91,6 +94,7 @@ class RemoteProxy:
         self.last_heard: dict[str, float] = {}  # origin → when the tree last brought anything
         self.first_since_switch: dict[str, int] = {}  # origin → ts of its first label since then
         self.tree_heard: dict[str, int] = {}  # origin → greatest label ts the tree brought here
+        self.applied_floor: dict[str, int] = {}  # origin → greatest ts applied on any shard at start
         self.outside_order: bool | None = None  # whether the gears mark their labels (None: unknown)
         self.awaiting_stable = False  # a marked label waits for the stable time: heartbeats wanted
         self.mode = "timestamp"  # until the tree has proved it delivers everything (see above)
@@ -99,6 +103,11 @@ class RemoteProxy:
     async def load(self) -> None:
         """After a restart: how far delivery had got. Bulk transfer resends what came after."""
         self.watermarks = await self.store.shards[0].watermarks()
+        # A crash between the shards of one run leaves later updates applied on other shards than
+        # shard 0's watermarks say: the marking must cover those too (labels_caught_up).
+        for shard in self.store.shards[1:]:
+            for origin, ts in (await shard.watermarks()).items():
+                self.applied_floor[origin] = max(ts, self.applied_floor.get(origin, 0))
         log.info("proxy %s: watermarks %s", self.region, self.watermarks)
 
     def durable_position(self, origin_region: str) -> int:
@@ -118,6 +127,8 @@ class RemoteProxy:
             log.warning("proxy %s: %s: labels may be lost", self.region, why)
             self.switch("timestamp")
             self.wakeup.set()
+        else:  # the way back to the tree must start after the loss: a label lost now may lie
+            self.first_since_switch = {}  # between the first labels heard so far and the stable time
 
     def on_labels(self, sender: str, batch: saturn_pb2.LabelBatch) -> None:
         now = time.monotonic()
@@ -204,13 +215,17 @@ class RemoteProxy:
         """Every update applied here has had its label pass here on the tree (module doc)."""
         if self.mode != "tree":
             return False
-        return all(self.tree_heard.get(o, 0) >= self.watermarks.get(o, 0) for o in self.origins)
+        return all(
+            self.tree_heard.get(o, 0) >= max(self.watermarks.get(o, 0), self.applied_floor.get(o, 0))
+            for o in self.origins
+        )
 
     async def mark_labels(self, outside: bool) -> None:
         """Sets on every shard (all of them before anything is applied outside the tree's order:
         a client may read at one shard and write at another) whether labels made here are marked."""
         if self.outside_order is outside:
             return
+        self.outside_order = None  # unknown until every shard has it (a failure leaves it unknown)
         if outside:
             log.info("proxy %s: outside the tree's order; labels made here are marked", self.region)
         else:
@@ -246,13 +261,31 @@ class RemoteProxy:
         if self.on_change:
             self.on_change()
 
-    async def deliver_in_timestamp_order(self, upto: int | None = None) -> None:
-        """§6.1: everything stable (up to ``upto``), in (ts, src) order; the watermarks follow."""
-        stable = self.stable_time() if upto is None else min(self.stable_time(), upto)
+    async def deliver_in_timestamp_order(self) -> None:
+        """§6.1: everything stable, in (ts, src) order; the watermarks follow the stable time."""
+        stable = self.stable_time()
         due = sorted((u for u in self.ready.values() if u.ts <= stable), key=lambda u: (u.ts, u.src))
         marks = {o: stable for o in self.origins if stable > self.watermarks.get(o, 0)}
         if stable >= 2**62:
             marks = {}
+        await self.apply_outside_tree_order(due, marks)
+
+    async def deliver_stable_label(self, ts: int, origin: str) -> None:
+        """A marked label (module doc) of ``origin`` at ``ts``, stable here: every update up to
+        ts in (ts, src) order, then the label. The label's origin's watermark rises to ts; every
+        other origin's only to the greatest ts applied from it, whose label is on its way, so the
+        marking this starts here ends once those labels have come (not at each origin's next
+        heartbeat, which would keep regions that answer each other marking)."""
+        due = sorted((u for u in self.ready.values() if u.ts <= ts), key=lambda u: (u.ts, u.src))
+        marks = {origin: ts}
+        for update in due:
+            marks[update.origin_region] = max(update.ts, marks.get(update.origin_region, 0))
+        marks = {o: t for o, t in marks.items() if t > self.watermarks.get(o, 0)}
+        await self.apply_outside_tree_order(due, marks)
+
+    async def apply_outside_tree_order(self, due: list[RemoteUpdate], marks: dict[str, int]) -> None:
+        """Applies ``due`` in its order and raises the watermarks to ``marks``, after the gears
+        mark their labels (before anything becomes visible)."""
         if due or marks:
             await self.mark_labels(True)
         for start in range(0, max(len(due), 1), MAX_RUN):
@@ -263,7 +296,7 @@ class RemoteProxy:
             applied = await self.apply_in_order(part, marks if last else {})
             self.finish(part, applied, marks if last else {})
 
-    def next_run(self) -> tuple[list[RemoteUpdate], dict[str, int], list[int], int | None]:
+    def next_run(self) -> tuple[list[RemoteUpdate], dict[str, int], list[int], saturn_pb2.TreeLabel | None]:
         """What of the label queue can be delivered now (at most MAX_RUN labels): the ready
         prefix, and with ``concurrent`` set also the labels behind a label still waiting for its
         payload whose ts is below every waiting label's (§4.4: the tree delivers causal
@@ -272,7 +305,7 @@ class RemoteProxy:
         watermarks keep meaning "all of this origin up to here"). A marked label (module doc)
         waits for the stable time like a label for its payload; once stable, it ends the run, or
         when first, asks for the updates up to its ts in timestamp order. Returns the updates, the
-        new watermarks, the queue positions taken, and that ts (or None)."""
+        new watermarks, the queue positions taken, and that label (or None)."""
         updates: list[RemoteUpdate] = []
         marks: dict[str, int] = {}
         taken: list[int] = []
@@ -286,13 +319,19 @@ class RemoteProxy:
                 skipped += 1
                 continue  # may depend on a waiting label: it waits too
             origin = label.src.split("/", 1)[0]
+            if origin not in self.origin_set:  # misrouted: nothing here could ever deliver it
+                log.error(
+                    "proxy %s: label from %s, not a region that sends here: %s", self.region, origin, label
+                )
+                taken.append(position)
+                continue
             seen = max(self.watermarks.get(origin, 0), marks.get(origin, 0))
             if label.ts > seen and label.outside_order:
                 stable = self.stable_time() if stable is None else stable
                 if label.ts <= stable:
                     if not taken:
                         self.set_awaiting_stable(awaiting_stable)
-                        return [], {}, [], label.ts
+                        return [], {}, [], label
                     break  # what was taken first, then this one
                 awaiting_stable = True
                 if not self.concurrent:
@@ -322,8 +361,9 @@ class RemoteProxy:
     async def deliver_run(self) -> bool:
         updates, marks, taken, stable_first = self.next_run()
         if stable_first is not None:  # a marked label, stable now: what it may depend on first
-            await self.deliver_in_timestamp_order(upto=stable_first)
-            return True
+            origin = stable_first.src.split("/", 1)[0]
+            await self.deliver_stable_label(stable_first.ts, origin)
+            return self.watermarks.get(origin, 0) >= stable_first.ts  # progress (never spin)
         if not taken:
             return False
         applied = await self.apply_in_order(updates, marks)
