@@ -50,7 +50,7 @@ def test_a_stable_marked_label_applies_its_past_first_and_marks_until_the_tree_h
         proxy.on_payloads("frankfurt/0", 200, [update("frankfurt", 200, "y")])
         proxy.on_labels("s", saturn_pb2.LabelBatch(labels=[label("frankfurt", 200, "y", outside=True)]))
         await proxy.step()
-        assert proxy.watermarks.get("frankfurt", 0) == 0, "not stable yet: ireland's gear has said nothing of 150"
+        assert proxy.watermarks.get("frankfurt", 0) == 0, "not stable: ireland has said nothing of 150"
         assert proxy.wants_heartbeats
         proxy.on_payloads("ireland/0", 250, [])  # a bulk heartbeat: stable time 200 now
         await proxy.step()

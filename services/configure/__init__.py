@@ -1,0 +1,1 @@
+"""The configuration generator (paper §5, Algorithm 3): `python -m services.configure`."""
