@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -29,7 +28,7 @@ import msgpack
 import redis.asyncio as aioredis
 
 from loadtest.bench.cpu import cpu_seconds
-from loadtest.bench.report import num, render_table, say
+from loadtest.bench.report import num, render_table, say, write_rows
 from loadtest.bench.serializer import topology_with_free_ports
 from services import auth, plan, runtime
 from services.launcher.cluster import Cluster
@@ -203,11 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in rows
         ],
     ))  # fmt: skip
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "proxy.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
-        say(f"wrote {out / 'proxy.json'}")
+    write_rows(args.out, "proxy", rows)
     return 0
 
 

@@ -22,6 +22,15 @@ def say(message: str) -> None:
     print(message, flush=True)
 
 
+def write_rows(out_dir: str | None, name: str, rows: Sequence) -> None:
+    """A micro-benchmark's rows (dataclasses) as ``out_dir/name.json``, when asked for."""
+    if out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
+        say(f"wrote {out / f'{name}.json'}")
+
+
 def num(value: float | None, digits: int = 1, sign: bool = False) -> str:
     """A number as shown: thousands separated, "-" where there is no value."""
     if value is None or math.isnan(value):

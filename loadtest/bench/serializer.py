@@ -20,11 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.bench.cpu import cpu_seconds
-from loadtest.bench.report import num, render_table, say
+from loadtest.bench.report import num, render_table, say, write_rows
 from services import runtime
 from services.proto import saturn_pb2, saturn_pb2_grpc
 from services.saturn.links import OutgoingLink, TreeNodeServicer
@@ -167,11 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in rows
         ],
     ))  # fmt: skip
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "serializer.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
-        say(f"wrote {out / 'serializer.json'}")
+    write_rows(args.out, "serializer", rows)
     return 0
 
 
