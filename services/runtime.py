@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import grpc
@@ -109,3 +109,22 @@ async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
     """Sleeps, but wakes at once when the process is asked to stop."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+
+class Backoff:
+    """How long to wait before the next try of something that keeps failing (a connection to a
+    peer): each delay of ``delays`` in turn, then the last one again; ``reset`` once it worked."""
+
+    def __init__(self, delays: Sequence[float]) -> None:
+        if not delays or any(d < 0 for d in delays):
+            raise ValueError("a backoff needs at least one delay, none negative")
+        self.delays = tuple(delays)
+        self.failures = 0
+
+    def reset(self) -> None:
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        delay = self.delays[min(self.failures, len(self.delays) - 1)]
+        self.failures += 1
+        return delay

@@ -53,14 +53,13 @@ class GearShipper:
         self.heartbeats = False  # the receiver wants them (it says so on the ack stream)
 
     async def run(self, stop: asyncio.Event) -> None:
-        attempt = 0
+        backoff = runtime.Backoff(RETRY_S)
         while not stop.is_set():
             try:
                 await self._session(stop)
-                attempt = 0
+                backoff.reset()
             except (grpc.aio.AioRpcError, RedisError, ConnectionError, OSError) as exc:
-                delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
-                attempt += 1
+                delay = backoff.next_delay()
                 log.warning("%s → %s: %s; retrying in %.1fs", self.gear, self.destination, _why(exc), delay)
                 await runtime.sleep_or_stop(stop, delay)
 

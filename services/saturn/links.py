@@ -72,16 +72,15 @@ class OutgoingLink:
             self.line.put(batch, heartbeat_slack(batch.labels, self.line.link))
 
     async def run(self, stop: asyncio.Event) -> None:
-        attempt = 0
+        backoff = runtime.Backoff(RETRY_S)
         while not stop.is_set():
             try:
                 await runtime.unless_stopped(stop, self._stream(stop))
-                attempt = 0
+                backoff.reset()
             except grpc.aio.AioRpcError as exc:
                 if self.connected.is_set():
-                    attempt = 0  # it had worked: retry fast (proxies fall back after 0.3 s)
-                delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
-                attempt += 1
+                    backoff.reset()  # it had worked: retry fast (proxies fall back after 0.3 s)
+                delay = backoff.next_delay()
                 if not stop.is_set():
                     log.warning("%s → %s: %s %s; retrying in %.2fs", self.node, self.neighbour,
                                 exc.code().name, exc.details(), delay)  # fmt: skip
