@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadtest.bench.cluster import PORT_BLOCKS, find_base_port, with_overrides
 from loadtest.bench.cpu import cpu_seconds
 from loadtest.bench.report import num, render_table, say, write_rows
 from services import runtime
@@ -45,17 +45,16 @@ class Row:
 
 
 def topology_with_free_ports() -> Topology:
-    """a — s — b on one site, on a pseudo-random block of ports (a bench, not a service)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        base = sock.getsockname()[1] // 100 * 100 % 50_000 + 10_000
-    return Topology.from_dict({
-        "name": "serializer-bench", "protocol": "saturn", "base_port": base,
+    """a — s — b on one site, on a free block of ports below the ephemeral range (the bench's
+    cluster picker: a port chosen from an ephemeral one could be any outgoing connection's)."""
+    topology = Topology.from_dict({
+        "name": "serializer-bench", "protocol": "saturn", "base_port": PORT_BLOCKS[0],
         "regions": [{"name": "a", "site": SITE}, {"name": "b", "site": SITE}],
         "groups": {"all": ["*"]},
         "serializers": [{"name": "s", "site": SITE}],
         "tree": [{"a": "a", "b": "s"}, {"a": "b", "b": "s"}],
     })  # fmt: skip
+    return with_overrides(topology, base_port=find_base_port(topology))
 
 
 class Counting:
