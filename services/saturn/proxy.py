@@ -264,7 +264,7 @@ class RemoteProxy:
     async def deliver_in_timestamp_order(self) -> None:
         """§6.1: everything stable, in (ts, src) order; the watermarks follow the stable time."""
         stable = self.stable_time()
-        due = sorted((u for u in self.ready.values() if u.ts <= stable), key=lambda u: (u.ts, u.src))
+        due = self.ready_through(stable)
         marks = {o: stable for o in self.origins if stable > self.watermarks.get(o, 0)}
         if stable >= 2**62:
             marks = {}
@@ -276,12 +276,16 @@ class RemoteProxy:
         other origin's only to the greatest ts applied from it, whose label is on its way, so the
         marking this starts here ends once those labels have come (not at each origin's next
         heartbeat, which would keep regions that answer each other marking)."""
-        due = sorted((u for u in self.ready.values() if u.ts <= ts), key=lambda u: (u.ts, u.src))
+        due = self.ready_through(ts)
         marks = {origin: ts}
         for update in due:
             marks[update.origin_region] = max(update.ts, marks.get(update.origin_region, 0))
         marks = {o: t for o, t in marks.items() if t > self.watermarks.get(o, 0)}
         await self.apply_outside_tree_order(due, marks)
+
+    def ready_through(self, ts: int) -> list[RemoteUpdate]:
+        """The payloads held here up to ``ts``, in timestamp order ((ts, src): a total order)."""
+        return sorted((u for u in self.ready.values() if u.ts <= ts), key=lambda u: (u.ts, u.src))
 
     async def apply_outside_tree_order(self, due: list[RemoteUpdate], marks: dict[str, int]) -> None:
         """Applies ``due`` in its order and raises the watermarks to ``marks``, after the gears
