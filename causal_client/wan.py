@@ -145,6 +145,12 @@ class DelayLine(Generic[T]):
         self._items.append((release, release + slack, item))
         self._wakeup.set()
 
+    def put_back(self, items: list[T]) -> None:
+        """Items taken that could not be sent: first out again, at once."""
+        for item in reversed(items):
+            self._items.appendleft((0.0, 0.0, item))
+        self._wakeup.set()
+
     def __len__(self) -> int:
         return len(self._items)
 

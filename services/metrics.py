@@ -92,6 +92,12 @@ PROXY_MODE = Gauge(
     ["region"],
     multiprocess_mode="liveall",
 )
+PROXY_EPOCH = Gauge(
+    "causal_proxy_tree_epoch",
+    "Saturn remote proxy: the epoch of the tree whose labels it delivers (online reconfiguration)",
+    ["region"],
+    multiprocess_mode="liveall",
+)
 BULK_RECEIVED = Counter(
     "causal_bulk_payloads_received_total", "Payloads received by bulk transfer", ["region", "origin"]
 )

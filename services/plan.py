@@ -38,6 +38,7 @@ class ProcessSpec:
     env: dict[str, str] = field(default_factory=dict)
     node: str | None = None  # the region or serializer it belongs to (default: its region)
     files: dict[str, str] = field(default_factory=dict)  # written (mode 0600) before it starts
+    host: str | None = None  # where it is reached, if its node is not in the deployment's topology
 
     @property
     def owner(self) -> str | None:
@@ -59,13 +60,7 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
         for k in range(r.shards):
             specs.append(_redis(t, layout, f"{r.name}.redis{k}", r.name, t.redis_port(r.name, k), store=True))
     if t.protocol == "saturn":
-        for sz in t.serializers:
-            specs.append(ProcessSpec(
-                f"serializer.{sz.name}",
-                [layout.python, "-m", "services.saturn.serializer",
-                 "--topology", str(layout.topology_file), "--name", sz.name],
-                "grpc", t.serializer_port(sz.name), None, node=sz.name,
-            ))  # fmt: skip
+        specs += serializers(t, layout)
     for r in t.regions:
         specs.append(ProcessSpec(
             f"{r.name}.bulk-receiver", _service(layout, "services.bulk.receiver", r.name),
@@ -89,6 +84,21 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
     if web:
         specs += _web(t, layout)
     return specs
+
+
+def serializers(t: Topology, layout: Layout) -> list[ProcessSpec]:
+    """The tree's serializers; those of a tree after the first (``reconfigure``) are named by
+    its epoch, as both trees run side by side during the switch."""
+    prefix = "serializer." if t.epoch == 0 else f"serializer.e{t.epoch}."
+    return [
+        ProcessSpec(
+            f"{prefix}{sz.name}",
+            [layout.python, "-m", "services.saturn.serializer",
+             "--topology", str(layout.topology_file), "--name", sz.name],
+            "grpc", t.serializer_port(sz.name), None, node=sz.name, host=t.node_host(sz.name),
+        )
+        for sz in t.serializers
+    ]  # fmt: skip
 
 
 def _service(layout: Layout, module: str, region: str, index: int = 0) -> list[str]:
@@ -180,7 +190,7 @@ def is_healthy(topology: Topology, spec: ProcessSpec) -> bool:
     """Redis answers PING, a gRPC server reports SERVING (a Saturn receiver also its remote
     proxy, once it follows the tree's order), the web app answers ``/healthz``; a worker with no
     port counts as healthy while it runs."""
-    host = topology.node_host(spec.owner) if spec.owner else topology.host
+    host = host_of(topology, spec)
     if spec.kind == "redis":
         return redis_ping(host, spec.port, auth.secret())
     if spec.kind == "grpc":
@@ -188,6 +198,11 @@ def is_healthy(topology: Topology, spec: ProcessSpec) -> bool:
     if spec.kind == "http":
         return http_ok(f"http://{host}:{spec.port}/healthz")
     return True
+
+
+def host_of(topology: Topology, spec: ProcessSpec) -> str:
+    """Where a process is reached (a serializer of a tree being started is not in ``topology``)."""
+    return spec.host or (topology.node_host(spec.owner) if spec.owner else topology.host)
 
 
 def proxy_in_tree_order(topology: Topology, region: str) -> bool:

@@ -24,6 +24,8 @@ PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 HOST_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.:_-]{0,251}[A-Za-z0-9])?$"  # a DNS name or an IP address
 ALL_REGIONS = "*"
+# Serializers of odd epochs listen this far above even epochs' (both trees run during a switch).
+SERIALIZER_EPOCH_STRIDE = 32
 
 
 class TopologyError(ValueError):
@@ -82,8 +84,11 @@ class Topology(_Strict):
     latency_ms: dict[str, dict[str, float]] = Field(default_factory=dict)
     regions: list[Region] = Field(min_length=1)
     groups: dict[str, list[str]] = Field(default_factory=dict)
-    serializers: list[Serializer] = Field(default_factory=list)
+    serializers: list[Serializer] = Field(default_factory=list, max_length=SERIALIZER_EPOCH_STRIDE)
     tree: list[TreeEdge] = Field(default_factory=list)
+    # Which tree this is: `services.launcher reconfigure` moves a running system to the next one
+    # (paper §6.2); both run side by side meanwhile, so odd epochs' serializers take other ports.
+    epoch: int = Field(default=0, ge=0)
     source: str = Field(default="<memory>", exclude=True)
 
     def data_shape(self) -> dict:
@@ -324,7 +329,8 @@ class Topology(_Strict):
     def serializer_port(self, name: str) -> int:
         for i, s in enumerate(self.serializers):
             if s.name == name:
-                return s.port or self.base_port + 20 * len(self.regions) + i
+                first = self.base_port + 20 * len(self.regions) + SERIALIZER_EPOCH_STRIDE * (self.epoch % 2)
+                return s.port or first + i
         raise TopologyError(f"{self.source}: unknown serializer {name!r}")
 
     def frontend_endpoint(self, region: str) -> str:

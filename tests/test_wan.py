@@ -28,6 +28,21 @@ def test_delay_line_holds_each_item_for_the_latency_and_keeps_order():
     assert max(delay for _, delay in out) < 0.030 + 0.020 + 0.060  # jitter bound plus slack
 
 
+def test_items_put_back_leave_first_and_at_once():
+    """A tree link's stream that ended hands back what it took (services/saturn/links.py)."""
+
+    async def run() -> tuple[list[int], float]:
+        line: DelayLine[int] = DelayLine(Link(latency_ms=50))
+        line.put(3)
+        started = time.monotonic()
+        line.put_back([1, 2])
+        return [await line.get(), await line.get(), await line.get()], time.monotonic() - started
+
+    order, waited = asyncio.run(run())
+    assert order == [1, 2, 3]
+    assert waited >= 0.05  # 3 still waited for its latency
+
+
 def test_slack_items_wait_for_company_and_leave_with_it_in_order():
     async def run() -> tuple[list[str], float, list[str], float]:
         line: DelayLine[str] = DelayLine(Link(latency_ms=20))

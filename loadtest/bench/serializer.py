@@ -27,7 +27,7 @@ from loadtest.bench.cpu import cpu_seconds
 from loadtest.bench.report import num, render_table, say, write_rows
 from services import runtime
 from services.proto import saturn_pb2, saturn_pb2_grpc
-from services.saturn.links import OutgoingLink, TreeNodeServicer
+from services.saturn.links import OutgoingLink, TreeNodeServicer, neighbours_at
 from services.topology import Topology
 
 SITE = "X"
@@ -65,7 +65,7 @@ class Counting:
         self.expected = 0
         self.done = asyncio.Event()
 
-    def on_batch(self, sender: str, batch: saturn_pb2.LabelBatch) -> None:
+    def on_batch(self, sender: str, batch: saturn_pb2.LabelBatch, epoch: int) -> None:
         self.received += len(batch.labels)
         if self.expected and self.received >= self.expected:
             self.done.set()
@@ -83,7 +83,8 @@ def labels_for(start: int, count: int) -> list[saturn_pb2.TreeLabel]:
 async def measure(topology: Topology, pid: int, batches: list[int], total: int) -> list[Row]:
     counter = Counting()
     server, _ = runtime.new_server(topology.bulk_port("b"))  # where the serializer reaches region b
-    saturn_pb2_grpc.add_TreeNodeServicer_to_server(TreeNodeServicer("b", ("s",), counter.on_batch), server)
+    servicer = TreeNodeServicer("b", neighbours_at("b", topology), counter.on_batch)
+    saturn_pb2_grpc.add_TreeNodeServicer_to_server(servicer, server)
     await server.start()
     link = OutgoingLink(topology, "a", "s")
     stop = asyncio.Event()

@@ -133,9 +133,8 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
 
         proxy = protocol.start_proxy(servicer.on_applied, on_change)
         await proxy.load()
-        (parent,) = topology.tree_neighbours[region]
         saturn_pb2_grpc.add_TreeNodeServicer_to_server(
-            TreeNodeServicer(region, (parent,), proxy.on_labels, on_lost=proxy.on_link_lost), server
+            TreeNodeServicer(region, proxy.accepts, proxy.on_labels, on_lost=proxy.on_link_lost), server
         )
         background.append(proxy.run(stop))
     await server.start()

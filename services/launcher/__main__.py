@@ -2,6 +2,7 @@
 
 python -m services.launcher up topologies/demo-3region.toml
 python -m services.launcher status
+python -m services.launcher reconfigure topologies/demo-3region-star.toml   (a new tree, live)
 python -m services.launcher down
 """
 
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 from services import auth
+from services.launcher import reconfigure
 from services.launcher.cluster import Cluster, LaunchError, read_state
 from services.launcher.redis_binary import RedisNotFound
 from services.pids import pid_alive
@@ -55,17 +57,25 @@ def cmd_up(args: argparse.Namespace) -> int:
     if kept:
         print(f"  data: kept from an earlier run in {cluster.data_dir} (`up --fresh` starts empty)")
     print("a process that dies is restarted; press Ctrl-C to stop everything", flush=True)
-    stopping = False
+    stopping = asked = False
 
     def request_stop(*_: object) -> None:
         nonlocal stopping
         stopping = True
 
+    def request_reconfiguration(*_: object) -> None:
+        nonlocal asked
+        asked = True
+
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(reconfigure.SIGNAL, request_reconfiguration)
     try:
         while not stopping:  # the supervisor restarts what dies, and says so on stderr
-            time.sleep(0.5)
+            if asked:
+                asked = False
+                reconfigure.serve_request(cluster)
+            time.sleep(0.1)
     finally:
         print("stopping ...", flush=True)
         cluster.stop()
@@ -116,6 +126,10 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reconfigure(args: argparse.Namespace) -> int:
+    return reconfigure.request(args.run_dir, args.topology, args.timeout)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.launcher", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -132,10 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--fresh", action="store_true", help="discard the stores' data from an earlier run")
     sub.add_parser("status", help="report the processes of the running topology")
     sub.add_parser("down", help="stop the running topology")
+    reconf = sub.add_parser(
+        "reconfigure", help="move the running topology to another serializer tree, without stopping (§6.2)"
+    )
+    reconf.add_argument("topology", help="the same regions with a new tree (as services.configure writes)")
+    reconf.add_argument("--timeout", type=float, default=60.0, help="seconds for each step")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return {"up": cmd_up, "status": cmd_status, "down": cmd_down}[args.command](args)
+        commands = {"up": cmd_up, "status": cmd_status, "down": cmd_down, "reconfigure": cmd_reconfigure}
+        return commands[args.command](args)
     except (TopologyError, LaunchError, RedisNotFound) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

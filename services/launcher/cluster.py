@@ -28,6 +28,7 @@ from services.launcher.redis_binary import find_redis_server
 from services.launcher.supervisor import Supervisor
 from services.plan import ProcessSpec
 from services.region import calls_module
+from services.saturn import epochs
 from services.topology import Topology
 
 log = logging.getLogger("launcher")
@@ -136,7 +137,11 @@ class Cluster:
             shutil.rmtree(self.metrics_dir(region), ignore_errors=True)
             self.metrics_dir(region).mkdir(parents=True)
         try:
+            published = False
             for spec in self.plan():
+                if spec.kind != "redis" and not published and self.topology.protocol == "saturn":
+                    epochs.publish(self.topology, start=True)  # the tree every region starts on
+                    published = True
                 self.specs[spec.name] = spec
                 self._spawn(spec)
                 if spec.kind == "redis":
@@ -144,7 +149,7 @@ class Cluster:
             for spec in self.specs.values():
                 self._wait_healthy(spec, timeout)
             if self.topology.protocol == "saturn":
-                self._wait_proxies_in_tree_order(timeout)
+                self.wait_proxies_in_tree_order(timeout)
         except BaseException:
             self.stop()
             raise
@@ -224,7 +229,7 @@ class Cluster:
             time.sleep(0.05)
         raise LaunchError(f"{spec.name} not healthy after {timeout:.0f}s; log {running.log_path}")
 
-    def _wait_proxies_in_tree_order(self, timeout: float) -> None:
+    def wait_proxies_in_tree_order(self, timeout: float) -> None:
         """Saturn's proxies start in timestamp order (§6.1) and switch to the tree's order once
         it has caught up; a topology is ready when every region's proxy has."""
         deadline = time.monotonic() + timeout
@@ -265,6 +270,39 @@ class Cluster:
             self.held.clear()
         (self.run_dir / STATE_FILE).unlink(missing_ok=True)
 
+    # -- changing the set of processes (reconfiguration) -------------------------------------
+    def add(self, specs: list[ProcessSpec], timeout: float = 30.0) -> None:
+        """Starts more processes (supervised like the rest) and waits until they are healthy."""
+        for spec in specs:
+            with socket.socket() as sock:
+                if spec.port and sock.connect_ex((plan.host_of(self.topology, spec), spec.port)) == 0:
+                    raise LaunchError(f"port {spec.port} ({spec.name}) is already in use")
+        with self._lock:
+            for spec in specs:
+                self.specs[spec.name] = spec
+                self._spawn(spec)
+        for spec in specs:
+            self._wait_healthy(spec, timeout)
+        self._write_state()
+
+    def remove(self, names: list[str]) -> None:
+        """Stops processes for good (SIGTERM): they leave the cluster."""
+        for name in names:
+            self.kill(name, signal.SIGTERM)
+        with self._lock:
+            for name in names:
+                self.processes.pop(name, None)
+                self.specs.pop(name, None)
+                self.held.discard(name)
+        self._write_state()
+
+    def replace_topology(self, topology: Topology) -> None:
+        """The topology processes read when they (re)start: the new tree after a reconfiguration."""
+        self.topology = topology
+        tmp = self.topology_file.with_suffix(".tmp")
+        tmp.write_text(topology.model_dump_json(indent=2))
+        tmp.replace(self.topology_file)
+
     # -- crash testing -----------------------------------------------------------------------
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Stops a process on purpose (SIGKILL: a crash); it stays down until :meth:`restart`."""
@@ -297,7 +335,7 @@ class Cluster:
                 watch = watches.get(name)
                 processes[name] = {
                     "pid": r.popen.pid, "kind": r.spec.kind, "port": r.spec.port,
-                    "host": self.topology.node_host(r.spec.owner) if r.spec.owner else self.topology.host,
+                    "host": plan.host_of(self.topology, r.spec),
                     "region": r.spec.region, "log": str(r.log_path),
                     "restarts": watch.restarts if watch else 0,
                     "state": "stopped" if name in self.held else (watch.state if watch else "running"),

@@ -13,10 +13,12 @@ class TreeLabelType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TREE_MIGRATION: _ClassVar[TreeLabelType]
     TREE_HEARTBEAT: _ClassVar[TreeLabelType]
     TREE_GAP: _ClassVar[TreeLabelType]
+    TREE_EPOCH: _ClassVar[TreeLabelType]
 TREE_UPDATE: TreeLabelType
 TREE_MIGRATION: TreeLabelType
 TREE_HEARTBEAT: TreeLabelType
 TREE_GAP: TreeLabelType
+TREE_EPOCH: TreeLabelType
 
 class TreeLabel(_message.Message):
     __slots__ = ("type", "src", "ts", "target", "group", "outside_order")
@@ -41,10 +43,12 @@ class LabelBatch(_message.Message):
     def __init__(self, labels: _Optional[_Iterable[_Union[TreeLabel, _Mapping]]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("node",)
+    __slots__ = ("node", "epoch")
     NODE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     node: str
-    def __init__(self, node: _Optional[str] = ...) -> None: ...
+    epoch: int
+    def __init__(self, node: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class TreeMessage(_message.Message):
     __slots__ = ("hello", "batch")

@@ -206,6 +206,14 @@ class Shard:
     async def save_sink_cursor(self, ts: int) -> None:
         await self.redis.set(gears.SINK_POSITION_KEY, ts)
 
+    async def tree_record(self) -> dict[str, str]:
+        """The region's tree record (services/saturn/epochs.py); empty where none was published."""
+        raw = await self.redis.hgetall(gears.TREE_KEY)
+        return {key.decode(): value.decode() for key, value in raw.items()}
+
+    async def note_tree_progress(self, field: str, epoch: int) -> None:
+        await self.redis.hset(gears.TREE_KEY, field, epoch)
+
     def wake_ups(self):
         """A pub/sub subscription to the migration wake-ups the migrate gear publishes."""
         return _Subscription(self.redis, gears.SINK_WAKE_CHANNEL)

@@ -10,6 +10,10 @@ sends them nothing; not when labels that reach every region went out meanwhile (
 costs a few ms of CPU along the tree, so they are as rare as those two uses allow). Under load it
 lets labels gather between reads, so that one message carries many (see BUSY_RATE).
 Only labels some other region cares about leave the region (genuine partial replication).
+
+Online reconfiguration (paper §6.2): when the region's tree record (epochs.py) names a newer
+tree, the sink sends an epoch-change label through the old tree, behind everything it sent there,
+and every later label through the new one (a cut between two reads, so each label goes one way).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from services.pressure import CpuPressure
 from services.proto import saturn_pb2
 from services.region import gears
 from services.region.store import Shard
+from services.saturn import epochs
 from services.saturn.links import OutgoingLink
 from services.topology import Topology
 
@@ -47,6 +52,7 @@ BUSY_LINGER_S = 0.01
 SATURATED_LINGER_S = 0.02
 TRIM_EVERY_S = 1.0  # forwarded labels leave the stream, and the cursors are saved, this often
 STORE_RETRY_S = 0.2  # after a store error (a Redis restarting), the next try
+TREE_POLL_S = 0.2  # how often the region's tree record is read (a reconfiguration starts within it)
 
 
 def parse_entry(raw: bytes) -> saturn_pb2.TreeLabel:
@@ -114,8 +120,12 @@ class MigrationWaker:
 class LabelSink:
     def __init__(self, topology: Topology, region: str):
         self.region = region
-        (parent,) = topology.tree_neighbours[region]  # a region is a leaf of the tree
-        self.link = OutgoingLink(topology, region, parent)
+        self.topology = topology
+        self.link = self.link_on(topology)
+        self.link_tasks: list[asyncio.Task] = []
+        self.next_tree: Topology | None = None  # named by the tree record, not yet cut to
+        self.noted_epoch = -1  # the epoch last reported in the tree record
+        self.sent_through = 0  # the greatest ts sent up the tree (labels and heartbeats)
         self.gears = [
             Shard(topology.redis_url(region, k), gear, region)
             for k, gear in enumerate(topology.gear_ids(region))
@@ -130,6 +140,46 @@ class LabelSink:
         self.messages_sent = metrics.LABEL_MESSAGES_SENT.labels(region)
         self.waker = MigrationWaker(self.gears[0])
 
+    def link_on(self, tree: Topology) -> OutgoingLink:
+        (parent,) = tree.tree_neighbours[self.region]  # a region is a leaf of the tree
+        return OutgoingLink(tree, self.region, parent)
+
+    def start_link(self, stop: asyncio.Event) -> None:
+        self.link_tasks.append(asyncio.create_task(self.link.run(stop)))
+
+    def cut_to_next_tree(self, stop: asyncio.Event) -> None:
+        """§6.2: the epoch-change label goes through the old tree behind all this sink sent
+        there (as a heartbeat: nothing more from here up to its ts on that tree); every later
+        label goes through the new tree. Called between two reads of the label stream."""
+        tree, self.next_tree = self.next_tree, None
+        assert tree is not None
+        change = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_EPOCH, src=f"{self.region}/sink",
+                                      ts=self.sent_through, target=str(tree.epoch))  # fmt: skip
+        old, self.link = self.link, self.link_on(tree)
+        old.send([change])
+        old.retire()
+        log.info("label sink %s: epoch %d → %d, now through %s", self.region, old.epoch, tree.epoch,
+                 self.link.neighbour)  # fmt: skip
+        self.start_link(stop)
+        self.last_heard_everywhere = 0.0  # a heartbeat on the new tree at once
+
+    async def watch_tree(self, stop: asyncio.Event) -> None:
+        """Reads the tree record: a newer tree is cut to by the pump; the epoch sent on is
+        reported (a proxy waits for its own region's sink before it takes the new tree)."""
+        while not stop.is_set():
+            try:
+                if self.noted_epoch != self.link.epoch:
+                    epoch = self.link.epoch
+                    await self.gears[0].note_tree_progress(epochs.SINK, epoch)
+                    self.noted_epoch = epoch
+                tree = await epochs.current_tree(self.gears[0], self.topology)
+                if tree.epoch > self.link.epoch and self.next_tree is None:
+                    self.next_tree = tree
+                    self.waker.woken.set()  # a lingering pump cuts at once
+            except (RedisError, OSError) as exc:
+                log.warning("tree record unavailable (%s)", exc)
+            await runtime.sleep_or_stop(stop, TREE_POLL_S)
+
     def linger_s(self, labels_read: int) -> float:
         """How long to let labels gather before the next read (see BUSY_RATE)."""
         if self.rate.add(labels_read) <= BUSY_RATE:
@@ -142,6 +192,8 @@ class LabelSink:
         return label.target != self.region
 
     def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
+        if labels:
+            self.sent_through = max(self.sent_through, max(label.ts for label in labels))
         labels = [label for label in labels if self.wanted(label)]
         if labels:
             self.link.send(labels)
@@ -153,6 +205,7 @@ class LabelSink:
             self.messages_sent.inc()
 
     def send_heartbeat(self, ts: int) -> None:
+        self.sent_through = max(self.sent_through, ts)
         self.link.send(
             [saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src=f"{self.region}/sink", ts=ts)]
         )
@@ -176,14 +229,20 @@ class LabelSink:
 
     async def run(self, stop: asyncio.Event) -> None:
         cursors = await self.cursors()
-        log.info("label sink %s → %s, resuming after %s", self.region, self.link.neighbour, cursors)
+        tree = await epochs.current_tree(self.gears[0], self.topology)
+        if tree.epoch != self.link.epoch:  # restarted after a reconfiguration (or during one)
+            self.link = self.link_on(tree)
+        log.info("label sink %s → %s (epoch %d), resuming after %s",
+                 self.region, self.link.neighbour, self.link.epoch, cursors)  # fmt: skip
         pump = self.pump_one if len(self.gears) == 1 else self.pump_merged
+        self.start_link(stop)
         await asyncio.gather(
-            self.link.run(stop),
             self.waker.run(stop),
+            self.watch_tree(stop),
             self.through_store_outages(pump, cursors, stop),
             self.through_store_outages(self.trim, cursors, stop),
         )
+        await asyncio.gather(*self.link_tasks)
 
     async def through_store_outages(self, work, cursors: list[int], stop: asyncio.Event) -> None:
         """Runs ``work`` again after a store error (its Redis restarting): the cursors in memory
@@ -203,6 +262,8 @@ class LabelSink:
         need to hear that time has passed here)."""
         gear = self.gears[0]
         while not stop.is_set():
+            if self.next_tree is not None:
+                self.cut_to_next_tree(stop)
             wait_s = max(0.001, HEARTBEAT_S - (time.monotonic() - self.last_heard_everywhere))
             self.waker.before_read()
             entries = await gear.stream_after(gears.LABEL_STREAM, cursors[0], READ_COUNT, block_s=wait_s)
@@ -223,6 +284,8 @@ class LabelSink:
         """Several shards: forward, in (ts, src) order, what every shard has passed."""
         shards = range(len(self.gears))
         while not stop.is_set():
+            if self.next_tree is not None:
+                self.cut_to_next_tree(stop)
             self.waker.before_read()
             stable = min(await asyncio.gather(*(self.heartbeat(k) for k in shards)))
             parts = await asyncio.gather(*(self.read_until(k, cursors[k], stable) for k in shards))

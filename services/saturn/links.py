@@ -9,6 +9,9 @@ labels in memory, or a connection with labels in flight). So the receiving end r
 incoming stream that ends, and every stream from a neighbour after its first, as a possible
 loss (``on_lost``): a serializer forwards a gap label, a remote proxy falls back to timestamp
 order (paper §6.1). Waiting for silence instead would miss an outage shorter than the silence.
+
+Every link belongs to one tree, named by its epoch in the hello: during a reconfiguration (§6.2)
+a region's proxy hears the old tree and the new one side by side (proxy.py).
 """
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ HEARTBEAT_MAX_AGE_S = 0.3  # in all: well under the 1.5 s of silence that means 
 #: "0" sends heartbeats without slack, to measure what it buys; see loadtest/bench.
 HEARTBEAT_SLACK_ENV = "SATURN_HEARTBEAT_SLACK"
 KNOWN_TYPES = frozenset(saturn_pb2.TreeLabelType.values())
-OnBatch = Callable[[str, saturn_pb2.LabelBatch], Awaitable[None] | None]
-OnLost = Callable[[str], None]
+ACCEPTED = "tree-link-accepted"  # initial metadata of a link the receiver took: labels may flow
+OnBatch = Callable[[str, saturn_pb2.LabelBatch, int], Awaitable[None] | None]  # sender, batch, epoch
+OnLost = Callable[[str, int], None]  # sender, epoch
+#: Whether a (sender, epoch) may open a link here: None if so, else why not.
+Accepts = Callable[[str, int], Awaitable[str | None]]
 
 _SLACK_ON = os.environ.get(HEARTBEAT_SLACK_ENV, "1") != "0"
 
@@ -57,6 +63,8 @@ class OutgoingLink:
     def __init__(self, topology: Topology, node: str, neighbour: str):
         self.node = node
         self.neighbour = neighbour
+        self.epoch = topology.epoch
+        self.retired = False  # a newer tree took over: once this stream ends, it is not re-opened
         self.endpoint = topology.tree_endpoint(neighbour)
         self.line: DelayLine[saturn_pb2.LabelBatch] = DelayLine(topology.wan_link(node, neighbour, tree=True))
         self.connected = asyncio.Event()
@@ -71,6 +79,11 @@ class OutgoingLink:
         if batch.labels:
             self.line.put(batch, heartbeat_slack(batch.labels, self.line.link))
 
+    def retire(self) -> None:
+        """What was sent still goes; the link closes when its tree is taken down (a close now
+        would tell every region behind it that labels may be lost)."""
+        self.retired = True
+
     async def run(self, stop: asyncio.Event) -> None:
         backoff = runtime.Backoff(RETRY_S)
         while not stop.is_set():
@@ -78,6 +91,9 @@ class OutgoingLink:
                 await runtime.unless_stopped(stop, self._stream(stop))
                 backoff.reset()
             except grpc.aio.AioRpcError as exc:
+                if self.retired:
+                    log.info("%s → %s: the tree of epoch %d is gone", self.node, self.neighbour, self.epoch)
+                    return
                 if self.connected.is_set():
                     backoff.reset()  # it had worked: retry fast (proxies fall back after 0.3 s)
                 delay = backoff.next_delay()
@@ -89,37 +105,55 @@ class OutgoingLink:
                 self.connected.clear()
 
     async def _stream(self, stop: asyncio.Event) -> None:
+        """One stream. Labels flow only once the receiver has accepted the hello (its initial
+        metadata), so a refused link takes none; and a stream that ended hands back what its
+        request generator took after the end (gRPC may leave that generator waiting on the
+        line, where it would take a batch from the next stream and lose it)."""
+        accepted = asyncio.Event()
+        ended = False
+
+        async def messages():
+            yield saturn_pb2.TreeMessage(hello=saturn_pb2.Hello(node=self.node, epoch=self.epoch))
+            await accepted.wait()
+            if ended:
+                return
+            self.connected.set()
+            log.info("%s → %s: connected (epoch %d)", self.node, self.neighbour, self.epoch)
+            while not stop.is_set():
+                due = await self.line.get_due()
+                if ended:
+                    self.line.put_back(due)
+                    return
+                self.sent_batches += 1
+                if len(due) == 1:
+                    yield saturn_pb2.TreeMessage(batch=due[0])
+                else:  # batches that piled up go as one, in order
+                    merged = saturn_pb2.LabelBatch(labels=[x for b in due for x in b.labels])
+                    yield saturn_pb2.TreeMessage(batch=merged)
+
         async with grpc.aio.insecure_channel(self.endpoint, options=runtime.GRPC_OPTIONS) as channel:
             await channel.channel_ready()
-
-            async def messages():
-                yield saturn_pb2.TreeMessage(hello=saturn_pb2.Hello(node=self.node))
-                self.connected.set()
-                log.info("%s → %s: connected", self.node, self.neighbour)
-                while not stop.is_set():
-                    due = await self.line.get_due()
-                    self.sent_batches += 1
-                    if len(due) == 1:
-                        yield saturn_pb2.TreeMessage(batch=due[0])
-                    else:  # batches that piled up go as one, in order
-                        merged = saturn_pb2.LabelBatch(labels=[x for b in due for x in b.labels])
-                        yield saturn_pb2.TreeMessage(batch=merged)
-
-            stub = saturn_pb2_grpc.TreeNodeStub(channel)
-            await stub.Deliver(messages(), metadata=auth.call_metadata())  # raises the stream's error
+            call = saturn_pb2_grpc.TreeNodeStub(channel).Deliver(messages(), metadata=auth.call_metadata())
+            try:
+                if (ACCEPTED, "1") in tuple(await call.initial_metadata() or ()):
+                    accepted.set()
+                await call  # raises the stream's error (a refusal's too)
+            finally:
+                ended = True
+                accepted.set()
 
 
 class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
-    """The receiving end of every link into a node: hands each batch, with its sender, on."""
+    """The receiving end of every link into a node: hands each batch, with its sender and the
+    link's epoch, on. ``accepts`` says which senders may open a link (a serializer: its tree
+    neighbours, at its epoch; a proxy: its parent in a tree it knows)."""
 
-    def __init__(
-        self, node: str, neighbours: tuple[str, ...], on_batch: OnBatch, on_lost: OnLost | None = None
-    ):
+    def __init__(self, node: str, accepts: Accepts, on_batch: OnBatch, on_lost: OnLost | None = None):
         self.node = node
-        self.neighbours = set(neighbours)
+        self.accepts = accepts
         self.on_batch = on_batch
         self.on_lost = on_lost  # told of a link from a neighbour that may have lost labels
-        self.streams_opened: dict[str, int] = {}  # per neighbour, since this process started
+        self.streams_opened: dict[tuple[str, int], int] = {}  # per (neighbour, epoch), since start
 
     async def Deliver(self, request_iterator, context: grpc.aio.ServicerContext):
         first = await anext(request_iterator, None)
@@ -127,26 +161,26 @@ class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
             return saturn_pb2.DeliverReply()
         if first.WhichOneof("kind") != "hello":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a hello")
-        sender = first.hello.node
-        if sender not in self.neighbours:
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"{sender!r} is not a tree neighbour of {self.node!r} "
-                f"(neighbours: {sorted(self.neighbours)})",
-            )
-        opened = self.streams_opened.get(sender, 0)
-        self.streams_opened[sender] = opened + 1
-        log.info("%s ← %s: link open", self.node, sender)
+        sender, epoch = first.hello.node, first.hello.epoch
+        refusal = await self.accepts(sender, epoch)
+        if refusal is not None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, refusal)
+        await context.send_initial_metadata(((ACCEPTED, "1"),))
+        opened = self.streams_opened.get((sender, epoch), 0)
+        self.streams_opened[sender, epoch] = opened + 1
+        log.info("%s ← %s: link open (epoch %d)", self.node, sender, epoch)
         if opened:  # re-opened: whatever the old stream still carried may be gone
-            self.lost(sender)
+            self.lost(sender, epoch)
         try:
-            await self._consume(sender, request_iterator, context)
+            await self._consume(sender, epoch, request_iterator, context)
         finally:
-            log.info("%s ← %s: link closed", self.node, sender)
-            self.lost(sender)
+            log.info("%s ← %s: link closed (epoch %d)", self.node, sender, epoch)
+            self.lost(sender, epoch)
         return saturn_pb2.DeliverReply()
 
-    async def _consume(self, sender: str, request_iterator, context: grpc.aio.ServicerContext) -> None:
+    async def _consume(
+        self, sender: str, epoch: int, request_iterator, context: grpc.aio.ServicerContext
+    ) -> None:
         async for message in request_iterator:
             if message.WhichOneof("kind") != "batch":
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected label batches after hello")
@@ -155,10 +189,29 @@ class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
                     await context.abort(
                         grpc.StatusCode.INVALID_ARGUMENT, f"label of unknown type {label.type} from {sender}"
                     )
-            result = self.on_batch(sender, message.batch)
+            result = self.on_batch(sender, message.batch, epoch)
             if asyncio.iscoroutine(result):
                 await result
 
-    def lost(self, sender: str) -> None:
+    def lost(self, sender: str, epoch: int) -> None:
         if self.on_lost is not None:
-            self.on_lost(sender)
+            self.on_lost(sender, epoch)
+
+
+def neighbours_at(node: str, topology: Topology) -> Accepts:
+    """``accepts`` for a serializer: its tree neighbours, on its own tree's epoch."""
+    neighbours = set(topology.tree_neighbours.get(node, ()))
+
+    async def accepts(sender: str, epoch: int) -> str | None:
+        if epoch != topology.epoch:
+            return f"{node!r} serves the tree of epoch {topology.epoch}, not {epoch}"
+        return not_a_neighbour(sender, node, neighbours)
+
+    return accepts
+
+
+def not_a_neighbour(sender: str, node: str, neighbours: set[str] | tuple[str, ...]) -> str | None:
+    """Why ``sender`` may not open a link into ``node``, or None if it may."""
+    if sender in neighbours:
+        return None
+    return f"{sender!r} is not a tree neighbour of {node!r} (neighbours: {sorted(neighbours)})"

@@ -32,6 +32,17 @@ label's origin's watermark rises to its ts, and every other origin's to the grea
 from it. That is outside the tree's order too, so the receiver marks its own labels until the
 tree has brought those labels as well. A gap while in timestamp order restarts the way back to
 the tree (a label lost then may lie below the first ones heard since the switch).
+
+Online reconfiguration (§6.2). Every tree link names its tree's epoch. Labels of a newer tree
+are buffered while the current one still delivers; each region's sink sends an epoch-change
+label through the old tree behind everything it sent there, then uses the new tree only. The
+proxy takes the new tree once it has delivered every origin's epoch-change label and every label
+the old tree brought, and its own region's sink is on the new tree too (else a label made here,
+after a client saw an update that came by the new tree, could still go through the old tree and
+overtake that update's label elsewhere). Labels of a retired tree are dropped, and its links'
+closing is no gap. If either tree loses labels meanwhile, or the proxy is in timestamp order
+anyway, it takes the new tree at once in timestamp order: the way back described above then
+starts from the new tree's labels (the paper's slower switch).
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -49,6 +61,9 @@ from redis.exceptions import RedisError
 from services import metrics
 from services.proto import saturn_pb2
 from services.region.store import RegionStore, RemoteUpdate
+from services.saturn import epochs
+from services.saturn.links import not_a_neighbour
+from services.topology import Topology
 
 log = logging.getLogger("remote-proxy")
 
@@ -59,6 +74,10 @@ MAX_SKIPPED = 32  # ... stopping after this many labels in a row that must wait 
 TREE_SILENCE_S = 1.5  # an origin silent this long on the tree (3 heartbeats missed) = tree down
 CHECK_EVERY_S = 0.5  # with nothing arriving, the tree's silence is checked this often
 STORE_RETRY_S = 0.2  # after a store error (its Redis restarting), the next try
+SINK_POLL_S = 0.05  # during a reconfiguration: how often the own sink's epoch is read
+#: "1": a newer tree's labels are delivered as they come, without waiting for the epoch change,
+#: as if the regions were just reconnected to it: only to show that this breaks causality (tests).
+NAIVE_RECONFIGURATION_ENV = "SATURN_NAIVE_RECONFIGURATION"
 
 Applied = Callable[[str, list[RemoteUpdate]], None]
 
@@ -99,6 +118,17 @@ class RemoteProxy:
         self.awaiting_stable = False  # a marked label waits for the stable time: heartbeats wanted
         self.mode = "timestamp"  # until the tree has proved it delivers everything (see above)
         self.on_change = on_change  # the mode, the marking or the need of heartbeats changed
+        # -- trees by epoch (online reconfiguration, module doc)
+        self.epoch = topology.epoch  # the tree whose labels are delivered
+        self.trees: dict[int, Topology] = {topology.epoch: topology}
+        self.next_epoch: int | None = None  # a newer tree whose labels are buffered
+        self.next_labels: deque[saturn_pb2.TreeLabel] = deque()
+        self.epoch_changes: set[tuple[str, int]] = set()  # (origin, epoch) changes delivered
+        self.sink_epoch = topology.epoch  # the tree this region's own sink sends on
+        self.sink_checked = 0.0
+        self.reported_epoch: int | None = None
+        self.retired_dropped = 0  # labels of a retired tree, dropped
+        self.naive = os.environ.get(NAIVE_RECONFIGURATION_ENV) == "1"
 
     async def load(self) -> None:
         """After a restart: how far delivery had got. Bulk transfer resends what came after."""
@@ -108,7 +138,14 @@ class RemoteProxy:
         for shard in self.store.shards[1:]:
             for origin, ts in (await shard.watermarks()).items():
                 self.applied_floor[origin] = max(ts, self.applied_floor.get(origin, 0))
-        log.info("proxy %s: watermarks %s", self.region, self.watermarks)
+        record = await self.store.shards[0].tree_record()
+        tree = epochs.tree_from_record(record, self.store.topology.source)
+        if tree is not None:
+            self.trees[tree.epoch] = tree
+            self.epoch = tree.epoch
+        self.sink_epoch = int(record.get(epochs.SINK, self.store.topology.epoch))
+        metrics.PROXY_EPOCH.labels(self.region).set(self.epoch)
+        log.info("proxy %s: watermarks %s, tree of epoch %d", self.region, self.watermarks, self.epoch)
 
     def durable_position(self, origin_region: str) -> int:
         """Every update from ``origin_region`` up to this ts is applied here (or was never meant
@@ -116,9 +153,31 @@ class RemoteProxy:
         return self.watermarks.get(origin_region, 0)
 
     # -- inputs ------------------------------------------------------------------------------
-    def on_link_lost(self, sender: str) -> None:
+    async def accepts(self, sender: str, epoch: int) -> str | None:
+        """Whether ``sender`` may open a tree link here: this region's parent in the tree of
+        ``epoch`` (a newer one is looked up in the tree record). A retired tree's links are
+        taken, and what they bring dropped."""
+        if epoch < self.epoch:
+            return None
+        if epoch not in self.trees:
+            record = await self.store.shards[0].tree_record()
+            tree = epochs.tree_from_record(record, self.store.topology.source)
+            if tree is not None:
+                self.trees[tree.epoch] = tree
+        tree = self.trees.get(epoch)
+        if tree is None:
+            return f"{self.region} knows no tree of epoch {epoch} (its tree record names epoch {self.epoch})"
+        return not_a_neighbour(sender, self.region, tree.tree_neighbours.get(self.region, ()))
+
+    def on_link_lost(self, sender: str, epoch: int | None = None) -> None:
         """Our link from the tree broke or re-opened: labels may be lost (links.py)."""
-        self.gap(f"the link from {sender} broke")
+        epoch = self.epoch if epoch is None else epoch
+        if epoch < self.epoch or self.naive:
+            return  # a retired tree being taken down
+        if epoch == self.epoch:
+            self.gap(f"the link from {sender} broke")
+        else:
+            self.lost_in_next_tree(f"the link from {sender} (epoch {epoch}) broke")
 
     def gap(self, why: str) -> None:
         """Labels may have been lost: a later label of an origin could otherwise be delivered
@@ -130,7 +189,63 @@ class RemoteProxy:
         else:  # the way back to the tree must start after the loss: a label lost now may lie
             self.first_since_switch = {}  # between the first labels heard so far and the stable time
 
-    def on_labels(self, sender: str, batch: saturn_pb2.LabelBatch) -> None:
+    def on_labels(self, sender: str, batch: saturn_pb2.LabelBatch, epoch: int | None = None) -> None:
+        """Labels from the tree of ``epoch`` (default: the current one)."""
+        epoch = self.epoch if epoch is None else epoch
+        if self.naive:
+            self.epoch = max(self.epoch, epoch)
+        elif epoch < self.epoch:
+            self.retired_dropped += len(batch.labels)
+            return
+        elif epoch > self.epoch:
+            if self.mode == "tree" and self.next_epoch in (None, epoch):
+                self.buffer_next_tree(epoch, batch)
+                return
+            if self.mode == "tree":  # a third tree before the second took over: the slow way
+                self.switch("timestamp")
+            self.take_tree(epoch, after_loss=False)
+        self.take_labels(batch)
+
+    def buffer_next_tree(self, epoch: int, batch: saturn_pb2.LabelBatch) -> None:
+        self.next_epoch = epoch
+        now = time.monotonic()
+        for i, label in enumerate(batch.labels):
+            if label.type == saturn_pb2.TREE_GAP:
+                self.lost_in_next_tree(f"a link into {label.src} (epoch {epoch}) broke")
+                self.take_labels(saturn_pb2.LabelBatch(labels=batch.labels[i + 1 :]))
+                return
+            self.last_heard[label.src.split("/", 1)[0]] = now  # the origin is alive
+            self.next_labels.append(label)
+        self.wakeup.set()
+
+    def lost_in_next_tree(self, why: str) -> None:
+        """The newer tree lost labels before it took over: it is taken now, in timestamp order."""
+        log.warning("proxy %s: %s before the tree of epoch %s took over", self.region, why, self.next_epoch)
+        if self.mode == "tree":
+            self.switch("timestamp")
+        self.take_tree(self.next_epoch, after_loss=True)  # type: ignore[arg-type]
+
+    def take_tree(self, epoch: int, after_loss: bool) -> None:
+        """From now on the tree of ``epoch`` is the tree: its buffered labels are queued (not
+        after a loss: timestamp order covers them, and the way back to the tree starts after
+        the loss), the retired tree's labels are dropped."""
+        buffered = self.next_labels if epoch == self.next_epoch and not after_loss else deque()
+        log.warning("proxy %s: the tree of epoch %d takes over from epoch %d (%s order, %d labels buffered)",
+                    self.region, epoch, self.epoch, self.mode, len(buffered))  # fmt: skip
+        if self.mode == "tree" and self.labels:
+            raise AssertionError("the old tree's labels must all be delivered first")
+        self.labels = deque()
+        self.epoch, self.next_epoch, self.next_labels = epoch, None, deque()
+        self.first_since_switch = {}
+        metrics.PROXY_EPOCH.labels(self.region).set(epoch)
+        if buffered:
+            self.take_labels(saturn_pb2.LabelBatch(labels=list(buffered)))
+        if self.on_change:
+            self.on_change()
+        self.wakeup.set()
+
+    def take_labels(self, batch: saturn_pb2.LabelBatch) -> None:
+        """Labels of the current tree, in its order."""
         now = time.monotonic()
         counts: Counter[tuple[str, int]] = Counter()
         for label in batch.labels:
@@ -169,7 +284,8 @@ class RemoteProxy:
         log.info("proxy %s starts in timestamp order until the tree has caught up", self.region)
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wakeup.wait(), CHECK_EVERY_S)
+                pending = self.next_epoch is not None or self.sink_epoch < self.epoch
+                await asyncio.wait_for(self.wakeup.wait(), SINK_POLL_S if pending else CHECK_EVERY_S)
             self.wakeup.clear()
             try:
                 await self.step()
@@ -189,13 +305,37 @@ class RemoteProxy:
             else:  # a gap may switch the mode while a run is being applied: then stop
                 while self.mode == "tree" and await self.deliver_run():
                     pass
+            if self.old_tree_done() and await self.own_sink_on(self.next_epoch):  # type: ignore[arg-type]
+                self.take_tree(self.next_epoch, after_loss=False)  # type: ignore[arg-type]
+                while self.mode == "tree" and await self.deliver_run():
+                    pass
         if self.mode == "timestamp":
             await self.deliver_in_timestamp_order()
-            if self.tree_caught_up():
+            if self.tree_caught_up() and await self.own_sink_on(self.epoch):
                 self.switch("tree")
                 self.wakeup.set()
         if self.outside_order is not False and self.labels_caught_up():
             await self.mark_labels(False)
+        if self.reported_epoch != self.epoch:
+            epoch = self.epoch
+            await self.store.shards[0].note_tree_progress(epochs.PROXY, epoch)
+            self.reported_epoch = epoch
+
+    def old_tree_done(self) -> bool:
+        """§6.2: every origin's epoch change to the buffered tree delivered, and every label the
+        old tree brought."""
+        if self.next_epoch is None or self.labels:
+            return False
+        changed = {origin for origin, epoch in self.epoch_changes if epoch == self.next_epoch}
+        return changed >= self.origin_set
+
+    async def own_sink_on(self, epoch: int) -> bool:
+        """Whether this region's sink sends on the tree of ``epoch`` (its tree record says)."""
+        if self.sink_epoch < epoch and time.monotonic() - self.sink_checked >= SINK_POLL_S:
+            self.sink_checked = time.monotonic()
+            record = await self.store.shards[0].tree_record()
+            self.sink_epoch = int(record.get(epochs.SINK, self.sink_epoch))
+        return self.sink_epoch >= epoch
 
     # -- modes -------------------------------------------------------------------------------
     def tree_silent(self) -> bool:
@@ -370,7 +510,14 @@ class RemoteProxy:
             return self.watermarks.get(origin, 0) >= stable_first.ts  # progress (never spin)
         if not taken:
             return False
+        queue = self.labels
+        for i in taken:
+            if queue[i].type == saturn_pb2.TREE_EPOCH:
+                self.epoch_changes.add((queue[i].src.split("/", 1)[0], int(queue[i].target or 0)))
         applied = await self.apply_in_order(updates, marks)
+        if queue is not self.labels:  # a newer tree took over meanwhile (after a loss): the old
+            self.finish(updates, applied, marks)  # queue is gone, timestamp order covers it
+            return True
         if taken[-1] == len(taken) - 1:  # a prefix (the usual case)
             for _ in taken:
                 self.labels.popleft()

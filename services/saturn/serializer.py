@@ -9,7 +9,7 @@ import logging
 
 from services import runtime
 from services.proto import saturn_pb2, saturn_pb2_grpc
-from services.saturn.links import OutgoingLink, TreeNodeServicer
+from services.saturn.links import OutgoingLink, TreeNodeServicer, neighbours_at
 from services.topology import Topology
 
 log = logging.getLogger("serializer")
@@ -72,11 +72,11 @@ async def serve(topology: Topology, name: str, index: int, stop: asyncio.Event) 
     router = Router(topology, name)
     links = {n: OutgoingLink(topology, name, n) for n in router.neighbours}
 
-    def forward(source: str, batch: saturn_pb2.LabelBatch) -> None:
+    def forward(source: str, batch: saturn_pb2.LabelBatch, epoch: int = topology.epoch) -> None:
         for neighbour, part in router.route(source, batch).items():
             links[neighbour].send_batch(part)
 
-    def lost(source: str) -> None:
+    def lost(source: str, epoch: int) -> None:
         """Labels from ``source`` may have been lost: every region beyond must learn it, in order
         behind what it got before (see links.py)."""
         log.warning("%s: the link from %s broke; a gap label goes to every other neighbour", name, source)
@@ -84,13 +84,12 @@ async def serve(topology: Topology, name: str, index: int, stop: asyncio.Event) 
         forward(source, saturn_pb2.LabelBatch(labels=[gap]))
 
     server, health = runtime.new_server(topology.serializer_port(name), topology.bind_host(name))
-    servicer = TreeNodeServicer(name, router.neighbours, forward, on_lost=lost)
+    servicer = TreeNodeServicer(name, neighbours_at(name, topology), forward, on_lost=lost)
     saturn_pb2_grpc.add_TreeNodeServicer_to_server(servicer, server)
     await server.start()
     runtime.mark_serving(health)
-    log.info(
-        "serializer %s on %s, neighbours %s", name, topology.tree_endpoint(name), ", ".join(router.neighbours)
-    )
+    log.info("serializer %s (epoch %d) on %s, neighbours %s", name, topology.epoch,
+             topology.tree_endpoint(name), ", ".join(router.neighbours))  # fmt: skip
     await asyncio.gather(*(link.run(stop) for link in links.values()))
     await server.stop(grace=1)
 

@@ -1,0 +1,77 @@
+"""Trees by epoch: which serializer tree a region uses, and the next one (paper §6.2).
+
+A region's tree record, a hash in its shard 0 (``gears.TREE_KEY``), names the tree its label sink
+and remote proxy use, ``epoch`` and ``topology`` (JSON), written by whoever deploys (the launcher,
+at start and on ``reconfigure``); and how far the region has moved to it: ``sink``, the epoch
+whose tree the sink sends on, and ``proxy``, the epoch whose labels the proxy delivers. It lives
+in the store so that a process restarted in the middle of a switch takes the current tree, and so
+that a deployment is reconfigured through the stores it already reaches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import redis
+
+from services.region import gears
+from services.region.store import Shard
+from services.topology import Topology, TopologyError
+
+EPOCH, TOPOLOGY, SINK, PROXY = "epoch", "topology", "sink", "proxy"
+
+
+def next_tree(running: Topology, new: Topology) -> Topology:
+    """The running topology with ``new``'s serializers and tree, one epoch on. Everything else
+    (regions, shards, groups, ports, latencies) stays as it runs: only the tree may change."""
+    if running.protocol != "saturn":
+        raise TopologyError(f"{running.name} runs {running.protocol}: only saturn has a tree to change")
+    shape = {r.name: (r.site, r.shards) for r in running.regions}
+    offered = {r.name: (r.site, r.shards) for r in new.regions}
+    if offered != shape:
+        raise TopologyError(
+            f"{new.source}: its regions (name: site, shards) {offered} differ from the running {shape}; "
+            "a reconfiguration changes the serializers and the tree only"
+        )
+    data = running.model_dump()
+    data.update(new.model_dump(include={"serializers", "tree"}), epoch=running.epoch + 1)
+    return Topology.from_dict(data, source=new.source)
+
+
+def record_for(topology: Topology) -> dict[str, str]:
+    return {EPOCH: str(topology.epoch), TOPOLOGY: topology.model_dump_json()}
+
+
+def tree_from_record(record: dict[str, str], source: str) -> Topology | None:
+    if TOPOLOGY not in record:
+        return None
+    return Topology.from_dict(json.loads(record[TOPOLOGY]), source=source).with_env_hosts(os.environ)
+
+
+async def current_tree(shard: Shard, fallback: Topology) -> Topology:
+    """The tree the region's record names, or ``fallback`` (the process's own topology) where
+    none was published (a deployment that never reconfigures)."""
+    return tree_from_record(await shard.tree_record(), fallback.source) or fallback
+
+
+def publish(topology: Topology, start: bool = False, regions: list[str] | None = None) -> None:
+    """Names ``topology``'s tree in every region's record (or those of ``regions``). ``start``:
+    a deployment starting, whose sinks and proxies report their progress afresh."""
+    for region in topology.region_names if regions is None else regions:
+        with redis.Redis.from_url(topology.redis_url(region), socket_timeout=10) as store:
+            pipe = store.pipeline(transaction=True)
+            if start:
+                pipe.delete(gears.TREE_KEY)
+            pipe.hset(gears.TREE_KEY, mapping=record_for(topology))
+            pipe.execute()
+
+
+def progress(topology: Topology) -> dict[str, dict[str, int]]:
+    """Per region, the epochs its sink and proxy report (-1: not yet reported)."""
+    found = {}
+    for region in topology.region_names:
+        with redis.Redis.from_url(topology.redis_url(region), socket_timeout=10) as store:
+            record = store.hgetall(gears.TREE_KEY)
+        found[region] = {f: int(record.get(f.encode(), -1)) for f in (SINK, PROXY)}
+    return found
