@@ -77,7 +77,7 @@ def switch_b_first(cluster: Cluster, window_s: float) -> tuple[int, int]:
     try:
         rounds = CausalRounds(client).start()
         eventually(lambda: rounds.rounds >= 2, timeout=30)  # all on the old tree
-        epochs.publish(new, regions=["b"])
+        epochs.publish(new, regions=["b"])  # b's sink sends on the new tree, a's not yet
         eventually(lambda: epochs.progress(new)["b"]["sink"] == new.epoch, timeout=10)
         before = rounds.rounds
         time.sleep(window_s)

@@ -1,10 +1,11 @@
 """Moves a running cluster to a new serializer tree without stopping it (paper §6.2).
 
-The steps, each waited for: the new tree's serializers start (next to the old ones, on their
-own ports); every region's tree record names the new tree, so each label sink sends an
-epoch-change label through the old tree and its later labels through the new one; every remote
-proxy takes the new tree once it has delivered all the old tree brought (services/saturn/proxy.py);
-then the old serializers stop, and a process restarted later reads the new tree.
+The steps, each waited for: every region's tree record names the new tree (its proxy then takes
+the new tree's links); the new tree's serializers start, next to the old ones on their own ports;
+every record tells its label sink to send on the new tree, so each sink sends an epoch-change
+label through the old tree and its later labels through the new one; every remote proxy takes
+the new tree once it has delivered all the old tree brought (services/saturn/proxy.py); then the
+old serializers stop, and a process restarted later reads the new tree.
 
 `python -m services.launcher reconfigure NEW.toml` asks the running launcher to do this
 (:func:`request`); a test calls :func:`reconfigure` on its cluster.
@@ -42,8 +43,8 @@ def reconfigure(
     started = time.monotonic()
     old = cluster.topology
     new = start_tree(cluster, offered, timeout, report)
-    epochs.publish(new)
-    report("every region's tree record names the new tree; waiting for sinks and proxies")
+    epochs.publish(new, send=True)
+    report("every region's sink is to send on the new tree; waiting for sinks and proxies")
     wait_moved(new, timeout)
     report(f"every proxy delivers the new tree's labels ({time.monotonic() - started:.2f}s); "
            "stopping the old serializers")  # fmt: skip
@@ -53,9 +54,11 @@ def reconfigure(
 
 
 def start_tree(cluster: Cluster, offered: Topology, timeout: float, report: Report = log.info) -> Topology:
-    """Starts the serializers of ``offered``'s tree, the next epoch, beside the running ones."""
+    """Starts the serializers of ``offered``'s tree, the next epoch, beside the running ones,
+    once every region knows it (its proxy then takes their links at once)."""
     old = cluster.topology
     new = epochs.next_tree(old, offered)
+    epochs.publish(new, send=False)
     tree_file = cluster.run_dir / f"topology-e{new.epoch}.json"
     tree_file.write_text(new.model_dump_json(indent=2))
     specs = plan.serializers(new, replace(cluster.layout, topology_file=tree_file))

@@ -37,6 +37,7 @@ WATERMARK_KEY = "wm"  # saturn: origin region → greatest label ts delivered he
 CLAIM_PREFIX = "claim:"  # strongly consistent claims decided here (never replicated): key → holder
 SINK_POSITION_KEY = "sink_pos"  # saturn: the label sink's durable cursor in the label stream
 TREE_KEY = "saturn:tree"  # saturn: the tree this region uses, and how far it has moved to it (epochs.py)
+TREE_SEND_FIELD = "send"  # in TREE_KEY: the epoch whose tree the label sink must send on
 WATERMARK_EVENTS = "wm:events"  # saturn: a capped stream, one entry per raise of the watermarks
 #                                 (on shard 0): waiting attaches block on it instead of polling
 SINK_WAKE_CHANNEL = "sink:wake"  # saturn: pub/sub; a migration label was written (the sink stops

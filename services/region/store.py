@@ -211,6 +211,11 @@ class Shard:
         raw = await self.redis.hgetall(gears.TREE_KEY)
         return {key.decode(): value.decode() for key, value in raw.items()}
 
+    async def tree_to_send_on(self) -> int | None:
+        """The epoch of the tree the label sink must send on (one small read: polled)."""
+        value = await self.redis.hget(gears.TREE_KEY, gears.TREE_SEND_FIELD)
+        return int(value) if value else None
+
     async def note_tree_progress(self, field: str, epoch: int) -> None:
         await self.redis.hset(gears.TREE_KEY, field, epoch)
 

@@ -1,11 +1,13 @@
 """Trees by epoch: which serializer tree a region uses, and the next one (paper §6.2).
 
-A region's tree record, a hash in its shard 0 (``gears.TREE_KEY``), names the tree its label sink
-and remote proxy use, ``epoch`` and ``topology`` (JSON), written by whoever deploys (the launcher,
-at start and on ``reconfigure``); and how far the region has moved to it: ``sink``, the epoch
-whose tree the sink sends on, and ``proxy``, the epoch whose labels the proxy delivers. It lives
-in the store so that a process restarted in the middle of a switch takes the current tree, and so
-that a deployment is reconfigured through the stores it already reaches.
+A region's tree record, a hash in its shard 0 (``gears.TREE_KEY``), names the newest tree,
+``epoch`` and ``topology`` (JSON), and ``send``, the epoch whose tree the label sink must send on:
+written by whoever deploys (the launcher, at start and on ``reconfigure``). A reconfiguration
+names the new tree first (proxies then accept its links, so its serializers connect at once) and
+sets ``send`` once they run. The region reports how far it has moved: ``sink``, the epoch the sink
+sends on, and ``proxy``, the epoch whose labels the proxy delivers. The record lives in the store
+so that a process restarted in the middle of a switch takes the current tree, and so that a
+deployment is reconfigured through the stores it already reaches.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from services.region import gears
 from services.region.store import Shard
 from services.topology import Topology, TopologyError
 
-EPOCH, TOPOLOGY, SINK, PROXY = "epoch", "topology", "sink", "proxy"
+EPOCH, TOPOLOGY, SEND, SINK, PROXY = "epoch", "topology", gears.TREE_SEND_FIELD, "sink", "proxy"
 
 
 def next_tree(running: Topology, new: Topology) -> Topology:
@@ -55,15 +57,19 @@ async def current_tree(shard: Shard, fallback: Topology) -> Topology:
     return tree_from_record(await shard.tree_record(), fallback.source) or fallback
 
 
-def publish(topology: Topology, start: bool = False, regions: list[str] | None = None) -> None:
-    """Names ``topology``'s tree in every region's record (or those of ``regions``). ``start``:
-    a deployment starting, whose sinks and proxies report their progress afresh."""
+def publish(
+    topology: Topology, start: bool = False, send: bool = True, regions: list[str] | None = None
+) -> None:
+    """Names ``topology``'s tree in every region's record (or those of ``regions``); ``send``:
+    and has their sinks send on it. ``start``: a deployment starting, whose sinks and proxies
+    report their progress afresh."""
+    fields = record_for(topology) | ({SEND: str(topology.epoch)} if send else {})
     for region in topology.region_names if regions is None else regions:
         with redis.Redis.from_url(topology.redis_url(region), socket_timeout=10) as store:
             pipe = store.pipeline(transaction=True)
             if start:
                 pipe.delete(gears.TREE_KEY)
-            pipe.hset(gears.TREE_KEY, mapping=record_for(topology))
+            pipe.hset(gears.TREE_KEY, mapping=fields)
             pipe.execute()
 
 

@@ -52,7 +52,7 @@ BUSY_LINGER_S = 0.01
 SATURATED_LINGER_S = 0.02
 TRIM_EVERY_S = 1.0  # forwarded labels leave the stream, and the cursors are saved, this often
 STORE_RETRY_S = 0.2  # after a store error (a Redis restarting), the next try
-TREE_POLL_S = 0.2  # how often the region's tree record is read (a reconfiguration starts within it)
+TREE_POLL_S = 0.05  # how often the tree record's epoch is read (a reconfiguration starts within it)
 
 
 def parse_entry(raw: bytes) -> saturn_pb2.TreeLabel:
@@ -123,7 +123,6 @@ class LabelSink:
         self.topology = topology
         self.link = self.link_on(topology)
         self.link_tasks: list[asyncio.Task] = []
-        self.next_tree: Topology | None = None  # named by the tree record, not yet cut to
         self.noted_epoch = -1  # the epoch last reported in the tree record
         self.sent_through = 0  # the greatest ts sent up the tree (labels and heartbeats)
         self.gears = [
@@ -147,12 +146,12 @@ class LabelSink:
     def start_link(self, stop: asyncio.Event) -> None:
         self.link_tasks.append(asyncio.create_task(self.link.run(stop)))
 
-    def cut_to_next_tree(self, stop: asyncio.Event) -> None:
+    def cut_to(self, tree: Topology, stop: asyncio.Event) -> None:
         """§6.2: the epoch-change label goes through the old tree behind all this sink sent
         there (as a heartbeat: nothing more from here up to its ts on that tree); every later
-        label goes through the new tree. Called between two reads of the label stream."""
-        tree, self.next_tree = self.next_tree, None
-        assert tree is not None
+        label goes through the new tree. Sending is synchronous, so the cut falls between two
+        sends wherever the pump is waiting; every label not sent yet is above ``sent_through``
+        (the pump sends all it read up to the heartbeat it sends)."""
         change = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_EPOCH, src=f"{self.region}/sink",
                                       ts=self.sent_through, target=str(tree.epoch))  # fmt: skip
         old, self.link = self.link, self.link_on(tree)
@@ -164,7 +163,7 @@ class LabelSink:
         self.last_heard_everywhere = 0.0  # a heartbeat on the new tree at once
 
     async def watch_tree(self, stop: asyncio.Event) -> None:
-        """Reads the tree record: a newer tree is cut to by the pump; the epoch sent on is
+        """Reads which tree to send on: a newer tree is cut to at once; the epoch sent on is
         reported (a proxy waits for its own region's sink before it takes the new tree)."""
         while not stop.is_set():
             try:
@@ -172,10 +171,12 @@ class LabelSink:
                     epoch = self.link.epoch
                     await self.gears[0].note_tree_progress(epochs.SINK, epoch)
                     self.noted_epoch = epoch
-                tree = await epochs.current_tree(self.gears[0], self.topology)
-                if tree.epoch > self.link.epoch and self.next_tree is None:
-                    self.next_tree = tree
-                    self.waker.woken.set()  # a lingering pump cuts at once
+                wanted = await self.gears[0].tree_to_send_on()
+                if wanted is not None and wanted > self.link.epoch:
+                    tree = await epochs.current_tree(self.gears[0], self.topology)
+                    if tree.epoch == wanted:
+                        self.cut_to(tree, stop)
+                        continue  # reported at once
             except (RedisError, OSError) as exc:
                 log.warning("tree record unavailable (%s)", exc)
             await runtime.sleep_or_stop(stop, TREE_POLL_S)
@@ -262,8 +263,6 @@ class LabelSink:
         need to hear that time has passed here)."""
         gear = self.gears[0]
         while not stop.is_set():
-            if self.next_tree is not None:
-                self.cut_to_next_tree(stop)
             wait_s = max(0.001, HEARTBEAT_S - (time.monotonic() - self.last_heard_everywhere))
             self.waker.before_read()
             entries = await gear.stream_after(gears.LABEL_STREAM, cursors[0], READ_COUNT, block_s=wait_s)
@@ -284,8 +283,6 @@ class LabelSink:
         """Several shards: forward, in (ts, src) order, what every shard has passed."""
         shards = range(len(self.gears))
         while not stop.is_set():
-            if self.next_tree is not None:
-                self.cut_to_next_tree(stop)
             self.waker.before_read()
             stable = min(await asyncio.gather(*(self.heartbeat(k) for k in shards)))
             parts = await asyncio.gather(*(self.read_until(k, cursors[k], stable) for k in shards))

@@ -123,6 +123,7 @@ class RemoteProxy:
         self.trees: dict[int, Topology] = {topology.epoch: topology}
         self.next_epoch: int | None = None  # a newer tree whose labels are buffered
         self.next_labels: deque[saturn_pb2.TreeLabel] = deque()
+        self.buffering_since = 0.0  # when the first of them came
         self.epoch_changes: set[tuple[str, int]] = set()  # (origin, epoch) changes delivered
         self.sink_epoch = topology.epoch  # the tree this region's own sink sends on
         self.sink_checked = 0.0
@@ -207,6 +208,8 @@ class RemoteProxy:
         self.take_labels(batch)
 
     def buffer_next_tree(self, epoch: int, batch: saturn_pb2.LabelBatch) -> None:
+        if self.next_epoch is None:
+            self.buffering_since = time.monotonic()
         self.next_epoch = epoch
         now = time.monotonic()
         for i, label in enumerate(batch.labels):
@@ -230,8 +233,10 @@ class RemoteProxy:
         after a loss: timestamp order covers them, and the way back to the tree starts after
         the loss), the retired tree's labels are dropped."""
         buffered = self.next_labels if epoch == self.next_epoch and not after_loss else deque()
-        log.warning("proxy %s: the tree of epoch %d takes over from epoch %d (%s order, %d labels buffered)",
-                    self.region, epoch, self.epoch, self.mode, len(buffered))  # fmt: skip
+        held_ms = (time.monotonic() - self.buffering_since) * 1000 if self.next_epoch is not None else 0.0
+        log.warning("proxy %s: the tree of epoch %d takes over from epoch %d (%s order, %d labels "
+                    "buffered for %.0f ms)", self.region, epoch, self.epoch, self.mode, len(buffered),
+                    held_ms)  # fmt: skip
         if self.mode == "tree" and self.labels:
             raise AssertionError("the old tree's labels must all be delivered first")
         self.labels = deque()

@@ -1,0 +1,219 @@
+"""Visibility through online reconfigurations (paper §6.2): ``python -m loadtest.bench.reconfigure``.
+
+Runs a topology (default ``demo-3region``) with paced probe writes at every region, scrapes the
+regions' visibility histograms every ``--interval`` and, between steady phases, moves the
+running system to another tree (``--to``) and back with ``services.launcher reconfigure``'s
+procedure; last, it kills the running tree's serializers and then reconfigures (the paper's slower
+switch, through timestamp order). Prints per phase the updates made visible, their mean extra
+visibility (over each pair's bulk latency) and p99; ``--out`` writes JSON and a PNG timeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from causal_client import CausalClient
+from loadtest.bench.cluster import find_base_port, started, with_overrides
+from loadtest.bench.metrics import Pair, scrape_visibility
+from loadtest.bench.report import num, render_table, say, write_rows
+from loadtest.bench.stats import Histogram, to_ms
+from services import plan
+from services.launcher import reconfigure
+from services.topology import Topology
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Phase:
+    name: str
+    seconds: float
+    updates: int
+    extra_ms: float | None  # mean visibility minus each pair's bulk latency
+    p99_ms: float | None
+
+
+@dataclass
+class Sample:
+    t: float  # seconds since the first sample
+    updates: int
+    extra_ms: float | None
+
+
+class Prober:
+    """Paced writes at every region (open loop, ``rate`` per second each) until stopped."""
+
+    def __init__(self, topology: Topology, rate: float):
+        self.topology, self.rate = topology, rate
+        self.stopping = threading.Event()
+        self.threads = [
+            threading.Thread(target=self.run, args=(region,), daemon=True) for region in topology.region_names
+        ]
+
+    def run(self, region: str) -> None:
+        with CausalClient.connect(self.topology.client_address(region)) as client:
+            session, i, started_at = client.session(region), 0, time.perf_counter()
+            group = next(iter(self.topology.group_members))
+            while not self.stopping.is_set():
+                session.write(group, f"probe:{region}:{i % 100}", {"v": str(i)})
+                i += 1
+                self.stopping.wait(max(0.0, started_at + i / self.rate - time.perf_counter()))
+
+    def __enter__(self) -> Prober:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(30)
+
+
+Snapshot = dict[Pair, Histogram]
+
+
+def extra(topology: Topology, now: Snapshot, then: Snapshot) -> tuple[int, float | None]:
+    """Updates made visible between two snapshots, and their mean visibility over bulk latency."""
+    count, excess = 0.0, 0.0
+    for pair, histogram in now.items():
+        delta = histogram.minus(then.get(pair))
+        count += delta.count
+        excess += delta.sum - delta.count * topology.region_latency_ms(*pair) / 1000
+    return int(count), (excess / count * 1000 if count else None)
+
+
+def p99(now: Snapshot, then: Snapshot) -> float | None:
+    """The p99 of all pairs' visibility together (their histograms share buckets)."""
+    merged: dict[float, float] = {}
+    total_sum = total_count = 0.0
+    for pair, histogram in now.items():
+        delta = histogram.minus(then.get(pair))
+        for bound, cumulative in delta.buckets:
+            merged[bound] = merged.get(bound, 0.0) + cumulative
+        total_sum, total_count = total_sum + delta.sum, total_count + delta.count
+    return to_ms(Histogram(tuple(sorted(merged.items())), total_sum, total_count).quantile(0.99))
+
+
+class Recorder:
+    """Scrapes every ``interval`` in a thread: the timeline; and snapshots at phase boundaries."""
+
+    def __init__(self, topology: Topology, interval: float):
+        self.topology, self.interval = topology, interval
+        self.samples: list[Sample] = []
+        self.spans: list[tuple[str, float, float]] = []  # switches: (name, start, end)
+        self.phases: list[Phase] = []
+        self.stopping = threading.Event()
+        self.began = time.monotonic()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        last = scrape_visibility(self.topology)
+        while not self.stopping.wait(self.interval):
+            now = scrape_visibility(self.topology)
+            updates, excess = extra(self.topology, now, last)
+            self.samples.append(Sample(round(time.monotonic() - self.began, 3), updates, excess))
+            last = now
+
+    def phase(self, name: str, work, switch: bool = False) -> None:
+        """Runs ``work()`` as one phase; its visibility goes in the table (a switch: in the plot too)."""
+        say(f"  {name} ...")
+        then, started_at = scrape_visibility(self.topology), time.monotonic()
+        work()
+        ended = time.monotonic()
+        now = scrape_visibility(self.topology)
+        updates, excess = extra(self.topology, now, then)
+        self.phases.append(Phase(name, round(ended - started_at, 2), updates, excess, p99(now, then)))
+        if switch:
+            self.spans.append((name, started_at - self.began, ended - self.began))
+
+
+def run(topology: Topology, other: Topology, rate: float, steady_s: float, interval: float) -> Recorder:
+    with tempfile.TemporaryDirectory() as scratch, started(topology, Path(scratch)) as cluster:
+        recorder = Recorder(cluster.topology, interval)
+        names = {0: topology.name, 1: other.name}
+
+        def switch_to(target: Topology) -> None:
+            reconfigure.reconfigure(cluster, target, timeout=60, report=lambda line: say(f"    {line}"))
+
+        def slow_switch() -> None:
+            for spec in plan.serializers(cluster.topology, cluster.layout):
+                cluster.kill(spec.name)  # a crash: the regions fall back to timestamp order
+            time.sleep(0.5)
+            switch_to(other)
+
+        with Prober(cluster.topology, rate):
+            recorder.thread.start()
+            recorder.phase(f"steady on {names[0]}", lambda: time.sleep(steady_s))
+            recorder.phase(f"switch to {names[1]}", lambda: switch_to(other), switch=True)
+            recorder.phase(f"steady on {names[1]}", lambda: time.sleep(steady_s))
+            recorder.phase(f"switch back to {names[0]}", lambda: switch_to(topology), switch=True)
+            recorder.phase(f"steady on {names[0]}", lambda: time.sleep(steady_s))
+            recorder.phase(f"serializers killed, switch to {names[1]}", slow_switch, switch=True)
+            recorder.phase(f"steady on {names[1]}", lambda: time.sleep(steady_s))
+            recorder.stopping.set()
+            recorder.thread.join(10)
+        return recorder
+
+
+def plot(recorder: Recorder, title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    points = [(s.t, s.extra_ms) for s in recorder.samples if s.extra_ms is not None]
+    ax.plot([t for t, _ in points], [e for _, e in points], color="#1f77b4", lw=1.2,
+            label=f"mean extra visibility per {recorder.interval:g} s")  # fmt: skip
+    for i, (name, start, end) in enumerate(recorder.spans):
+        ax.axvspan(start, end, color=("#ffbb78" if "killed" not in name else "#ff9896"), alpha=0.5,
+                   label=name if i < 3 else None)  # fmt: skip
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("visibility minus bulk latency (ms)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.bench.reconfigure", description=(__doc__ or "").split("\n\n")[0]
+    )
+    parser.add_argument("--topology", default=str(ROOT / "topologies/demo-3region.toml"))
+    parser.add_argument("--to", default=str(ROOT / "topologies/demo-3region-nv.toml"), help="the other tree")
+    parser.add_argument("--rate", type=float, default=40.0, help="probe writes per second per region")
+    parser.add_argument("--steady", type=float, default=4.0, help="seconds of each steady phase")
+    parser.add_argument("--interval", type=float, default=0.25, help="seconds between scrapes (the plot)")
+    parser.add_argument("--out", help="directory for reconfigure.json and reconfigure.png")
+    args = parser.parse_args(argv)
+    topology = Topology.load(args.topology)
+    topology = with_overrides(topology, base_port=find_base_port(topology))
+    other = Topology.load(args.to)
+    say(f"{topology.name}: switching to {other.name} and back under {args.rate:g} writes/s per region ...")
+    recorder = run(topology, other, args.rate, args.steady, args.interval)
+    title = f"{topology.name}: visibility through online reconfigurations ({args.rate:g} writes/s per region)"
+    print(render_table(
+        title, ["phase", "seconds", "updates visible", "extra ms (mean)", "visibility p99 ms"],
+        [[p.name, f"{p.seconds:.2f}", str(p.updates), num(p.extra_ms, sign=True), num(p.p99_ms)]
+         for p in recorder.phases],
+    ))  # fmt: skip
+    write_rows(args.out, "reconfigure", recorder.phases)
+    if args.out:
+        write_rows(args.out, "reconfigure-timeline", recorder.samples)
+        plot(recorder, title, Path(args.out) / "reconfigure.png")
+        say(f"wrote {Path(args.out) / 'reconfigure.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
