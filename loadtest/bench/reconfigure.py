@@ -18,11 +18,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from causal_client import CausalClient
 from loadtest.bench.cluster import find_base_port, started, with_overrides
-from loadtest.bench.metrics import Pair, scrape_visibility
+from loadtest.bench.metrics import scrape_visibility
+from loadtest.bench.probing import Prober, extra, p99
 from loadtest.bench.report import num, render_table, say, write_rows
-from loadtest.bench.stats import Histogram, to_ms
 from services import plan
 from services.launcher import reconfigure
 from services.topology import Topology
@@ -44,61 +43,6 @@ class Sample:
     t: float  # seconds since the first sample
     updates: int
     extra_ms: float | None
-
-
-class Prober:
-    """Paced writes at every region (open loop, ``rate`` per second each) until stopped."""
-
-    def __init__(self, topology: Topology, rate: float):
-        self.topology, self.rate = topology, rate
-        self.stopping = threading.Event()
-        self.threads = [
-            threading.Thread(target=self.run, args=(region,), daemon=True) for region in topology.region_names
-        ]
-
-    def run(self, region: str) -> None:
-        with CausalClient.connect(self.topology.client_address(region)) as client:
-            session, i, started_at = client.session(region), 0, time.perf_counter()
-            group = next(iter(self.topology.group_members))
-            while not self.stopping.is_set():
-                session.write(group, f"probe:{region}:{i % 100}", {"v": str(i)})
-                i += 1
-                self.stopping.wait(max(0.0, started_at + i / self.rate - time.perf_counter()))
-
-    def __enter__(self) -> Prober:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        for thread in self.threads:
-            thread.join(30)
-
-
-Snapshot = dict[Pair, Histogram]
-
-
-def extra(topology: Topology, now: Snapshot, then: Snapshot) -> tuple[int, float | None]:
-    """Updates made visible between two snapshots, and their mean visibility over bulk latency."""
-    count, excess = 0.0, 0.0
-    for pair, histogram in now.items():
-        delta = histogram.minus(then.get(pair))
-        count += delta.count
-        excess += delta.sum - delta.count * topology.region_latency_ms(*pair) / 1000
-    return int(count), (excess / count * 1000 if count else None)
-
-
-def p99(now: Snapshot, then: Snapshot) -> float | None:
-    """The p99 of all pairs' visibility together (their histograms share buckets)."""
-    merged: dict[float, float] = {}
-    total_sum = total_count = 0.0
-    for pair, histogram in now.items():
-        delta = histogram.minus(then.get(pair))
-        for bound, cumulative in delta.buckets:
-            merged[bound] = merged.get(bound, 0.0) + cumulative
-        total_sum, total_count = total_sum + delta.sum, total_count + delta.count
-    return to_ms(Histogram(tuple(sorted(merged.items())), total_sum, total_count).quantile(0.99))
 
 
 class Recorder:
