@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from causal_client.wan import Link
 from causal_client.wire import shard_of
 from services.auth import redis_credentials
+from services.tuning import SaturnTuning
 
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -89,6 +90,8 @@ class Topology(_Strict):
     # Which tree this is: `services.launcher reconfigure` moves a running system to the next one
     # (paper §6.2); both run side by side meanwhile, so odd epochs' serializers take other ports.
     epoch: int = Field(default=0, ge=0)
+    # Saturn's timings that must agree with each other (services/tuning.py): the `[saturn]` table.
+    saturn: SaturnTuning = Field(default_factory=SaturnTuning)
     source: str = Field(default="<memory>", exclude=True)
 
     def data_shape(self) -> dict:

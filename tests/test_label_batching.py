@@ -15,14 +15,7 @@ from services import pressure
 from services.pressure import CpuPressure, some_total_us
 from services.region.store import RegionStore
 from services.saturn import label_sink
-from services.saturn.label_sink import (
-    BUSY_LINGER_S,
-    BUSY_RATE,
-    SATURATED_LINGER_S,
-    LabelSink,
-    MigrationWaker,
-    RateMeter,
-)
+from services.saturn.label_sink import LabelSink, MigrationWaker, RateMeter
 from services.topology import Topology
 
 PSI = "some avg10=1.00 avg60=2.00 avg300=3.00 total={}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n"
@@ -97,16 +90,18 @@ class Pressure:
 def test_the_sink_lingers_only_above_the_busy_rate_and_longer_when_saturated():
     topology = Topology.load(Path(__file__).parents[1] / "topologies" / "demo-3region.toml")
     sink = LabelSink(topology, "virginia")
-    slow, fast = int(BUSY_RATE * 0.1 * 0.5), int(BUSY_RATE * 0.1 * 2)  # in the meter's 0.1 s window
+    tuning = topology.saturn
+    # in the meter's 0.1 s window: half the busy rate, and twice it
+    slow, fast = int(tuning.busy_rate * 0.1 * 0.5), int(tuning.busy_rate * 0.1 * 2)
     sink.pressure = Pressure(saturated=True)
     assert sink.linger_s(slow) == 0.0, "below the busy rate labels go as they come, even saturated"
     time.sleep(0.11)
-    assert sink.linger_s(fast) == SATURATED_LINGER_S
+    assert sink.linger_s(fast) == tuning.saturated_linger_s
     sink.pressure = Pressure(saturated=False)
-    assert sink.linger_s(0) == BUSY_LINGER_S  # the fast ones are still in the window
+    assert sink.linger_s(0) == tuning.busy_linger_s  # the fast ones are still in the window
     time.sleep(0.11)
     assert sink.linger_s(0) == 0.0, "nothing flowing: nothing to wait for"
-    assert SATURATED_LINGER_S > BUSY_LINGER_S > 0
+    assert tuning.saturated_linger_s > tuning.busy_linger_s > 0
 
 
 def test_a_migration_label_cuts_the_linger_short(redis_url: str):

@@ -107,6 +107,24 @@ def test_a_small_valid_file_loads(tmp_path):
     assert topology.latency_ms_between("B", "A") == 20
 
 
+def test_saturn_timings_come_from_the_saturn_table(tmp_path):
+    """One validated place for the timings that must agree (services/tuning.py); the services
+    read them from the topology (the sink's batching here; tests/test_label_batching.py)."""
+    from services.saturn.label_sink import LabelSink
+
+    default = Topology.load(write(tmp_path, VALID)).saturn
+    assert default.tree_silence_s >= 3 * default.sink_heartbeat_s
+    table = "sink_heartbeat_s = 1.0\ntree_silence_s = 4.0\nbusy_rate = 10\nbusy_linger_s = 0.005\n"
+    text = VALID + "[saturn]\n" + table
+    tuned = Topology.load(write(tmp_path, text))
+    assert (tuned.saturn.sink_heartbeat_s, tuned.saturn.tree_silence_s) == (1.0, 4.0)
+    assert Topology.from_dict(tuned.model_dump()).saturn == tuned.saturn  # the launcher's JSON keeps it
+    data = tuned.model_dump() | {"protocol": "saturn", "serializers": [{"name": "s", "site": "A"}],
+                                 "tree": [{"a": "a", "b": "s"}, {"a": "b", "b": "s"}]}  # fmt: skip
+    sink = LabelSink(Topology.from_dict(data), "a")
+    assert sink.linger_s(5) == 0.005  # 50 labels/s in the meter's window: above busy_rate 10
+
+
 # -- malformed files -----------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("text", "expected"),
@@ -226,6 +244,22 @@ def test_a_small_valid_file_loads(tmp_path):
         pytest.param(
             HEADER + '[[regions]]\nname = "bad name!"\nsite = "A"\n', ["regions[0].name"], id="bad-name"
         ),
+        pytest.param(
+            VALID + "[saturn]\nsink_heartbeat_s = 1.0\n",
+            ["saturn", "tree_silence_s (1.5) must be at least 3 sink heartbeats"],
+            id="silence-under-3-heartbeats",
+        ),
+        pytest.param(
+            VALID + "[saturn]\nheartbeat_max_age_s = 1.2\n",
+            ["heartbeat_max_age_s (1.2) must stay below tree_silence_s minus one heartbeat (1)"],
+            id="slack-past-the-silence",
+        ),
+        pytest.param(
+            VALID + "[saturn]\nheartbeat_slack_s = 0.5\n", ["heartbeat_slack_s (0.5) must not"], id="slack"
+        ),
+        pytest.param(VALID + "[saturn]\nlink_retry_s = []\n", ["saturn.link_retry_s"], id="no-retry-delay"),
+        pytest.param(VALID + "[saturn]\ntree_silence = 2\n", ["saturn.tree_silence", "unknown"], id="typo"),
+        pytest.param(VALID + "[saturn]\nbusy_rate = -1\n", ["saturn.busy_rate"], id="negative-rate"),
     ],
 )
 def test_malformed_file_is_refused_naming_the_field(tmp_path, text, expected):

@@ -66,18 +66,21 @@ def test_slack_items_wait_for_company_and_leave_with_it_in_order():
 
 def test_only_fresh_heartbeat_batches_get_slack():
     from services.proto import saturn_pb2
-    from services.saturn.links import HEARTBEAT_MAX_AGE_S, HEARTBEAT_SLACK_S, heartbeat_slack
+    from services.saturn.links import heartbeat_slack
+    from services.tuning import SaturnTuning
+
+    tuning = SaturnTuning()
 
     link = Link(latency_ms=10)
     now_us = int(time.time() * 1e6)
     heartbeat = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src="a/sink", ts=now_us)
     update = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_UPDATE, src="a/0", ts=now_us, group="g")
     old = saturn_pb2.TreeLabel(
-        type=saturn_pb2.TREE_HEARTBEAT, src="b/sink", ts=now_us - int(HEARTBEAT_MAX_AGE_S * 1e6)
+        type=saturn_pb2.TREE_HEARTBEAT, src="b/sink", ts=now_us - int(tuning.heartbeat_max_age_s * 1e6)
     )
-    assert heartbeat_slack([heartbeat], link) == HEARTBEAT_SLACK_S
-    assert heartbeat_slack([heartbeat, update], link) == 0.0
-    assert heartbeat_slack([heartbeat, old], link) == 0.0  # the oldest decides
+    assert heartbeat_slack([heartbeat], link, tuning) == tuning.heartbeat_slack_s
+    assert heartbeat_slack([heartbeat, update], link, tuning) == 0.0
+    assert heartbeat_slack([heartbeat, old], link, tuning) == 0.0  # the oldest decides
 
 
 def test_zero_latency_link_adds_nothing():

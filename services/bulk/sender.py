@@ -28,12 +28,10 @@ GROUP, PAYLOAD = gears.GROUP_FIELD.encode(), gears.PAYLOAD_FIELD.encode()  # a b
 READ_COUNT = 512  # stream entries per batch at most
 WINDOW = 64  # batches in flight per destination
 # While the receiver asks for them (it orders updates by timestamp: Saturn's fallback, §6.1), an
-# idle gear sends this often an empty batch that tells how far its time got; its stable time, so
-# the visibility of remote updates while the tree is down, follows it. Otherwise none: each costs
-# a Lua call and a message at both ends.
-HEARTBEAT_S = 0.1
+# idle gear sends an empty batch every ``bulk_heartbeat_s`` (the topology's [saturn] table) that
+# tells how far its time got; its stable time, so the visibility of remote updates while the tree
+# is down, follows it. Otherwise none: each costs a Lua call and a message at both ends.
 IDLE_BLOCK_S = 0.5  # without heartbeats: how long a read of an idle stream blocks
-RETRY_S = (0.1, 0.2, 0.5, 1.0, 2.0)
 
 
 class GearShipper:
@@ -53,7 +51,7 @@ class GearShipper:
         self.heartbeats = False  # the receiver wants them (it says so on the ack stream)
 
     async def run(self, stop: asyncio.Event) -> None:
-        backoff = runtime.Backoff(RETRY_S)
+        backoff = runtime.Backoff(self.topology.saturn.bulk_retry_s)
         while not stop.is_set():
             try:
                 await self._session(stop)
@@ -118,7 +116,7 @@ class GearShipper:
         cursor = after_ts
         while not stop.is_set():
             await in_flight.acquire()
-            block_s = HEARTBEAT_S if self.heartbeats else IDLE_BLOCK_S
+            block_s = self.topology.saturn.bulk_heartbeat_s if self.heartbeats else IDLE_BLOCK_S
             entries = await self.shard.stream_after(gears.BULK_STREAM, cursor, READ_COUNT, block_s=block_s)
             if entries:
                 through = entries[-1][0]

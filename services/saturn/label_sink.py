@@ -8,7 +8,7 @@ Every 500 ms it sends a heartbeat label (to every region), so that proxies can t
 from a broken one and attaches elsewhere that present an update label never wait on a region that
 sends them nothing; not when labels that reach every region went out meanwhile (each heartbeat
 costs a few ms of CPU along the tree, so they are as rare as those two uses allow). Under load it
-lets labels gather between reads, so that one message carries many (see BUSY_RATE).
+lets labels gather between reads, so that one message carries many (see linger_s).
 Only labels some other region cares about leave the region (genuine partial replication).
 
 Online reconfiguration (paper §6.2): when the region's tree record (epochs.py) names a newer
@@ -37,19 +37,15 @@ from services.topology import Topology
 
 log = logging.getLogger("label-sink")
 
-HEARTBEAT_S = 0.5  # a heartbeat label goes up the tree this often (when no label reaches everyone)
 MERGE_TICK_S = 0.001  # several shards: how often stable time is recomputed (Saturn: 1 ms)
 LABEL = gears.LABEL_FIELD.encode()  # a label entry's field
 READ_COUNT = 1000
 # Batching: a label costs ~1 ms of CPU along the tree (a Python gRPC message and wake-ups at every
-# hop) whether it travels alone or with others. Below BUSY_RATE labels/s they go as they come;
-# above it they gather for BUSY_LINGER_S between reads, and for SATURATED_LINGER_S while the
+# hop) whether it travels alone or with others. Below busy_rate labels/s they go as they come;
+# above it they gather for busy_linger_s between reads, and for saturated_linger_s while the
 # machine's CPUs are saturated (services.pressure), where every message saved is CPU given back
 # and queueing dwarfs the wait. A migration label ends the wait at once (MigrationWaker).
 # Measured: docs/ARCHITECTURE.md, "Label batching" (why not at any rate when saturated, too).
-BUSY_RATE = 150.0
-BUSY_LINGER_S = 0.01
-SATURATED_LINGER_S = 0.02
 TRIM_EVERY_S = 1.0  # forwarded labels leave the stream, and the cursors are saved, this often
 STORE_RETRY_S = 0.2  # after a store error (a Redis restarting), the next try
 TREE_POLL_S = 0.05  # how often the tree record's epoch is read (a reconfiguration starts within it)
@@ -182,10 +178,12 @@ class LabelSink:
             await runtime.sleep_or_stop(stop, TREE_POLL_S)
 
     def linger_s(self, labels_read: int) -> float:
-        """How long to let labels gather before the next read (see BUSY_RATE)."""
-        if self.rate.add(labels_read) <= BUSY_RATE:
+        """How long to let labels gather before the next read (the module's comment on batching;
+        the rates and waits are the topology's [saturn] table)."""
+        tuning = self.topology.saturn
+        if self.rate.add(labels_read) <= tuning.busy_rate:
             return 0.0
-        return SATURATED_LINGER_S if self.pressure.saturated() else BUSY_LINGER_S
+        return tuning.saturated_linger_s if self.pressure.saturated() else tuning.busy_linger_s
 
     def wanted(self, label: saturn_pb2.TreeLabel) -> bool:
         if label.type == saturn_pb2.TREE_UPDATE:
@@ -213,9 +211,9 @@ class LabelSink:
         self.last_heard_everywhere = time.monotonic()
 
     def heartbeat_due(self) -> bool:
-        """Every region must hear from this one at least every HEARTBEAT_S; under load, labels
-        that reach every region do that, and heartbeats are left out."""
-        return time.monotonic() - self.last_heard_everywhere >= HEARTBEAT_S
+        """Every region must hear from this one at least every sink_heartbeat_s; under load,
+        labels that reach every region do that, and heartbeats are left out."""
+        return time.monotonic() - self.last_heard_everywhere >= self.topology.saturn.sink_heartbeat_s
 
     async def cursors(self) -> list[int]:
         """Where each shard's stream was forwarded up to before a restart (0 = never)."""
@@ -259,11 +257,12 @@ class LabelSink:
 
     async def pump_one(self, cursors: list[int], stop: asyncio.Event) -> None:
         """One shard: the stream is in ts order; forward it as it grows (blocking read), with a
-        heartbeat every HEARTBEAT_S even when busy (regions that get none of these labels still
+        heartbeat every sink_heartbeat_s even when busy (regions that get none of these labels still
         need to hear that time has passed here)."""
         gear = self.gears[0]
         while not stop.is_set():
-            wait_s = max(0.001, HEARTBEAT_S - (time.monotonic() - self.last_heard_everywhere))
+            period = self.topology.saturn.sink_heartbeat_s
+            wait_s = max(0.001, period - (time.monotonic() - self.last_heard_everywhere))
             self.waker.before_read()
             entries = await gear.stream_after(gears.LABEL_STREAM, cursors[0], READ_COUNT, block_s=wait_s)
             if entries:

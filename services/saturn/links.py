@@ -28,12 +28,10 @@ from causal_client.wan import DelayLine, Link
 from services import auth, runtime
 from services.proto import saturn_pb2, saturn_pb2_grpc
 from services.topology import Topology
+from services.tuning import SaturnTuning
 
 log = logging.getLogger("tree-link")
 
-RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
-HEARTBEAT_SLACK_S = 0.1  # per hop
-HEARTBEAT_MAX_AGE_S = 0.3  # in all: well under the 1.5 s of silence that means "tree down"
 #: "0" sends heartbeats without slack, to measure what it buys; see loadtest/bench.
 HEARTBEAT_SLACK_ENV = "SATURN_HEARTBEAT_SLACK"
 KNOWN_TYPES = frozenset(saturn_pb2.TreeLabelType.values())
@@ -46,15 +44,16 @@ Accepts = Callable[[str, int], Awaitable[str | None]]
 _SLACK_ON = os.environ.get(HEARTBEAT_SLACK_ENV, "1") != "0"
 
 
-def heartbeat_slack(labels: list[saturn_pb2.TreeLabel], link: Link) -> float:
+def heartbeat_slack(labels: list[saturn_pb2.TreeLabel], link: Link, tuning: SaturnTuning) -> float:
     """How much longer than the link's latency a batch may wait for company: heartbeats only
     need to arrive, and at seven regions they were most of an idle tree's messages (each costs a
-    wake-up per hop). Up to HEARTBEAT_SLACK_S per hop, and never past HEARTBEAT_MAX_AGE_S after
-    the heartbeat was made, so that liveness (TREE_SILENCE_S) is unaffected. Real labels: none."""
+    wake-up per hop). Up to ``heartbeat_slack_s`` per hop, and never past ``heartbeat_max_age_s``
+    after the heartbeat was made, so that liveness (``tree_silence_s``) is unaffected (the
+    topology's [saturn] table checks that they agree). Real labels: none."""
     if any(label.type != saturn_pb2.TREE_HEARTBEAT for label in labels) or not _SLACK_ON:
         return 0.0
     age_at_arrival = time.time() + link.latency_s - min(label.ts for label in labels) / 1e6
-    return min(HEARTBEAT_SLACK_S, max(0.0, HEARTBEAT_MAX_AGE_S - age_at_arrival))
+    return min(tuning.heartbeat_slack_s, max(0.0, tuning.heartbeat_max_age_s - age_at_arrival))
 
 
 class OutgoingLink:
@@ -64,6 +63,7 @@ class OutgoingLink:
         self.node = node
         self.neighbour = neighbour
         self.epoch = topology.epoch
+        self.tuning = topology.saturn
         self.retired = False  # a newer tree took over: once this stream ends, it is not re-opened
         self.endpoint = topology.tree_endpoint(neighbour)
         self.line: DelayLine[saturn_pb2.LabelBatch] = DelayLine(topology.wan_link(node, neighbour, tree=True))
@@ -77,7 +77,7 @@ class OutgoingLink:
     def send_batch(self, batch: saturn_pb2.LabelBatch) -> None:
         """Sends a batch as it is (a serializer forwards what it received without copying it)."""
         if batch.labels:
-            self.line.put(batch, heartbeat_slack(batch.labels, self.line.link))
+            self.line.put(batch, heartbeat_slack(batch.labels, self.line.link, self.tuning))
 
     def retire(self) -> None:
         """What was sent still goes; the link closes when its tree is taken down (a close now
@@ -85,7 +85,7 @@ class OutgoingLink:
         self.retired = True
 
     async def run(self, stop: asyncio.Event) -> None:
-        backoff = runtime.Backoff(RETRY_S)
+        backoff = runtime.Backoff(self.tuning.link_retry_s)
         while not stop.is_set():
             try:
                 await runtime.unless_stopped(stop, self._stream(stop))

@@ -9,7 +9,7 @@ order (heartbeats included): attaches wait on those (Alg. 1).
 
 Two modes:
 - ``tree``: Saturn's order. Labels at or below their origin's watermark are re-sent duplicates.
-- ``timestamp`` (§6.1): when some origin has been silent on the tree for ``TREE_SILENCE_S`` (a
+- ``timestamp`` (§6.1): when some origin has been silent on the tree for ``tree_silence_s`` (a
   serializer, sink or link is down: labels may have been lost), and at start-up (labels in flight
   before a restart are gone). Updates are applied in (ts, src) order up to the stable time, the
   least ``through_ts`` that bulk transfer has reported for every gear shipping here (senders send
@@ -71,7 +71,6 @@ MAX_RUN = 512  # labels applied per Redis call at most
 MAX_SCAN = 1024  # how far behind a waiting label the queue is searched for concurrent ones (§4.4)
 MAX_SKIPPED = 32  # ... stopping after this many labels in a row that must wait (the queue is
 #                   roughly in ts order, so a long run of them means few concurrent ones behind)
-TREE_SILENCE_S = 1.5  # an origin silent this long on the tree (3 heartbeats missed) = tree down
 CHECK_EVERY_S = 0.5  # with nothing arriving, the tree's silence is checked this often
 STORE_RETRY_S = 0.2  # after a store error (its Redis restarting), the next try
 SINK_POLL_S = 0.05  # during a reconfiguration: how often the own sink's epoch is read
@@ -345,7 +344,8 @@ class RemoteProxy:
     # -- modes -------------------------------------------------------------------------------
     def tree_silent(self) -> bool:
         now = time.monotonic()
-        return any(now - self.last_heard.get(o, 0.0) > TREE_SILENCE_S for o in self.origins)
+        silence = self.store.topology.saturn.tree_silence_s  # 3 heartbeats missed: the tree is down
+        return any(now - self.last_heard.get(o, 0.0) > silence for o in self.origins)
 
     def stable_time(self) -> int:
         """Every update shipped here with a ts at or below this has been received."""

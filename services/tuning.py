@@ -1,0 +1,65 @@
+"""Saturn's timings, in one validated object: the topology's optional ``[saturn]`` table.
+
+They must agree with each other: a proxy calls the tree down when an origin has been silent for
+``tree_silence_s``, so the sinks' heartbeats must come several times within it, and the slack a
+heartbeat may gather on its way must keep it well inside it. The defaults are what the
+measurements in docs/ARCHITECTURE.md ("Label batching", "Heartbeats") were taken with.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+HEARTBEATS_PER_SILENCE = 3  # a tree is down after this many missed sink heartbeats, not sooner
+
+
+class SaturnTuning(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: a sink's heartbeat label goes up the tree this often (unless labels that reach every
+    #: region went out meanwhile)
+    sink_heartbeat_s: float = Field(default=0.5, gt=0)
+    #: an origin silent this long on the tree means the tree is down: timestamp order (§6.1)
+    tree_silence_s: float = Field(default=1.5, gt=0)
+    #: how much longer than its link's latency a heartbeat may wait per hop, for company
+    heartbeat_slack_s: float = Field(default=0.1, ge=0)
+    #: and never past this age (made to arrival), so that liveness stays far from the silence
+    heartbeat_max_age_s: float = Field(default=0.3, gt=0)
+    #: a bulk sender's heartbeat period while a receiver orders by timestamp (its stable time)
+    bulk_heartbeat_s: float = Field(default=0.1, gt=0)
+    #: above this many labels/s, a sink lets labels gather between reads ...
+    busy_rate: float = Field(default=150.0, gt=0)
+    #: ... for this long
+    busy_linger_s: float = Field(default=0.01, ge=0)
+    #: ... or this long while the machine's CPUs are saturated
+    saturated_linger_s: float = Field(default=0.02, ge=0)
+    #: delays between a tree link's reconnection attempts (the last one repeats)
+    link_retry_s: tuple[float, ...] = Field(default=(0.05, 0.1, 0.2, 0.5, 1.0), min_length=1)
+    #: delays between a bulk sender's reconnection attempts (the last one repeats)
+    bulk_retry_s: tuple[float, ...] = Field(default=(0.1, 0.2, 0.5, 1.0, 2.0), min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SaturnTuning:
+        if self.tree_silence_s < HEARTBEATS_PER_SILENCE * self.sink_heartbeat_s:
+            raise ValueError(
+                f"tree_silence_s ({self.tree_silence_s:g}) must be at least {HEARTBEATS_PER_SILENCE} "
+                f"sink heartbeats ({HEARTBEATS_PER_SILENCE} * sink_heartbeat_s = "
+                f"{HEARTBEATS_PER_SILENCE * self.sink_heartbeat_s:g}): one late heartbeat must not "
+                "send every region to timestamp order"
+            )
+        if self.heartbeat_max_age_s >= self.tree_silence_s - self.sink_heartbeat_s:
+            raise ValueError(
+                f"heartbeat_max_age_s ({self.heartbeat_max_age_s:g}) must stay below tree_silence_s "
+                f"minus one heartbeat ({self.tree_silence_s - self.sink_heartbeat_s:g}): slack must "
+                "never make a live tree look silent"
+            )
+        if self.heartbeat_slack_s > self.heartbeat_max_age_s:
+            raise ValueError(
+                f"heartbeat_slack_s ({self.heartbeat_slack_s:g}) must not exceed heartbeat_max_age_s "
+                f"({self.heartbeat_max_age_s:g})"
+            )
+        if self.saturated_linger_s < self.busy_linger_s:
+            raise ValueError("saturated_linger_s must be at least busy_linger_s")
+        if any(d < 0 for d in (*self.link_retry_s, *self.bulk_retry_s)):
+            raise ValueError("retry delays must not be negative")
+        return self
