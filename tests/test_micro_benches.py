@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from loadtest.bench import proxy, reconfigure, serializer
+from loadtest.bench import fig4, fig6, proxy, reconfigure, serializer
 
 
 def test_the_serializer_bench_counts_every_label_through_a_real_serializer():
@@ -29,3 +29,24 @@ def test_the_reconfiguration_bench_measures_every_phase(tmp_path):
     phases = json.loads((tmp_path / "reconfigure.json").read_text())
     assert len(phases) == 7 and all(p["updates"] > 0 and p["extra_ms"] is not None for p in phases)
     assert (tmp_path / "reconfigure.png").stat().st_size > 0
+
+
+def test_fig4_runs_a_configuration_without_its_tree(tmp_path):
+    """P: the seven regions with every serializer killed once running; every proxy then orders
+    by timestamp, which waits for the farthest region: far slower than the link Ireland→Frankfurt."""
+    assert fig4.main(["--only", "P", "--quick", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "fig4.json").read_text())
+    assert len(rows) == 42 and all(r["updates"] > 0 for r in rows)
+    ireland_frankfurt = next(r for r in rows if (r["origin"], r["region"]) == ("ireland", "frankfurt"))
+    assert ireland_frankfurt["mean_ms"] > 100  # a 10 ms link
+    assert (tmp_path / "fig4-cdf.png").stat().st_size > 0 and (tmp_path / "fig4-pairs.png").stat().st_size > 0
+
+
+def test_fig6_raises_a_links_latency_at_run_time_and_the_better_tree_changes(tmp_path):
+    """The paper's Fig. 6 at two points: with nothing injected the serializer in Oregon (T1) is
+    better; with +125 ms on the 10 ms N. California-Oregon link, the one in Ireland (T2) is."""
+    assert fig6.main(["--delays", "0,125", "--quick", "--out", str(tmp_path)]) == 0
+    steps = {(s["configuration"], s["delay_ms"]): s for s in json.loads((tmp_path / "fig6.json").read_text())}
+    assert steps["eventual", 125.0]["mean_ms"] > steps["eventual", 0.0]["mean_ms"] + 20  # the raise shows
+    assert steps["T1", 0.0]["extra_ms"] < steps["T2", 0.0]["extra_ms"]
+    assert steps["T2", 125.0]["extra_ms"] < steps["T1", 125.0]["extra_ms"]

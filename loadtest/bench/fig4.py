@@ -22,7 +22,7 @@ from pathlib import Path
 
 from loadtest.bench.cluster import BenchError, find_base_port, started, with_overrides
 from loadtest.bench.metrics import Pair, scrape_visibility
-from loadtest.bench.probing import Prober, Snapshot, merged
+from loadtest.bench.probing import Prober, Snapshot, merged, wait_flowing
 from loadtest.bench.report import num, render_table, say, write_rows
 from loadtest.bench.stats import to_ms
 from services import plan
@@ -89,7 +89,7 @@ def measure(name: str, file: str, protocol: str, no_tree: bool, rate: float, sec
         if no_tree:
             without_tree(cluster)
         with Prober(cluster.topology, rate):
-            time.sleep(1.0)  # connections made, queues at their working level
+            wait_flowing(cluster.topology)
             then = scrape_visibility(cluster.topology)
             time.sleep(seconds)
             now = scrape_visibility(cluster.topology)

@@ -8,7 +8,7 @@ import threading
 import time
 
 from causal_client import CausalClient
-from loadtest.bench.metrics import Pair
+from loadtest.bench.metrics import Pair, scrape_visibility
 from loadtest.bench.stats import Histogram, to_ms
 from services.topology import Topology
 
@@ -44,6 +44,20 @@ class Prober:
 
 
 Snapshot = dict[Pair, Histogram]
+
+
+def wait_flowing(topology: Topology, settle_s: float = 2.0, timeout: float = 30.0) -> None:
+    """Until every pair has made an update visible, then ``settle_s`` more: a bulk sender may
+    still be in its reconnection backoff when the cluster reports healthy, and a measurement
+    started then would count the backlog it ships once connected."""
+    pairs = [(a, b) for a in topology.region_names for b in topology.region_names if a != b]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = scrape_visibility(topology)
+        if all(seen.get(pair) and seen[pair].count > 0 for pair in pairs):
+            break
+        time.sleep(0.2)
+    time.sleep(settle_s)
 
 
 def extra(topology: Topology, now: Snapshot, then: Snapshot) -> tuple[int, float | None]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from loadtest.bench.cluster import find_base_port, started, with_overrides
 from loadtest.bench.metrics import scrape_visibility
-from loadtest.bench.probing import Prober, extra, p99
+from loadtest.bench.probing import Prober, extra, p99, wait_flowing
 from loadtest.bench.report import num, render_table, say, write_rows
 from services import plan
 from services.launcher import reconfigure
@@ -58,6 +58,7 @@ class Recorder:
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def run(self) -> None:
+        self.began = time.monotonic()
         last = scrape_visibility(self.topology)
         while not self.stopping.wait(self.interval):
             now = scrape_visibility(self.topology)
@@ -93,6 +94,7 @@ def run(topology: Topology, other: Topology, rate: float, steady_s: float, inter
             switch_to(other)
 
         with Prober(cluster.topology, rate):
+            wait_flowing(cluster.topology)
             recorder.thread.start()
             recorder.phase(f"steady on {names[0]}", lambda: time.sleep(steady_s))
             recorder.phase(f"switch to {names[1]}", lambda: switch_to(other), switch=True)
