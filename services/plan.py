@@ -87,17 +87,19 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
 
 
 def serializers(t: Topology, layout: Layout) -> list[ProcessSpec]:
-    """The tree's serializers; those of a tree after the first (``reconfigure``) are named by
-    its epoch, as both trees run side by side during the switch."""
+    """The tree's serializers, each replica a process (``.r1``, ``.r2`` after the first); those
+    of a tree after the first (``reconfigure``) are named by its epoch, as both trees run side by
+    side during the switch."""
     prefix = "serializer." if t.epoch == 0 else f"serializer.e{t.epoch}."
     return [
         ProcessSpec(
-            f"{prefix}{sz.name}",
+            f"{prefix}{sz.name}" + (f".r{r}" if r else ""),
             [layout.python, "-m", "services.saturn.serializer",
-             "--topology", str(layout.topology_file), "--name", sz.name],
-            "grpc", t.serializer_port(sz.name), None, node=sz.name, host=t.node_host(sz.name),
+             "--topology", str(layout.topology_file), "--name", sz.name, "--index", str(r)],
+            "grpc", t.serializer_port(sz.name, r), None, node=sz.name, host=t.node_host(sz.name),
         )
         for sz in t.serializers
+        for r in range(sz.replicas)
     ]  # fmt: skip
 
 

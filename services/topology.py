@@ -27,6 +27,7 @@ HOST_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.:_-]{0,251}[A-Za-z0-9])?$"  # a DNS nam
 ALL_REGIONS = "*"
 # Serializers of odd epochs listen this far above even epochs' (both trees run during a switch).
 SERIALIZER_EPOCH_STRIDE = 32
+MAX_REPLICAS = 3
 
 
 class TopologyError(ValueError):
@@ -60,6 +61,9 @@ class Serializer(_Strict):
     site: str = Field(pattern=NAME_PATTERN)
     host: str | None = Field(default=None, pattern=HOST_PATTERN, description="where peers reach it")
     port: int | None = Field(default=None, ge=1, le=65535)
+    # A replica group at its site (serializer.py): labels keep flowing in the tree's order when
+    # one replica dies. Replica r listens on the serializer's port + r * (number of serializers).
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
 
 
 class TreeEdge(_Strict):
@@ -181,6 +185,12 @@ class Topology(_Strict):
                 raise ValueError(f"tree: region {region.name!r} must be a leaf (exactly one edge)")
 
     def _check_ports(self) -> None:
+        most = max((sz.replicas for sz in self.serializers), default=1)
+        if len(self.serializers) * most > SERIALIZER_EPOCH_STRIDE:
+            raise ValueError(
+                f"{len(self.serializers)} serializers with up to {most} replicas need more than the "
+                f"{SERIALIZER_EPOCH_STRIDE} ports a tree has"
+            )
         used: dict[tuple[str, int], str] = {}
         for owner, host, port in self.all_addresses():
             if (host, port) in used:
@@ -329,12 +339,16 @@ class Topology(_Strict):
     def metrics_url(self, region: str) -> str:
         return f"http://{self.node_host(region)}:{self.metrics_port(region)}/metrics"
 
-    def serializer_port(self, name: str) -> int:
+    def serializer_port(self, name: str, replica: int = 0) -> int:
         for i, s in enumerate(self.serializers):
             if s.name == name:
                 first = self.base_port + 20 * len(self.regions) + SERIALIZER_EPOCH_STRIDE * (self.epoch % 2)
-                return s.port or first + i
+                return (s.port or first + i) + replica * len(self.serializers)
         raise TopologyError(f"{self.source}: unknown serializer {name!r}")
+
+    def replicas(self, node: str) -> int:
+        """How many replicas a tree node runs (a region: 1)."""
+        return next((s.replicas for s in self.serializers if s.name == node), 1)
 
     def frontend_endpoint(self, region: str) -> str:
         return f"{self.node_host(region)}:{self.frontend_port(region)}"
@@ -439,9 +453,14 @@ class Topology(_Strict):
     def tree_endpoint(self, node: str) -> str:
         """Where a tree node receives labels: a serializer's port, or a region's replication
         endpoint (the bulk receiver's server, which also hosts the remote proxy)."""
+        return self.tree_endpoints(node)[0]
+
+    def tree_endpoints(self, node: str) -> list[str]:
+        """Every replica's ``tree_endpoint`` (one but for a serializer with replicas)."""
         if node in self.region_names:
-            return self.bulk_endpoint(node)
-        return f"{self.node_host(node)}:{self.serializer_port(node)}"
+            return [self.bulk_endpoint(node)]
+        host = self.node_host(node)
+        return [f"{host}:{self.serializer_port(node, r)}" for r in range(self.replicas(node))]
 
     def tree_path_ms(self, a: str, b: str) -> float:
         """Label travel time from region a to region b along the tree (links plus delays)."""
@@ -479,7 +498,11 @@ class Topology(_Strict):
                 (f"{r.name}.broker", r.name, self.broker_port(r.name)),
             ]
             ports += [(f"{r.name}.redis{k}", r.name, self.redis_port(r.name, k)) for k in range(r.shards)]
-        ports += [(f"serializer {s.name}", s.name, self.serializer_port(s.name)) for s in self.serializers]
+        ports += [
+            (f"serializer {s.name}" + (f" replica {r}" if r else ""), s.name, self.serializer_port(s.name, r))
+            for s in self.serializers
+            for r in range(s.replicas)
+        ]
         return ports
 
 

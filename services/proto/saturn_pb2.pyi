@@ -37,18 +37,24 @@ class TreeLabel(_message.Message):
     def __init__(self, type: _Optional[_Union[TreeLabelType, str]] = ..., src: _Optional[str] = ..., ts: _Optional[int] = ..., target: _Optional[str] = ..., group: _Optional[str] = ..., outside_order: _Optional[bool] = ...) -> None: ...
 
 class LabelBatch(_message.Message):
-    __slots__ = ("labels",)
+    __slots__ = ("labels", "seq")
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     labels: _containers.RepeatedCompositeFieldContainer[TreeLabel]
-    def __init__(self, labels: _Optional[_Iterable[_Union[TreeLabel, _Mapping]]] = ...) -> None: ...
+    seq: int
+    def __init__(self, labels: _Optional[_Iterable[_Union[TreeLabel, _Mapping]]] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("node", "epoch")
+    __slots__ = ("node", "epoch", "resumable", "incarnation")
     NODE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RESUMABLE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     node: str
     epoch: int
-    def __init__(self, node: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+    resumable: bool
+    incarnation: str
+    def __init__(self, node: _Optional[str] = ..., epoch: _Optional[int] = ..., resumable: _Optional[bool] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class TreeMessage(_message.Message):
     __slots__ = ("hello", "batch")
@@ -61,3 +67,63 @@ class TreeMessage(_message.Message):
 class DeliverReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class LogEntry(_message.Message):
+    __slots__ = ("pos", "source", "source_incarnation", "source_seq", "batch")
+    POS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    pos: int
+    source: str
+    source_incarnation: str
+    source_seq: int
+    batch: LabelBatch
+    def __init__(self, pos: _Optional[int] = ..., source: _Optional[str] = ..., source_incarnation: _Optional[str] = ..., source_seq: _Optional[int] = ..., batch: _Optional[_Union[LabelBatch, _Mapping]] = ...) -> None: ...
+
+class SourcePosition(_message.Message):
+    __slots__ = ("source", "incarnation", "seq")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    incarnation: str
+    seq: int
+    def __init__(self, source: _Optional[str] = ..., incarnation: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class FollowStart(_message.Message):
+    __slots__ = ("log_id", "next_pos", "sources")
+    LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_POS_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    log_id: str
+    next_pos: int
+    sources: _containers.RepeatedCompositeFieldContainer[SourcePosition]
+    def __init__(self, log_id: _Optional[str] = ..., next_pos: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[SourcePosition, _Mapping]]] = ...) -> None: ...
+
+class LogMessage(_message.Message):
+    __slots__ = ("start", "entry")
+    START_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    start: FollowStart
+    entry: LogEntry
+    def __init__(self, start: _Optional[_Union[FollowStart, _Mapping]] = ..., entry: _Optional[_Union[LogEntry, _Mapping]] = ...) -> None: ...
+
+class FollowRequest(_message.Message):
+    __slots__ = ("replica", "acked")
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    ACKED_FIELD_NUMBER: _ClassVar[int]
+    replica: int
+    acked: int
+    def __init__(self, replica: _Optional[int] = ..., acked: _Optional[int] = ...) -> None: ...
+
+class RoleRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RoleReply(_message.Message):
+    __slots__ = ("primary",)
+    PRIMARY_FIELD_NUMBER: _ClassVar[int]
+    primary: bool
+    def __init__(self, primary: _Optional[bool] = ...) -> None: ...

@@ -101,3 +101,119 @@ class TreeNode:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class ReplicaGroupStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Role = channel.unary_unary(
+                '/causal.saturn.v1.ReplicaGroup/Role',
+                request_serializer=saturn__pb2.RoleRequest.SerializeToString,
+                response_deserializer=saturn__pb2.RoleReply.FromString,
+                _registered_method=True)
+        self.Follow = channel.stream_stream(
+                '/causal.saturn.v1.ReplicaGroup/Follow',
+                request_serializer=saturn__pb2.FollowRequest.SerializeToString,
+                response_deserializer=saturn__pb2.LogMessage.FromString,
+                _registered_method=True)
+
+
+class ReplicaGroupServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Role(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Follow(self, request_iterator, context):
+        """A backup's acknowledgements up, the primary's log down (from the moment it joined).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ReplicaGroupServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Role': grpc.unary_unary_rpc_method_handler(
+                    servicer.Role,
+                    request_deserializer=saturn__pb2.RoleRequest.FromString,
+                    response_serializer=saturn__pb2.RoleReply.SerializeToString,
+            ),
+            'Follow': grpc.stream_stream_rpc_method_handler(
+                    servicer.Follow,
+                    request_deserializer=saturn__pb2.FollowRequest.FromString,
+                    response_serializer=saturn__pb2.LogMessage.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'causal.saturn.v1.ReplicaGroup', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('causal.saturn.v1.ReplicaGroup', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ReplicaGroup:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Role(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/causal.saturn.v1.ReplicaGroup/Role',
+            saturn__pb2.RoleRequest.SerializeToString,
+            saturn__pb2.RoleReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Follow(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/causal.saturn.v1.ReplicaGroup/Follow',
+            saturn__pb2.FollowRequest.SerializeToString,
+            saturn__pb2.LogMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

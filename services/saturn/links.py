@@ -20,6 +20,8 @@ import asyncio
 import logging
 import os
 import time
+import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 import grpc
@@ -36,6 +38,9 @@ log = logging.getLogger("tree-link")
 HEARTBEAT_SLACK_ENV = "SATURN_HEARTBEAT_SLACK"
 KNOWN_TYPES = frozenset(saturn_pb2.TreeLabelType.values())
 ACCEPTED = "tree-link-accepted"  # initial metadata of a link the receiver took: labels may flow
+LAST_SEQ = "tree-link-last-seq"  # ... and, on a resumable link, the last batch it has from the sender
+RESEND_KEEP_S = 10.0  # a resumable link keeps what it sent this long, to resend after a failover
+FAILOVER_S = 0.02  # a resumable link whose receiver failed tries the next replica after this
 OnBatch = Callable[[str, saturn_pb2.LabelBatch, int], Awaitable[None] | None]  # sender, batch, epoch
 OnLost = Callable[[str, int], None]  # sender, epoch
 #: Whether a (sender, epoch) may open a link here: None if so, else why not.
@@ -57,15 +62,30 @@ def heartbeat_slack(labels: list[saturn_pb2.TreeLabel], link: Link, tuning: Satu
 
 
 class OutgoingLink:
-    """The sending end of the tree link ``node → neighbour``; reconnects after failures."""
+    """The sending end of the tree link ``node → neighbour``; reconnects after failures.
 
-    def __init__(self, topology: Topology, node: str, neighbour: str):
+    Resumable (towards a replica group, or from one: ``resumable``): every batch is numbered,
+    and what was sent is kept for ``RESEND_KEEP_S``; a new stream starts after the last number
+    the receiver reports having, so a replica's death loses nothing. The neighbour's replicas
+    are tried in turn (a backup refuses: only the primary takes labels). Should the receiver
+    lack something no longer kept, a gap label goes first (labels may have been lost)."""
+
+    def __init__(
+        self, topology: Topology, node: str, neighbour: str, resumable: bool | None = None,
+        incarnation: str | None = None,
+    ):  # fmt: skip
         self.node = node
         self.neighbour = neighbour
         self.epoch = topology.epoch
         self.tuning = topology.saturn
         self.retired = False  # a newer tree took over: once this stream ends, it is not re-opened
-        self.endpoint = topology.tree_endpoint(neighbour)
+        self.endpoints = topology.tree_endpoints(neighbour)
+        self.endpoint = self.endpoints[0]
+        self.resumable = topology.replicas(neighbour) > 1 if resumable is None else resumable
+        self.incarnation = incarnation or uuid.uuid4().hex
+        self.seq = 0  # the last number given (resumable)
+        self.kept: deque[tuple[int, float, saturn_pb2.LabelBatch]] = deque()  # (seq, when, batch) sent
+        self.trimmed_through = 0  # the last seq no longer kept
         self.line: DelayLine[saturn_pb2.LabelBatch] = DelayLine(topology.wan_link(node, neighbour, tree=True))
         self.connected = asyncio.Event()
         self.sent_batches = 0
@@ -74,19 +94,59 @@ class OutgoingLink:
         if labels:
             self.send_batch(saturn_pb2.LabelBatch(labels=labels))
 
-    def send_batch(self, batch: saturn_pb2.LabelBatch) -> None:
-        """Sends a batch as it is (a serializer forwards what it received without copying it)."""
-        if batch.labels:
-            self.line.put(batch, heartbeat_slack(batch.labels, self.line.link, self.tuning))
+    def send_batch(self, batch: saturn_pb2.LabelBatch, seq: int | None = None) -> None:
+        """Sends a batch as it is (a serializer forwards what it received without copying it);
+        on a resumable link numbered ``seq`` (a replica group's log position) or the next number."""
+        if not batch.labels:
+            return
+        if self.resumable:
+            batch = self._numbered(batch, seq)
+        self.line.put(batch, heartbeat_slack(batch.labels, self.line.link, self.tuning))
+
+    def _numbered(self, batch: saturn_pb2.LabelBatch, seq: int | None) -> saturn_pb2.LabelBatch:
+        self.seq = seq if seq is not None else self.seq + 1
+        if batch.seq == self.seq:
+            return batch
+        numbered = saturn_pb2.LabelBatch()  # the batch may be shared with other links: a copy
+        numbered.CopyFrom(batch)
+        numbered.seq = self.seq
+        return numbered
+
+    def preload(self, batches: list[tuple[int, saturn_pb2.LabelBatch]]) -> None:
+        """A replica taking over: what its log holds counts as sent (the old primary may have
+        sent it): the next stream resends whatever of it the receiver lacks."""
+        now = time.monotonic()
+        self.kept.extend((seq, now, self._numbered(batch, seq)) for seq, batch in batches if batch.labels)
 
     def retire(self) -> None:
         """What was sent still goes; the link closes when its tree is taken down (a close now
         would tell every region behind it that labels may be lost)."""
         self.retired = True
 
+    def _keep(self, batches: list[saturn_pb2.LabelBatch]) -> None:
+        now = time.monotonic()
+        for batch in batches:
+            if not self.kept or batch.seq > self.kept[-1][0]:
+                self.kept.append((batch.seq, now, batch))
+        while self.kept and now - self.kept[0][1] > RESEND_KEEP_S:
+            self.trimmed_through = self.kept.popleft()[0]
+
+    def _resume_after(self, last: int) -> None:
+        """The receiver has everything up to ``last``: what was sent after it goes again first."""
+        again = [batch for seq, _, batch in self.kept if seq > last]
+        if last < self.trimmed_through:
+            log.warning("%s → %s: the receiver lacks batches after %d, no longer kept: a gap goes first",
+                        self.node, self.neighbour, last)  # fmt: skip
+            gap = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_GAP, src=self.node)
+            again.insert(0, saturn_pb2.LabelBatch(labels=[gap]))  # unnumbered: never dropped
+        if again:
+            self.line.put_back(again)
+
     async def run(self, stop: asyncio.Event) -> None:
         backoff = runtime.Backoff(self.tuning.link_retry_s)
+        attempt = 0
         while not stop.is_set():
+            self.endpoint = self.endpoints[attempt % len(self.endpoints)]
             try:
                 await runtime.unless_stopped(stop, self._stream(stop))
                 backoff.reset()
@@ -96,10 +156,14 @@ class OutgoingLink:
                     return
                 if self.connected.is_set():
                     backoff.reset()  # it had worked: retry fast (proxies fall back after 0.3 s)
-                delay = backoff.next_delay()
+                attempt += 1
+                if len(self.endpoints) > 1 and attempt % len(self.endpoints):
+                    delay = FAILOVER_S  # another replica first, at once
+                else:
+                    delay = backoff.next_delay()
                 if not stop.is_set():
-                    log.warning("%s → %s: %s %s; retrying in %.2fs", self.node, self.neighbour,
-                                exc.code().name, exc.details(), delay)  # fmt: skip
+                    log.warning("%s → %s (%s): %s %s; retrying in %.2fs", self.node, self.neighbour,
+                                self.endpoint, exc.code().name, exc.details(), delay)  # fmt: skip
                 await runtime.sleep_or_stop(stop, delay)
             finally:
                 self.connected.clear()
@@ -111,9 +175,11 @@ class OutgoingLink:
         line, where it would take a batch from the next stream and lose it)."""
         accepted = asyncio.Event()
         ended = False
+        hello = saturn_pb2.Hello(node=self.node, epoch=self.epoch, resumable=self.resumable,
+                                 incarnation=self.incarnation)  # fmt: skip
 
         async def messages():
-            yield saturn_pb2.TreeMessage(hello=saturn_pb2.Hello(node=self.node, epoch=self.epoch))
+            yield saturn_pb2.TreeMessage(hello=hello)
             await accepted.wait()
             if ended:
                 return
@@ -125,17 +191,22 @@ class OutgoingLink:
                     self.line.put_back(due)
                     return
                 self.sent_batches += 1
+                if self.resumable:
+                    self._keep(due)
                 if len(due) == 1:
                     yield saturn_pb2.TreeMessage(batch=due[0])
-                else:  # batches that piled up go as one, in order
-                    merged = saturn_pb2.LabelBatch(labels=[x for b in due for x in b.labels])
-                    yield saturn_pb2.TreeMessage(batch=merged)
+                else:  # batches that piled up go as one, in order (numbered as the last)
+                    labels = [x for b in due for x in b.labels]
+                    yield saturn_pb2.TreeMessage(batch=saturn_pb2.LabelBatch(labels=labels, seq=due[-1].seq))
 
         async with grpc.aio.insecure_channel(self.endpoint, options=runtime.GRPC_OPTIONS) as channel:
             await channel.channel_ready()
             call = saturn_pb2_grpc.TreeNodeStub(channel).Deliver(messages(), metadata=auth.call_metadata())
             try:
-                if (ACCEPTED, "1") in tuple(await call.initial_metadata() or ()):
+                metadata = dict(tuple(await call.initial_metadata() or ()))
+                if metadata.get(ACCEPTED) == "1":
+                    if self.resumable:
+                        self._resume_after(int(metadata.get(LAST_SEQ, "0")))
                     accepted.set()
                 await call  # raises the stream's error (a refusal's too)
             finally:
@@ -143,17 +214,41 @@ class OutgoingLink:
                 accepted.set()
 
 
+class Positions:
+    """Per resumable sender, its incarnation and the last batch number taken from it. A replica
+    group keeps this in its replicated log, so that a backup taking over knows it too."""
+
+    def __init__(self) -> None:
+        self.by_sender: dict[str, tuple[str, int]] = {}
+
+    def get(self, sender: str) -> tuple[str, int] | None:
+        return self.by_sender.get(sender)
+
+    def note(self, sender: str, incarnation: str, seq: int) -> None:
+        self.by_sender[sender] = (incarnation, seq)
+
+
 class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
     """The receiving end of every link into a node: hands each batch, with its sender and the
     link's epoch, on. ``accepts`` says which senders may open a link (a serializer: its tree
-    neighbours, at its epoch; a proxy: its parent in a tree it knows)."""
+    neighbours, at its epoch; a proxy: its parent in a tree it knows).
 
-    def __init__(self, node: str, accepts: Accepts, on_batch: OnBatch, on_lost: OnLost | None = None):
+    A link ending, or opened again, may have lost labels: ``on_lost`` is told, except for a
+    resumable sender (links.py's OutgoingLink), which resumes after the last batch this end
+    reports; it is told only when the sender comes back as another incarnation (what the old
+    one kept is gone). Batches a resumable sender sends again are dropped here."""
+
+    def __init__(
+        self, node: str, accepts: Accepts, on_batch: OnBatch, on_lost: OnLost | None = None,
+        positions: Positions | None = None,
+    ):  # fmt: skip
         self.node = node
         self.accepts = accepts
         self.on_batch = on_batch
         self.on_lost = on_lost  # told of a link from a neighbour that may have lost labels
+        self.positions = positions or Positions()
         self.streams_opened: dict[tuple[str, int], int] = {}  # per (neighbour, epoch), since start
+        self.duplicates = 0  # batches a resumable sender sent again, dropped
 
     async def Deliver(self, request_iterator, context: grpc.aio.ServicerContext):
         first = await anext(request_iterator, None)
@@ -161,26 +256,38 @@ class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
             return saturn_pb2.DeliverReply()
         if first.WhichOneof("kind") != "hello":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a hello")
-        sender, epoch = first.hello.node, first.hello.epoch
+        hello = first.hello
+        sender, epoch = hello.node, hello.epoch
         refusal = await self.accepts(sender, epoch)
         if refusal is not None:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, refusal)
-        await context.send_initial_metadata(((ACCEPTED, "1"),))
         opened = self.streams_opened.get((sender, epoch), 0)
         self.streams_opened[sender, epoch] = opened + 1
-        log.info("%s ← %s: link open (epoch %d)", self.node, sender, epoch)
-        if opened:  # re-opened: whatever the old stream still carried may be gone
-            self.lost(sender, epoch)
+        if hello.resumable:
+            known = self.positions.get(sender)
+            last = known[1] if known and known[0] == hello.incarnation else 0
+            if known and known[0] != hello.incarnation:  # what the old incarnation kept is gone
+                self.lost(sender, epoch)
+            self.positions.note(sender, hello.incarnation, last)
+            await context.send_initial_metadata(((ACCEPTED, "1"), (LAST_SEQ, str(last))))
+        else:
+            await context.send_initial_metadata(((ACCEPTED, "1"),))
+            if opened:  # re-opened: whatever the old stream still carried may be gone
+                self.lost(sender, epoch)
+        log.info("%s ← %s: link open (epoch %d%s)", self.node, sender, epoch,
+                 f", resuming after {last}" if hello.resumable else "")  # fmt: skip
         try:
-            await self._consume(sender, epoch, request_iterator, context)
+            await self._consume(sender, epoch, hello, request_iterator, context)
         finally:
             log.info("%s ← %s: link closed (epoch %d)", self.node, sender, epoch)
-            self.lost(sender, epoch)
+            if not hello.resumable:
+                self.lost(sender, epoch)
         return saturn_pb2.DeliverReply()
 
     async def _consume(
-        self, sender: str, epoch: int, request_iterator, context: grpc.aio.ServicerContext
-    ) -> None:
+        self, sender: str, epoch: int, hello: saturn_pb2.Hello, request_iterator,
+        context: grpc.aio.ServicerContext,
+    ) -> None:  # fmt: skip
         async for message in request_iterator:
             if message.WhichOneof("kind") != "batch":
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected label batches after hello")
@@ -189,6 +296,13 @@ class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
                     await context.abort(
                         grpc.StatusCode.INVALID_ARGUMENT, f"label of unknown type {label.type} from {sender}"
                     )
+            seq = message.batch.seq
+            if hello.resumable and seq:
+                known = self.positions.get(sender)
+                if known and known[0] == hello.incarnation and seq <= known[1]:
+                    self.duplicates += 1
+                    continue
+                self.positions.note(sender, hello.incarnation, seq)
             result = self.on_batch(sender, message.batch, epoch)
             if asyncio.iscoroutine(result):
                 await result

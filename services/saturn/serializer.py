@@ -10,6 +10,7 @@ import logging
 from services import runtime
 from services.proto import saturn_pb2, saturn_pb2_grpc
 from services.saturn.links import OutgoingLink, TreeNodeServicer, neighbours_at
+from services.saturn.replicas import Replica
 from services.topology import Topology
 
 log = logging.getLogger("serializer")
@@ -70,6 +71,9 @@ class Router:
 
 async def serve(topology: Topology, name: str, index: int, stop: asyncio.Event) -> None:
     router = Router(topology, name)
+    if topology.replicas(name) > 1:
+        await serve_replica(topology, name, index, stop, router)
+        return
     links = {n: OutgoingLink(topology, name, n) for n in router.neighbours}
 
     def forward(source: str, batch: saturn_pb2.LabelBatch, epoch: int = topology.epoch) -> None:
@@ -96,6 +100,63 @@ async def serve(topology: Topology, name: str, index: int, stop: asyncio.Event) 
 
 def main() -> None:
     runtime.service_main("serializer: forwards labels along the Saturn tree", serve, node_flag="--name")
+
+
+
+async def serve_replica(
+    topology: Topology, name: str, index: int, stop: asyncio.Event, router: Router
+) -> None:
+    """Replica ``index`` of a serializer's group (replicas.py): takes labels and forwards them
+    only while it is the primary."""
+    links: dict[str, OutgoingLink] = {}
+    running: list[asyncio.Task] = []
+
+    def forward(entry: saturn_pb2.LogEntry) -> None:
+        for neighbour, part in router.route(entry.source, entry.batch).items():
+            links[neighbour].send_batch(part, seq=entry.pos)
+
+    def take_over() -> None:
+        """Links numbered by the log, holding it as sent: each resends what its receiver lacks."""
+        for neighbour in router.neighbours:
+            links[neighbour] = OutgoingLink(
+                topology, name, neighbour, resumable=True, incarnation=replica.log.log_id
+            )
+        held: dict[str, list[tuple[int, saturn_pb2.LabelBatch]]] = {n: [] for n in links}
+        for entry in replica.log.entries:
+            for neighbour, part in router.route(entry.source, entry.batch).items():
+                held[neighbour].append((entry.pos, part))
+        for neighbour, link in links.items():
+            link.preload(held[neighbour])
+            running.append(asyncio.create_task(link.run(stop)))
+        log.info("%s#%d is the primary (log %s, position %d)", name, index, replica.log.log_id[:8],
+                 replica.log.next_pos)  # fmt: skip
+
+    replica = Replica(topology, name, index, forward, take_over)
+    among_neighbours = neighbours_at(name, topology)
+
+    async def accepts(sender: str, epoch: int) -> str | None:
+        if not replica.primary:
+            return f"{name}#{index} is a backup: labels go to the primary"
+        return await among_neighbours(sender, epoch)
+
+    def lost(source: str, epoch: int) -> None:
+        log.warning("%s#%d: %s came back as another incarnation; a gap label follows", name, index, source)
+        gap = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_GAP, src=name)
+        replica.append(source, saturn_pb2.LabelBatch(labels=[gap]))
+
+    server, health = runtime.new_server(topology.serializer_port(name, index), topology.bind_host(name))
+    servicer = TreeNodeServicer(name, accepts, lambda source, batch, epoch: replica.append(source, batch),
+                                on_lost=lost, positions=replica.log.sources)  # fmt: skip
+    saturn_pb2_grpc.add_TreeNodeServicer_to_server(servicer, server)
+    saturn_pb2_grpc.add_ReplicaGroupServicer_to_server(replica, server)
+    await server.start()
+    runtime.mark_serving(health)
+    log.info("serializer %s replica %d (epoch %d) on port %d", name, index, topology.epoch,
+             topology.serializer_port(name, index))  # fmt: skip
+    await replica.run(stop)
+    await stop.wait()
+    await asyncio.gather(*running)
+    await server.stop(grace=1)
 
 
 if __name__ == "__main__":

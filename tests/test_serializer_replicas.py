@@ -1,0 +1,80 @@
+"""A serializer as a replica group (services/saturn/replicas.py): killing a replica mid-stream
+(SIGKILL, the primary included) keeps labels flowing in the tree's order. No region falls back to
+timestamp order, no update is lost or applied twice, causality holds."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from conftest import TOPOLOGIES, eventually, metric_sum
+from test_saturn_faults import Writer, causal_rounds, proxy_mode
+
+from services.topology import Topology
+
+
+def replicated(replicas: int = 2) -> dict:
+    data = Topology.load(TOPOLOGIES / "causality-3region.toml").model_dump()
+    data["serializers"][0]["replicas"] = replicas
+    return data
+
+
+class ModeWatch:
+    """Samples b's and c's proxy mode every 50 ms: any 0 is a fall back to timestamp order."""
+
+    def __init__(self, cluster):
+        self.cluster, self.samples, self.stopping = cluster, [], False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stopping:
+            self.samples.append(min(proxy_mode(self.cluster, r) for r in "bc"))
+            time.sleep(0.05)
+
+    def stop(self) -> list[float]:
+        self.stopping = True
+        self.thread.join(5)
+        return self.samples
+
+
+def test_killing_each_replica_mid_stream_loses_nothing_and_keeps_tree_order(launch, client_for):
+    cluster = launch(replicated())
+    assert {"serializer.s-b", "serializer.s-b.r1"} <= set(cluster.processes)
+    client = client_for(cluster)
+    reader = client.session("c")
+    before = metric_sum(cluster, "c", "causal_remote_updates_applied_total", region="c", origin="a")
+    writer = Writer(client, 1500).start()
+    watch = ModeWatch(cluster)
+    for victim, at in (("serializer.s-b", 300), ("serializer.s-b.r1", 800)):  # one is the primary
+        eventually(lambda at=at: writer.done >= at, timeout=60)
+        cluster.kill(victim)
+        time.sleep(1.0)
+        assert writer.done < writer.n, "the kill must land in the middle of the stream"
+        cluster.restart(victim)
+        time.sleep(1.0)  # it follows the primary now
+    writer.thread.join(120)
+    eventually(lambda: len(reader.read("all", writer.row)) == writer.n, timeout=60)
+    row = reader.read("all", writer.row)
+    assert [c.column for c in row] == [f"u{i:05d}" for i in range(writer.n)]
+    eventually(lambda: reader.read("all", writer.row + ":n").counter("count") >= writer.n, timeout=30)
+    assert reader.read("all", writer.row + ":n").counter("count") == writer.n
+    applied = metric_sum(cluster, "c", "causal_remote_updates_applied_total", region="c", origin="a") - before
+    assert applied == 2 * writer.n, "every update applied exactly once at c"
+    samples = watch.stop()
+    assert samples and min(samples) == 1, "a region fell back to timestamp order"
+    assert causal_rounds(client, 3)[0] == 0
+
+
+def test_causal_chains_hold_across_a_primary_kill(launch, client_for):
+    """x in a, read in b, answered by y in b: c never shows y without x while replicas die."""
+    cluster = launch(replicated(3))
+    client = client_for(cluster)
+    violations = 0
+    for victim in ("serializer.s-b", "serializer.s-b.r1", "serializer.s-b.r2"):
+        cluster.kill(victim)
+        found, _ = causal_rounds(client, 4)
+        violations += found
+        cluster.restart(victim)
+    assert violations == 0
+    assert min(proxy_mode(cluster, r) for r in "abc") == 1
