@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from loadtest.bench import fig4, fig6, proxy, reconfigure, serializer
+from loadtest.bench import failover, fig4, fig6, proxy, reconfigure, serializer
 
 
 def test_the_serializer_bench_counts_every_label_through_a_real_serializer():
@@ -50,3 +50,12 @@ def test_fig6_raises_a_links_latency_at_run_time_and_the_better_tree_changes(tmp
     assert steps["eventual", 125.0]["mean_ms"] > steps["eventual", 0.0]["mean_ms"] + 20  # the raise shows
     assert steps["T1", 0.0]["extra_ms"] < steps["T2", 0.0]["extra_ms"]
     assert steps["T2", 125.0]["extra_ms"] < steps["T1", 125.0]["extra_ms"]
+
+
+def test_the_failover_bench_kills_the_primary_with_and_without_replicas(tmp_path):
+    assert failover.main(["--phase", "1", "--rate", "10", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "failover.json").read_text())
+    assert [(r["replicas"], r["phase"]) for r in rows] == [
+        (n, phase) for n in (1, 2) for phase in ("steady", "primary killed", "restarted")
+    ]
+    assert all(r["updates"] > 0 for r in rows)
