@@ -14,62 +14,33 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from causal_client.wan import Link
 from causal_client.wire import shard_of
 from services.auth import redis_credentials
+from services.topology_parts import (
+    HOST_PATTERN,
+    NAME_PATTERN,
+    Region,
+    RegionPorts,
+    Serializer,
+    TreeEdge,
+    _no_duplicates,
+    _Strict,
+)
 from services.tuning import SaturnTuning
 
+__all__ = ["NAME_PATTERN", "Region", "RegionPorts", "Serializer", "Topology", "TopologyError", "TreeEdge"]
+
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
-HOST_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.:_-]{0,251}[A-Za-z0-9])?$"  # a DNS name or an IP address
 ALL_REGIONS = "*"
 # Serializers of odd epochs listen this far above even epochs' (both trees run during a switch).
 SERIALIZER_EPOCH_STRIDE = 32
-MAX_REPLICAS = 3
 
 
 class TopologyError(ValueError):
     """The topology file is missing, unreadable or inconsistent; the message says where."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class RegionPorts(_Strict):
-    frontend: int | None = Field(default=None, ge=1, le=65535)
-    bulk: int | None = Field(default=None, ge=1, le=65535)
-    metrics: int | None = Field(default=None, ge=1, le=65535)
-    redis: int | None = Field(default=None, ge=1, le=65535, description="first shard's port")
-    web: int | None = Field(default=None, ge=1, le=65535, description="the web app (HTTP)")
-    broker: int | None = Field(default=None, ge=1, le=65535, description="the web app's Celery broker")
-
-
-class Region(_Strict):
-    name: str = Field(pattern=NAME_PATTERN)
-    site: str = Field(pattern=NAME_PATTERN)
-    host: str | None = Field(default=None, pattern=HOST_PATTERN, description="where peers reach it")
-    shards: int = Field(default=1, ge=1, le=64)
-    frontends: int = Field(default=1, ge=1, le=32, description="frontend processes (SO_REUSEPORT)")
-    ports: RegionPorts = RegionPorts()
-
-
-class Serializer(_Strict):
-    name: str = Field(pattern=NAME_PATTERN)
-    site: str = Field(pattern=NAME_PATTERN)
-    host: str | None = Field(default=None, pattern=HOST_PATTERN, description="where peers reach it")
-    port: int | None = Field(default=None, ge=1, le=65535)
-    # A replica group at its site (serializer.py): labels keep flowing in the tree's order when
-    # one replica dies. Replica r listens on the serializer's port + r * (number of serializers).
-    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
-
-
-class TreeEdge(_Strict):
-    a: str
-    b: str
-    delay_ms: float = Field(default=0.0, ge=0)
 
 
 class Topology(_Strict):
@@ -510,12 +481,6 @@ def host_variable(node: str) -> str:
     """The environment variable that may give a node's host: SATURN_HOST_<NAME> (upper case,
     anything but letters and digits as ``_``)."""
     return "SATURN_HOST_" + re.sub(r"[^A-Z0-9]", "_", node.upper())
-
-
-def _no_duplicates(what: str, names: list[str]) -> None:
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"{what}: duplicate names {dupes}")
 
 
 def _explain(source: str, exc: ValidationError) -> str:
