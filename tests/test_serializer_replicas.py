@@ -44,15 +44,15 @@ def test_killing_each_replica_mid_stream_loses_nothing_and_keeps_tree_order(laun
     client = client_for(cluster)
     reader = client.session("c")
     before = metric_sum(cluster, "c", "causal_remote_updates_applied_total", region="c", origin="a")
-    writer = Writer(client, 1500).start()
+    writer = Writer(client, 4000).start()
     watch = ModeWatch(cluster)
-    for victim, at in (("serializer.s-b", 300), ("serializer.s-b.r1", 800)):  # one is the primary
+    for victim, at in (("serializer.s-b", 300), ("serializer.s-b.r1", 1500)):  # one is the primary
         eventually(lambda at=at: writer.done >= at, timeout=60)
         cluster.kill(victim)
-        time.sleep(1.0)
         assert writer.done < writer.n, "the kill must land in the middle of the stream"
+        time.sleep(0.5)
         cluster.restart(victim)
-        time.sleep(1.0)  # it follows the primary now
+        time.sleep(0.5)  # it follows the primary now
     writer.thread.join(120)
     eventually(lambda: len(reader.read("all", writer.row)) == writer.n, timeout=60)
     row = reader.read("all", writer.row)
