@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,27 +108,22 @@ def test_the_one_host_demo_comes_up_healthy_and_serves_clients_and_browsers(one_
     assert "all checks passed" in probe.stdout
 
 
-def test_crashed_store_serializer_and_web_app_restart_and_lose_nothing(one_host):
-    """A checked random history runs while a store, the serializer and a web app crash (SIGKILL):
-    Docker restarts each, and the checker finds no causal violation, no lost or doubled write,
-    and every replica the same."""
-    out = one_host.project.parent / "check"
+@contextmanager
+def checked_history(one_host: OneHost, name: str, seconds: int) -> Iterator[None]:
+    """A checked random history (``python -m loadtest check --running``) runs while the body
+    does its harm; afterwards the checker must pass (no causal violation, nothing lost or
+    doubled, every replica the same) and the client probe too."""
     checker = subprocess.Popen(
         ["nsenter", f"--net=/run/netns/{one_host.engine.name}", PYTHON, "-m", "loadtest", "check",
-         "--running", str(one_host.project / "client"), "--duration", "40", "--sessions", "6",
-         "--out", str(out)],
+         "--running", str(one_host.project / "client"), "--duration", str(seconds), "--sessions", "6",
+         "--out", str(one_host.project.parent / name)],
         env=one_host.client_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     output: list[str] = []
     reader = threading.Thread(target=lambda: output.extend(checker.stdout), daemon=True)  # type: ignore[arg-type]
     reader.start()
     try:
-        for service in ("virginia-redis0", "s-eu", "ireland-web"):
-            time.sleep(8)
-            container = one_host.container(service)
-            restarts = one_host.engine.crash(container)
-            took = wait_healthy(one_host.engine, container, restarts)
-            say(f"crashed {service}: restarted and healthy in {took:.1f} s")
+        yield
         assert checker.wait(240) == 0, "the checker failed:\n" + "".join(output)[-4000:]
     finally:
         if checker.poll() is None:
@@ -139,6 +135,41 @@ def test_crashed_store_serializer_and_web_app_restart_and_lose_nothing(one_host)
         env=one_host.client_env,
     )
     assert "all checks passed" in probe.stdout, probe.stdout
+
+
+def test_crashed_store_serializer_and_web_app_restart_and_lose_nothing(one_host):
+    """Docker restarts a store, the serializer and a web app killed (SIGKILL) under a checked
+    history, which finds no causal violation, no lost or doubled write, every replica the same."""
+    with checked_history(one_host, "check", seconds=40):
+        for service in ("virginia-redis0", "s-eu", "ireland-web"):
+            time.sleep(8)
+            container = one_host.container(service)
+            restarts = one_host.engine.crash(container)
+            took = wait_healthy(one_host.engine, container, restarts)
+            say(f"crashed {service}: restarted and healthy in {took:.1f} s")
+
+
+def test_reconfigure_moves_the_running_demo_to_another_tree(one_host):
+    """``python -m services.compose reconfigure`` under a checked history (paper §6.2): the new
+    tree's serializer starts beside the old one, every region moves to it, the old one is
+    removed, and the history shows no violation, nothing lost or doubled."""
+    names = "{{.Names}}"
+    with checked_history(one_host, "check-reconfigure", seconds=30):
+        time.sleep(8)
+        began = time.monotonic()
+        moved = one_host.engine.inside(
+            [PYTHON, "-m", "services.compose", "reconfigure", str(one_host.project),
+             str(ROOT / "topologies" / "demo-3region-nv.toml")],
+            env={**one_host.client_env, **one_host.engine.env}, check=False,
+        )  # fmt: skip
+        say(f"reconfigured in {time.monotonic() - began:.1f} s:\n{moved.stdout}{moved.stderr}")
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+    running = one_host.engine.docker("ps", "--format", names).stdout.split()
+    assert one_host.container("e1-s-nv") in running
+    assert one_host.container("s-eu") not in running
+    compose = (one_host.project / "compose.yaml").read_text()
+    assert "# Reconfigured by: python -m services.compose reconfigure" in compose
+    assert "\n  s-eu:" not in compose
 
 
 def test_down_removes_the_project_and_its_volumes(one_host):

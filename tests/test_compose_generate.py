@@ -14,6 +14,8 @@ import yaml
 from services import node, plan
 from services.compose.__main__ import HEADER, generate, main
 from services.compose.project import LAYOUT, service_name
+from services.compose.reconfigure import main as reconfigure_main
+from services.compose.reconfigure import plan_switch
 from services.runtime import load_topology
 from services.topology import Topology, TopologyError, host_variable
 
@@ -333,3 +335,44 @@ def test_project_names_are_valid_for_compose(args, tmp_path):
     files = generate([str(path), *args, "--out", str(tmp_path / "out")])
     names = [yaml.safe_load(t)["name"] for p, t in files.items() if p.name == "compose.yaml"]
     assert [n for n in names if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", n)] == []
+
+
+# -- reconfiguring a running project (services/compose/reconfigure.py; Docker: test_compose_docker)
+def test_a_switch_leaves_the_regions_services_as_they_run(tmp_path):
+    """Compose recreates a service whose definition changed: the switch must change none of the
+    regions' (their processes read the new tree from their stores' records), add the new tree's
+    serializer beside the old one, then keep only the new one."""
+    assert main([str(DEMO), "--out", str(tmp_path)]) == 0
+    old = yaml.safe_load((tmp_path / "compose.yaml").read_text())["services"]
+    switch = plan_switch(tmp_path, Topology.load(ROOT / "topologies" / "demo-3region-nv.toml"))
+    assert set(switch.both["services"]) == set(old) | {"e1-s-nv"}
+    assert set(switch.after["services"]) == set(old) - {"s-eu"} | {"e1-s-nv"}
+    assert switch.leaving == ["s-eu"]
+    for name, service in old.items():
+        if name != "s-eu":
+            assert switch.after["services"][name] == service, name
+    assert switch.both["services"]["s-eu"] == old["s-eu"]
+    assert switch.after["name"] == yaml.safe_load((tmp_path / "compose.yaml").read_text())["name"]
+    inside, reach = switch.inside, switch.reach
+    assert inside.epoch == reach.epoch == 1
+    assert inside.node_host("s-nv") == "e1-s-nv"  # the new service's name, its host name in the project
+    assert inside.serializer_port("s-nv") != load_topology(str(tmp_path / "topology.json")).serializer_port("s-eu")
+    assert reach.node_host("virginia") == "127.0.0.1"  # the stores at their published ports
+
+
+def test_a_switch_to_other_regions_or_of_a_per_region_project_is_refused(tmp_path):
+    assert main([str(DEMO), "--out", str(tmp_path / "one")]) == 0
+    with pytest.raises(TopologyError, match="regions"):
+        plan_switch(tmp_path / "one", Topology.load(ROOT / "topologies" / "causality-3region.toml"))
+    assert main([str(DEMO), *PER_REGION, "--out", str(tmp_path / "many")]) == 0
+    with pytest.raises(TopologyError, match="not a one-host compose project"):
+        plan_switch(tmp_path / "many" / "virginia", Topology.load(DEMO))
+    assert reconfigure_main([str(tmp_path / "many" / "virginia"), str(DEMO)]) == 1
+
+
+def test_serializer_replica_groups_are_refused_with_a_reason(tmp_path):
+    text = DEMO.read_text().replace('name = "s-eu"\n', 'name = "s-eu"\nreplicas = 2\n', 1)
+    assert "replicas = 2" in text
+    (tmp_path / "t.toml").write_text(text)
+    with pytest.raises(TopologyError, match="replica groups"):
+        generate([str(tmp_path / "t.toml"), "--out", str(tmp_path / "p")])

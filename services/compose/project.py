@@ -48,15 +48,32 @@ class Project:
 
 
 def service_name(spec: plan.ProcessSpec) -> str:
-    """``virginia.frontend0`` → ``virginia-frontend0``; a serializer is named as its node."""
-    return spec.node if spec.name.startswith("serializer.") else spec.name.replace(".", "-")  # type: ignore[return-value]
+    """``virginia.frontend0`` → ``virginia-frontend0``; a serializer is named as its node, with
+    its tree's epoch after the first (``serializer.e1.s-nv`` → ``e1-s-nv``): during a
+    reconfiguration both trees run in one project, and a name may be in both."""
+    return spec.name.removeprefix("serializer.").replace(".", "-")
+
+
+def serializer_host(topology: Topology, name: str) -> str:
+    """The host name (compose service) of a serializer of ``topology``'s tree, on one host."""
+    return name if topology.epoch == 0 else f"e{topology.epoch}-{name}"
+
+
+def _one_replica_each(topology: Topology) -> None:
+    grouped = [s.name for s in topology.serializers if s.replicas > 1]
+    if grouped:
+        raise TopologyError(
+            f"{topology.source}: serializers {grouped} run as replica groups, which compose projects "
+            "do not run yet (the launcher does): set replicas = 1 for a compose deployment"
+        )
 
 
 def one_host(topology: Topology, web: bool = True, emulate_wan: bool = True) -> tuple[Project, Topology]:
     """Every node in one project on one Docker host. Returns the project and the topology a
     client on the host uses (127.0.0.1 and the published ports)."""
+    _one_replica_each(topology)
     nodes = {r.name: {"host": r.name} for r in topology.regions}
-    nodes |= {s.name: {"host": s.name} for s in topology.serializers}
+    nodes |= {s.name: {"host": serializer_host(topology, s.name)} for s in topology.serializers}
     inside = _rewrite(topology, bind="0.0.0.0", hosts=nodes, emulate_wan=emulate_wan)
     project = Project(project_name(topology.name), inside, variables=_secrets(web))
     project.variables["PUBLISH_ADDRESS"] = "127.0.0.1"
@@ -77,6 +94,7 @@ def per_host(
     """One project per host (nodes that share a host share a project): what a user with one
     machine per region runs. ``hosts`` adds to or overrides the hosts the topology names; every
     node must have one."""
+    _one_replica_each(topology)
     running = _running_nodes(topology)
     unknown = sorted(set(hosts) - set(topology.node_names))
     if unknown:

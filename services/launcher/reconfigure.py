@@ -69,15 +69,10 @@ def start_tree(cluster: Cluster, offered: Topology, timeout: float, report: Repo
 
 def wait_moved(new: Topology, timeout: float) -> None:
     """Until every region's sink sends on the new tree and its proxy delivers its labels."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = epochs.progress(new)
-        behind = sorted(r for r, at in found.items() if min(at.values()) < new.epoch)
-        if not behind:
-            return
-        if time.monotonic() > deadline:
-            raise LaunchError(f"{behind} did not move to epoch {new.epoch} in {timeout:.0f}s: {found}")
-        time.sleep(0.02)
+    try:
+        epochs.wait_moved(new.epoch, new, timeout)
+    except TimeoutError as exc:
+        raise LaunchError(str(exc)) from exc
 
 
 def finish(cluster: Cluster, old: Topology, new: Topology, timeout: float) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import redis
 
@@ -58,14 +59,20 @@ async def current_tree(shard: Shard, fallback: Topology) -> Topology:
 
 
 def publish(
-    topology: Topology, start: bool = False, send: bool = True, regions: list[str] | None = None
+    topology: Topology,
+    start: bool = False,
+    send: bool = True,
+    regions: list[str] | None = None,
+    reach: Topology | None = None,
 ) -> None:
     """Names ``topology``'s tree in every region's record (or those of ``regions``); ``send``:
     and has their sinks send on it. ``start``: a deployment starting, whose sinks and proxies
-    report their progress afresh."""
+    report their progress afresh. ``reach``: the same deployment as seen from where this runs
+    (a compose project's stores are reached at published addresses, not at the hosts its own
+    processes use, which is what the record must name)."""
     fields = record_for(topology) | ({SEND: str(topology.epoch)} if send else {})
     for region in topology.region_names if regions is None else regions:
-        with redis.Redis.from_url(topology.redis_url(region), socket_timeout=10) as store:
+        with redis.Redis.from_url((reach or topology).redis_url(region), socket_timeout=10) as store:
             pipe = store.pipeline(transaction=True)
             if start:
                 pipe.delete(gears.TREE_KEY)
@@ -81,3 +88,18 @@ def progress(topology: Topology) -> dict[str, dict[str, int]]:
             record = store.hgetall(gears.TREE_KEY)
         found[region] = {f: int(record.get(f.encode(), -1)) for f in (SINK, PROXY)}
     return found
+
+
+def wait_moved(epoch: int, reach: Topology, timeout: float) -> None:
+    """Until every region's sink sends on the tree of ``epoch`` and its proxy delivers that
+    tree's labels (``reach``: where the stores are reached from here). Raises TimeoutError
+    naming the regions behind."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = progress(reach)
+        behind = sorted(r for r, at in found.items() if min(at.values()) < epoch)
+        if not behind:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{behind} did not move to epoch {epoch} in {timeout:.0f}s: {found}")
+        time.sleep(0.02)
