@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services import auth
-from services.probes import grpc_serving, http_ok, redis_ping
+from services.probes import READY_HEALTH, grpc_serving, http_ok, redis_ping
 from services.topology import Topology
 
 
@@ -210,4 +210,4 @@ def host_of(topology: Topology, spec: ProcessSpec) -> str:
 def proxy_in_tree_order(topology: Topology, region: str) -> bool:
     """Saturn's proxies start in timestamp order (§6.1) and switch to the tree's order once it
     has caught up; a region is ready when its proxy has."""
-    return grpc_serving(topology.bulk_endpoint(region), service="proxy")
+    return grpc_serving(topology.bulk_endpoint(region), service=READY_HEALTH)

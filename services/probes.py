@@ -14,6 +14,9 @@ import sys
 import urllib.request
 
 SECRET_ENV = "SATURN_SECRET"  # causal_client.errors.SECRET_ENV, not imported: it pulls in gRPC
+#: the health service a bulk receiver reports SERVING once its protocol is settled (Saturn: the
+#: remote proxy follows the tree's order, caught up); regions are ready when it is
+READY_HEALTH = "proxy"
 
 
 def redis_ping(host: str, port: int | None, password: str | None = None) -> bool:

@@ -356,7 +356,8 @@ def test_a_switch_leaves_the_regions_services_as_they_run(tmp_path):
     inside, reach = switch.inside, switch.reach
     assert inside.epoch == reach.epoch == 1
     assert inside.node_host("s-nv") == "e1-s-nv"  # the new service's name, its host name in the project
-    assert inside.serializer_port("s-nv") != load_topology(str(tmp_path / "topology.json")).serializer_port("s-eu")
+    running = load_topology(str(tmp_path / "topology.json"))
+    assert inside.serializer_port("s-nv") != running.serializer_port("s-eu")
     assert reach.node_host("virginia") == "127.0.0.1"  # the stores at their published ports
 
 

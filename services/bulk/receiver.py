@@ -13,19 +13,15 @@ import logging
 import time
 
 import grpc
-from grpc_health.v1 import health_pb2
 
 from causal_client.wan import DelayLine
 from services import metrics, runtime
-from services.proto import bulk_pb2, bulk_pb2_grpc, saturn_pb2_grpc
-from services.protocols import Protocol, protocol_for
-from services.protocols.saturn import Saturn
+from services.proto import bulk_pb2, bulk_pb2_grpc
+from services.protocols import Protocol, ReceivingSide, protocol_for
 from services.region.store import RegionStore, RemoteUpdate
-from services.saturn.links import TreeNodeServicer
 from services.topology import Topology
 
 log = logging.getLogger("bulk-receiver")
-PROXY_HEALTH = "proxy"
 
 
 class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
@@ -116,33 +112,15 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
     servicer = BulkReceiverServicer(topology, region, store, protocol)
     server, health = runtime.new_server(topology.bulk_port(region), topology.bind_host(region))
     bulk_pb2_grpc.add_BulkReceiverServicer_to_server(servicer, server)
-    background = []
-    if isinstance(protocol, Saturn):
-        # The remote proxy lives here: payloads reach it in memory, labels on the same server.
-        # Health service "proxy": SERVING while the proxy applies in the tree's order, caught up.
-        health.set(PROXY_HEALTH, health_pb2.HealthCheckResponse.NOT_SERVING)
-
-        def on_change() -> None:
-            status = (
-                health_pb2.HealthCheckResponse.SERVING
-                if proxy.in_tree_order
-                else health_pb2.HealthCheckResponse.NOT_SERVING
-            )
-            health.set(PROXY_HEALTH, status)
-            servicer.heartbeats_changed()
-
-        proxy = protocol.start_proxy(servicer.on_applied, on_change)
-        await proxy.load()
-        saturn_pb2_grpc.add_TreeNodeServicer_to_server(
-            TreeNodeServicer(region, proxy.accepts, proxy.on_labels, on_lost=proxy.on_link_lost), server
-        )
-        background.append(proxy.run(stop))
+    side = ReceivingSide(server, health, servicer.on_applied, servicer.heartbeats_changed, stop)
+    background = await protocol.start_receiving(side)
     await server.start()
     runtime.mark_serving(health)
     log.info("bulk receiver %s on %s (%s)", region, topology.bulk_endpoint(region), protocol.name)
     try:
-        # A failure of the proxy ends the process (crash-only: the supervisor starts it again,
-        # and it resumes from its watermarks), never a receiver that acknowledges and applies nothing.
+        # A failure of the protocol's work (Saturn's proxy) ends the process (crash-only: the
+        # supervisor starts it again, and it resumes from its watermarks), never a receiver that
+        # acknowledges and applies nothing.
         await asyncio.gather(stop.wait(), *background)
     finally:
         await server.stop(grace=1)

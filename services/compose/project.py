@@ -20,6 +20,7 @@ from pathlib import PurePosixPath
 
 from services import plan
 from services.auth import SECRET_ENV
+from services.probes import READY_HEALTH
 from services.topology import Topology, TopologyError, host_variable
 
 IMAGE = "saturn-twissandra:latest"
@@ -236,8 +237,8 @@ def _health_test(topology: Topology, spec: plan.ProcessSpec) -> list[str]:
     if spec.kind == "http":
         return [*probe, "http", str(spec.port), "/healthz"]
     if spec.kind == "grpc":
-        proxy = ["proxy"] if spec.name.endswith(".bulk-receiver") and topology.protocol == "saturn" else []
-        return [*probe, "grpc", str(spec.port), *proxy]
+        receiver = spec.name.endswith(".bulk-receiver") and topology.protocol == "saturn"
+        return [*probe, "grpc", str(spec.port), *([READY_HEALTH] if receiver else [])]
     return ["CMD", "true"]
 
 

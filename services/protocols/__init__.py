@@ -1,5 +1,25 @@
-"""Consistency protocols as plug-ins over one data path (docs/ARCHITECTURE.md, "Protocols")."""
+"""Consistency protocols as plug-ins over one data path (docs/ARCHITECTURE.md, "Protocols").
 
-from services.protocols.base import Protocol, protocol_for
+The registry: a topology's ``protocol`` names one of :data:`PROTOCOLS`. A protocol sets up what
+it needs through :meth:`Protocol.start_receiving`; bulk transfer and the frontends know none by
+name.
+"""
 
-__all__ = ["Protocol", "protocol_for"]
+from services.probes import READY_HEALTH
+from services.protocols.base import Protocol, ReceivingSide
+from services.protocols.eventual import Eventual
+from services.protocols.saturn import Saturn
+from services.region.store import RegionStore
+
+PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Eventual, Saturn)}
+
+
+def protocol_for(name: str, store: RegionStore) -> Protocol:
+    if name not in PROTOCOLS:
+        raise NotImplementedError(
+            f"protocol {name!r} is not implemented yet (available: {', '.join(sorted(PROTOCOLS))})"
+        )
+    return PROTOCOLS[name](store)
+
+
+__all__ = ["PROTOCOLS", "READY_HEALTH", "Protocol", "ReceivingSide", "protocol_for"]

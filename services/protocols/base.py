@@ -4,13 +4,35 @@ so that protocols are compared on the same data path, as in the paper's §7.3.""
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1.health import HealthServicer
 
 from causal_client.label import Label
 from services.region.store import RegionStore, RemoteUpdate
 
 AppliedCallback = Callable[[list[RemoteUpdate]], None]
+
+
+@dataclass
+class ReceivingSide:
+    """What the bulk receiver's process offers a protocol at start: its gRPC server (for
+    services of the protocol's own) and health service, where remote updates made visible are
+    reported, how senders are told that the need for heartbeats changed, and the stop event."""
+
+    server: grpc.aio.Server
+    health: HealthServicer
+    on_applied: Callable[[str, list[RemoteUpdate]], None]
+    heartbeats_changed: Callable[[], None]
+    stop: asyncio.Event
+
+
+Task = Coroutine[Any, Any, None]
 
 
 class Protocol(ABC):
@@ -20,6 +42,12 @@ class Protocol(ABC):
 
     def __init__(self, store: RegionStore):
         self.store = store
+
+    async def start_receiving(self, side: ReceivingSide) -> list[Task]:
+        """Sets up what the protocol needs in the process that receives payloads (servers,
+        background work, health); returns the coroutines to run until ``side.stop``. A failure
+        of one ends the process (crash-only: the supervisor starts it again)."""
+        return []
 
     async def wait_attach(self, label: Label, timeout: float | None = None) -> None:
         """Returns once the client's causal past (``label``) is visible in this region; raises
@@ -48,15 +76,3 @@ class Protocol(ABC):
         """What to acknowledge once a batch up to ``through_ts`` has been accepted: the sender may
         forget everything up to it. Applying on arrival, that is the batch itself."""
         return through_ts
-
-
-def protocol_for(name: str, store: RegionStore) -> Protocol:
-    from services.protocols.eventual import Eventual
-    from services.protocols.saturn import Saturn
-
-    known: dict[str, type[Protocol]] = {"eventual": Eventual, "saturn": Saturn}
-    if name not in known:
-        raise NotImplementedError(
-            f"protocol {name!r} is not implemented yet (available: {', '.join(sorted(known))})"
-        )
-    return known[name](store)

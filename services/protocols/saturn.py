@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import os
 
-from services.protocols.base import AppliedCallback, Protocol
+from grpc_health.v1 import health_pb2
+
+from services.probes import READY_HEALTH
+from services.proto import saturn_pb2_grpc
+from services.protocols.base import AppliedCallback, Protocol, ReceivingSide, Task
 from services.region.store import RegionStore, RemoteUpdate
+from services.saturn.links import TreeNodeServicer
 from services.saturn.proxy import RemoteProxy
 
 #: "0" turns off §4.4 (delivering concurrent labels past one still waiting for its payload),
@@ -24,6 +29,23 @@ class Saturn(Protocol):
         self.proxy: RemoteProxy | None = None  # only in the process that receives (bulk receiver)
 
     # -- receiving side (remote proxy) -------------------------------------------------------
+    async def start_receiving(self, side: ReceivingSide) -> list[Task]:
+        """The remote proxy lives in the receiver: payloads reach it in memory, labels through
+        the tree's ``TreeNode`` service on the same server. Health ``READY_HEALTH`` is SERVING
+        while it applies in the tree's order, caught up."""
+        health = health_pb2.HealthCheckResponse
+        side.health.set(READY_HEALTH, health.NOT_SERVING)
+
+        def on_change() -> None:
+            side.health.set(READY_HEALTH, health.SERVING if proxy.in_tree_order else health.NOT_SERVING)
+            side.heartbeats_changed()
+
+        proxy = self.start_proxy(side.on_applied, on_change)
+        await proxy.load()
+        leaf = TreeNodeServicer(self.store.region, proxy.accepts, proxy.on_labels, on_lost=proxy.on_link_lost)
+        saturn_pb2_grpc.add_TreeNodeServicer_to_server(leaf, side.server)
+        return [proxy.run(side.stop)]
+
     def start_proxy(self, on_applied, on_change=None) -> RemoteProxy:
         concurrent = os.environ.get(CONCURRENT_APPLY_ENV, "1") != "0"
         self.proxy = RemoteProxy(self.store, on_applied, on_change, concurrent=concurrent)
