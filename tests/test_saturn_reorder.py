@@ -209,7 +209,7 @@ def test_after_a_gap_no_label_is_delivered_past_a_lost_one(topology, redis_url):
         await h.deliver()
         h.early, h.mode_after_gap = list(h.applied), h.proxy.mode
         h.proxy.on_payloads("ireland/0", 200, [])  # ireland's gear: nothing up to 200 (a heartbeat)
-        await h.proxy.deliver_in_timestamp_order()
+        await h.proxy.deliver_stable()
 
     h = run(topology, True, scenario)
     assert ("virginia", 110) not in h.early, "nothing after the gap is delivered in the tree's order"

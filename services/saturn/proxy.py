@@ -2,10 +2,11 @@
 their labels, each once both its label (from the tree) and its payload (from bulk transfer) are
 here; and in timestamp order while the tree is down.
 
-Runs inside the region's bulk-receiver process, so payloads reach it in memory; payloads and
-progress are kept in Redis so that a restart resumes. Runs of ready labels are applied in one
-Redis call per shard. Per origin region it keeps a watermark, the greatest label ts delivered in
-order (heartbeats included): attaches wait on those (Alg. 1).
+Runs inside the region's bulk-receiver process, so payloads reach it in memory; progress (the
+watermarks) is kept in Redis so that a restart resumes. Holding payloads, the stable time and
+applying in order are ``services/region/stable_order.py``, shared with GentleRain. Runs of
+ready labels are applied in one Redis call per shard. Per origin region it keeps a watermark,
+the greatest label ts delivered in order (heartbeats included): attaches wait on those (Alg. 1).
 
 Two modes:
 - ``tree``: Saturn's order. Labels at or below their origin's watermark are re-sent duplicates.
@@ -51,6 +52,7 @@ from redis.exceptions import RedisError
 
 from services import metrics
 from services.proto import saturn_pb2
+from services.region.stable_order import MAX_RUN, StableOrder
 from services.region.store import RegionStore, RemoteUpdate
 from services.saturn import epochs
 from services.saturn.proxy_trees import SINK_POLL_S, TreeEpochs
@@ -58,7 +60,6 @@ from services.topology import Topology
 
 log = logging.getLogger("remote-proxy")
 
-MAX_RUN = 512  # labels applied per Redis call at most
 MAX_SCAN = 1024  # how far behind a waiting label the queue is searched for concurrent ones (§4.4)
 MAX_SKIPPED = 32  # ... stopping after this many labels in a row that must wait (the queue is
 #                   roughly in ts order, so a long run of them means few concurrent ones behind)
@@ -71,7 +72,7 @@ NAIVE_RECONFIGURATION_ENV = "SATURN_NAIVE_RECONFIGURATION"
 Applied = Callable[[str, list[RemoteUpdate]], None]
 
 
-class RemoteProxy(TreeEpochs):
+class RemoteProxy(StableOrder, TreeEpochs):
     def __init__(
         self,
         store: RegionStore,
@@ -79,26 +80,14 @@ class RemoteProxy(TreeEpochs):
         on_change: Callable[[], None] | None = None,
         concurrent: bool = True,
     ):
-        self.store = store
+        super().__init__(store, on_applied)  # payloads held, watermarks, the stable time
         self.concurrent = concurrent  # §4.4: deliver concurrent labels past one still waiting
         self.reordered = 0  # labels delivered ahead of an earlier one that waited for its payload
-        self.region = store.region
         self.local_groups = store.topology.groups_at(store.region)
-        self.on_applied = on_applied
         self.labels: deque[saturn_pb2.TreeLabel] = deque()
-        self.ready: dict[str, RemoteUpdate] = {}  # "src|ts" → payload waiting for its label
-        self.watermarks: dict[str, int] = {}
         self.wakeup = asyncio.Event()
-        self.delivered = 0
         topology = store.topology
-        self.origins = [r for r in topology.region_names if r != self.region]
         self.origin_set = frozenset(self.origins)
-        local = topology.groups_at(self.region)
-        # Gears whose payloads come here: timestamp order must hear from all of them.
-        self.shipping_gears = [
-            g for r in self.origins if local & topology.groups_at(r) for g in topology.gear_ids(r)
-        ]
-        self.received: dict[str, int] = {}  # origin gear → bulk through_ts
         self.last_heard: dict[str, float] = {}  # origin → when the tree last brought anything
         self.first_since_switch: dict[str, int] = {}  # origin → ts of its first label since then
         self.tree_heard: dict[str, int] = {}  # origin → greatest label ts the tree brought here
@@ -122,7 +111,7 @@ class RemoteProxy(TreeEpochs):
 
     async def load(self) -> None:
         """After a restart: how far delivery had got. Bulk transfer resends what came after."""
-        self.watermarks = await self.store.shards[0].watermarks()
+        await super().load()
         # A crash between the shards of one run leaves later updates applied on other shards than
         # shard 0's watermarks say: the marking must cover those too (labels_caught_up).
         for shard in self.store.shards[1:]:
@@ -136,11 +125,6 @@ class RemoteProxy(TreeEpochs):
         self.sink_epoch = int(record.get(epochs.SINK, self.store.topology.epoch))
         metrics.PROXY_EPOCH.labels(self.region).set(self.epoch)
         log.info("proxy %s: watermarks %s, tree of epoch %d", self.region, self.watermarks, self.epoch)
-
-    def durable_position(self, origin_region: str) -> int:
-        """Every update from ``origin_region`` up to this ts is applied here (or was never meant
-        for here): bulk transfer may forget it, and resumes after it."""
-        return self.watermarks.get(origin_region, 0)
 
     # -- inputs ------------------------------------------------------------------------------
     def on_link_lost(self, sender: str, epoch: int | None = None) -> None:
@@ -201,12 +185,8 @@ class RemoteProxy(TreeEpochs):
         self.wakeup.set()
 
     def on_payloads(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> None:
-        """Payloads wait in memory for their labels; those at or below their origin's watermark
-        were applied before (bulk transfer resent them after a reconnection)."""
-        for update in updates:
-            if update.ts > self.watermarks.get(update.origin_region, 0):
-                self.ready[update.key] = update
-        self.received[origin_gear] = max(through_ts, self.received.get(origin_gear, 0))
+        """Payloads wait in memory for their labels."""
+        self.hold(origin_gear, through_ts, updates)
         if self.labels or self.mode == "timestamp":  # in the tree's order, a payload can only
             self.wakeup.set()  # unblock a label already queued (waking for nothing costs CPU)
 
@@ -246,7 +226,7 @@ class RemoteProxy(TreeEpochs):
                 while self.mode == "tree" and await self.deliver_run():
                     pass
         if self.mode == "timestamp":
-            await self.deliver_in_timestamp_order()
+            await self.deliver_stable()
             if self.tree_caught_up() and await self.own_sink_on(self.epoch):
                 self.switch("tree")
                 self.wakeup.set()
@@ -262,10 +242,6 @@ class RemoteProxy(TreeEpochs):
         now = time.monotonic()
         silence = self.store.topology.saturn.tree_silence_s  # 3 heartbeats missed: the tree is down
         return any(now - self.last_heard.get(o, 0.0) > silence for o in self.origins)
-
-    def stable_time(self) -> int:
-        """Every update shipped here with a ts at or below this has been received."""
-        return min((self.received.get(g, 0) for g in self.shipping_gears), default=2**62)
 
     def tree_caught_up(self) -> bool:
         if self.tree_silent() or set(self.first_since_switch) != set(self.origins):
@@ -322,15 +298,6 @@ class RemoteProxy(TreeEpochs):
         if self.on_change:
             self.on_change()
 
-    async def deliver_in_timestamp_order(self) -> None:
-        """§6.1: everything stable, in (ts, src) order; the watermarks follow the stable time."""
-        stable = self.stable_time()
-        due = self.ready_through(stable)
-        marks = {o: stable for o in self.origins if stable > self.watermarks.get(o, 0)}
-        if stable >= 2**62:
-            marks = {}
-        await self.apply_outside_tree_order(due, marks)
-
     async def deliver_stable_label(self, ts: int, origin: str) -> None:
         """A marked label (module doc) of ``origin`` at ``ts``, stable here: every update up to
         ts in (ts, src) order, then the label. The label's origin's watermark rises to ts; every
@@ -342,24 +309,14 @@ class RemoteProxy(TreeEpochs):
         for update in due:
             marks[update.origin_region] = max(update.ts, marks.get(update.origin_region, 0))
         marks = {o: t for o, t in marks.items() if t > self.watermarks.get(o, 0)}
-        await self.apply_outside_tree_order(due, marks)
+        await self.apply_batches(due, marks)
 
-    def ready_through(self, ts: int) -> list[RemoteUpdate]:
-        """The payloads held here up to ``ts``, in timestamp order ((ts, src): a total order)."""
-        return sorted((u for u in self.ready.values() if u.ts <= ts), key=lambda u: (u.ts, u.src))
-
-    async def apply_outside_tree_order(self, due: list[RemoteUpdate], marks: dict[str, int]) -> None:
-        """Applies ``due`` in its order and raises the watermarks to ``marks``, after the gears
-        mark their labels (before anything becomes visible)."""
+    async def apply_batches(self, due: list[RemoteUpdate], marks: dict[str, int]) -> None:
+        """Outside the tree's order (timestamp order, a stable marked label): the gears mark
+        their labels before anything becomes visible (module doc)."""
         if due or marks:
             await self.mark_labels(True)
-        for start in range(0, max(len(due), 1), MAX_RUN):
-            part = due[start : start + MAX_RUN]
-            last = start + MAX_RUN >= len(due)
-            if not part and not (last and marks):
-                continue
-            applied = await self.apply_in_order(part, marks if last else {})
-            self.finish(part, applied, marks if last else {})
+        await super().apply_batches(due, marks)
 
     def next_run(self) -> tuple[list[RemoteUpdate], dict[str, int], list[int], saturn_pb2.TreeLabel | None]:
         """What of the label queue can be delivered now (at most MAX_RUN labels): the ready
@@ -451,39 +408,3 @@ class RemoteProxy(TreeEpochs):
             metrics.PROXY_REORDERED.labels(self.region).inc(ahead)
         self.finish(updates, applied, marks)
         return True
-
-    def finish(self, updates: list[RemoteUpdate], applied: list[RemoteUpdate], marks: dict[str, int]) -> None:
-        for update in updates:
-            self.ready.pop(update.key, None)
-        for origin, ts in marks.items():
-            self.watermarks[origin] = max(ts, self.watermarks.get(origin, 0))
-        self.delivered += len(applied)
-        by_origin: dict[str, list[RemoteUpdate]] = {}
-        for update in applied:
-            by_origin.setdefault(update.origin_region, []).append(update)
-        for origin, group in by_origin.items():
-            self.on_applied(origin, group)
-
-    async def apply_in_order(self, updates: list[RemoteUpdate], marks: dict[str, int]) -> list[RemoteUpdate]:
-        """Consecutive updates of the same shard go in one call; shards one after the other, so
-        nothing becomes visible before what precedes it. Each call raises its shard's watermarks
-        to what it applied (exactly once, per shard); the last, on shard 0, to ``marks``."""
-        topology, region = self.store.topology, self.region
-        segments: list[tuple[int, list[RemoteUpdate]]] = []
-        for update in updates:
-            shard = topology.shard_of(region, update.group, update.row)
-            if segments and segments[-1][0] == shard:
-                segments[-1][1].append(update)
-            else:
-                segments.append((shard, [update]))
-        if not segments or segments[-1][0] != 0:
-            segments.append((0, []))  # the proxy's watermarks live in shard 0
-        applied: set[str] = set()
-        for i, (shard, part) in enumerate(segments):
-            done = {u.origin_region: u.ts for u in part}  # per origin, the last (greatest) ts
-            if i == len(segments) - 1:
-                done = {o: max(ts, marks.get(o, 0)) for o, ts in done.items()} | {
-                    o: ts for o, ts in marks.items() if o not in done
-                }
-            applied |= await self.store.shards[shard].deliver(part, done)
-        return [u for u in updates if u.key in applied]
