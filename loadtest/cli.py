@@ -36,6 +36,7 @@ from loadtest.plan import Plan, PlanError, make_plan
 from loadtest.run import measure, run_protocol, running_topology
 from loadtest.summary import report, write_summary
 from services.launcher.cluster import read_state
+from services.protocols import PROTOCOLS
 from services.topology import Topology, TopologyError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -105,7 +106,9 @@ def parser() -> argparse.ArgumentParser:
     checked.add_argument(
         "--topology", default=str(CHECK_TOPOLOGY), help="topology file (default: causality-3region)"
     )
-    checked.add_argument("--protocol", default="saturn", help="eventual or saturn (default: saturn)")
+    checked.add_argument(
+        "--protocol", default="saturn", choices=sorted(PROTOCOLS), help="the protocol (default: saturn)"
+    )
     checked.add_argument("--duration", type=positive(float), default=60.0, help="seconds (default: 60)")
     checked.add_argument("--sessions", type=positive(int), default=12, help="client sessions (default: 12)")
     checked.add_argument("--keys", type=positive(int), default=6, help="hot keys per group (default: 6)")

@@ -119,11 +119,12 @@ def connected_client(cluster: Cluster, entry: str) -> Iterator[CausalClient]:
 
 
 def expect_caught(protocol: str, failures: int, rounds: int, what: str) -> None:
-    """Saturn: no failure at all. Eventual: at least one, or the check cannot catch anything."""
+    """A causal protocol: no failure at all. Eventual: at least one, or the check cannot catch
+    anything."""
     if protocol == "eventual":
         assert failures >= 1, f"eventual: {what} never broken in {rounds} rounds; the test cannot fail"
     else:
-        assert failures == 0, f"saturn: {what} broken in {failures} of {rounds} rounds"
+        assert failures == 0, f"{protocol}: {what} broken in {failures} of {rounds} rounds"
 
 
 def eventually(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.01):

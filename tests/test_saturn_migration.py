@@ -1,5 +1,6 @@
-"""Session guarantees across migrations under saturn (paper §4.3, §5.1), each shown to be caught
-under `eventual`, whose attach returns at once: read-your-writes and monotonic reads when a
+"""Session guarantees across migrations under saturn (paper §4.3, §5.1) and gentlerain (its
+attach waits for the stable time), each shown to be caught under `eventual`, whose attach
+returns at once: read-your-writes and monotonic reads when a
 session moves between regions, transparent migration under partial replication, and the paper's
 Fig. 3 scenario, where a well-built tree lets a client migrate without waiting for a slow,
 concurrent update (no false dependency), while a naive tree makes it wait.
@@ -26,7 +27,7 @@ def visible(session: Session, group: str, row: str) -> bool:
 
 
 # -- read-your-writes and monotonic reads on demo-3region ----------------------------------------
-@pytest.fixture(scope="module", params=["eventual", "saturn"])
+@pytest.fixture(scope="module", params=["eventual", "saturn", "gentlerain"])
 def demo(request, tmp_path_factory) -> Iterator[Cluster]:
     with cluster_under(request.param, "demo-3region.toml", tmp_path_factory) as cluster:
         yield cluster
@@ -110,7 +111,7 @@ def test_a_session_resumed_where_it_was_needs_no_call(demo, demo_client, store_c
 
 
 # -- transparent migration under partial replication ---------------------------------------------
-@pytest.mark.parametrize("protocol", ["eventual", "saturn"])
+@pytest.mark.parametrize("protocol", ["eventual", "saturn", "gentlerain"])
 def test_transparent_migration_keeps_the_sessions_past(launch, protocol):
     """demo-3region-partial: a session in virginia writes rows of group "all", then touches group
     "europe" (not replicated in virginia): it moves by itself to ireland, the closest replica,

@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 from causal_client.wan import DelayLine
 from services import auth, metrics, runtime
 from services.proto import bulk_pb2, bulk_pb2_grpc
+from services.protocols import protocol_class
 from services.region import gears
 from services.region.store import Shard
 from services.topology import Topology
@@ -27,10 +28,11 @@ log = logging.getLogger("bulk-sender")
 GROUP, PAYLOAD = gears.GROUP_FIELD.encode(), gears.PAYLOAD_FIELD.encode()  # a bulk entry's fields
 READ_COUNT = 512  # stream entries per batch at most
 WINDOW = 64  # batches in flight per destination
-# While the receiver asks for them (it orders updates by timestamp: Saturn's fallback, §6.1), an
-# idle gear sends an empty batch every ``bulk_heartbeat_s`` (the topology's [saturn] table) that
-# tells how far its time got; its stable time, so the visibility of remote updates while the tree
-# is down, follows it. Otherwise none: each costs a Lua call and a message at both ends.
+# While the receiver asks for them (it orders updates by timestamp: Saturn's fallback, §6.1, or
+# GentleRain always), an idle gear sends an empty batch every heartbeat period (the protocol's:
+# ``Protocol.bulk_heartbeat_s``) that tells how far its time got; the receiver's stable time, so
+# the visibility of remote updates, follows it. Otherwise none: each costs a Lua call and a
+# message at both ends.
 IDLE_BLOCK_S = 0.5  # without heartbeats: how long a read of an idle stream blocks
 
 
@@ -49,6 +51,7 @@ class GearShipper:
         self.heartbeats_sent = metrics.BULK_HEARTBEATS.labels(region, destination)
         self.link = topology.wan_link(region, destination)
         self.heartbeats = False  # the receiver wants them (it says so on the ack stream)
+        self.heartbeat_s = protocol_class(topology.protocol).bulk_heartbeat_s(topology)
 
     async def run(self, stop: asyncio.Event) -> None:
         backoff = runtime.Backoff(self.topology.saturn.bulk_retry_s)
@@ -116,7 +119,7 @@ class GearShipper:
         cursor = after_ts
         while not stop.is_set():
             await in_flight.acquire()
-            block_s = self.topology.saturn.bulk_heartbeat_s if self.heartbeats else IDLE_BLOCK_S
+            block_s = self.heartbeat_s if self.heartbeats else IDLE_BLOCK_S
             entries = await self.shard.stream_after(gears.BULK_STREAM, cursor, READ_COUNT, block_s=block_s)
             if entries:
                 through = entries[-1][0]

@@ -8,18 +8,23 @@ name.
 from services.probes import READY_HEALTH
 from services.protocols.base import Protocol, ReceivingSide
 from services.protocols.eventual import Eventual
+from services.protocols.gentlerain import GentleRain
 from services.protocols.saturn import Saturn
 from services.region.store import RegionStore
 
-PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Eventual, Saturn)}
+PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Eventual, Saturn, GentleRain)}
 
 
-def protocol_for(name: str, store: RegionStore) -> Protocol:
+def protocol_class(name: str) -> type[Protocol]:
     if name not in PROTOCOLS:
         raise NotImplementedError(
             f"protocol {name!r} is not implemented yet (available: {', '.join(sorted(PROTOCOLS))})"
         )
-    return PROTOCOLS[name](store)
+    return PROTOCOLS[name]
 
 
-__all__ = ["PROTOCOLS", "READY_HEALTH", "Protocol", "ReceivingSide", "protocol_for"]
+def protocol_for(name: str, store: RegionStore) -> Protocol:
+    return protocol_class(name)(store)
+
+
+__all__ = ["PROTOCOLS", "READY_HEALTH", "Protocol", "ReceivingSide", "protocol_class", "protocol_for"]

@@ -14,7 +14,9 @@ import grpc
 from grpc_health.v1.health import HealthServicer
 
 from causal_client.label import Label
+from services.region.stable_order import StableOrder
 from services.region.store import RegionStore, RemoteUpdate
+from services.topology import Topology
 
 AppliedCallback = Callable[[list[RemoteUpdate]], None]
 
@@ -66,6 +68,11 @@ class Protocol(ABC):
         here for good."""
         return await self.store.position(origin_gear)
 
+    @classmethod
+    def bulk_heartbeat_s(cls, topology: Topology) -> float:
+        """How often an idle bulk sender heartbeats while its receiver wants heartbeats."""
+        return topology.saturn.bulk_heartbeat_s
+
     @property
     def wants_heartbeats(self) -> bool:
         """Whether bulk senders must send heartbeats now (empty batches promising that nothing at
@@ -76,3 +83,21 @@ class Protocol(ABC):
         """What to acknowledge once a batch up to ``through_ts`` has been accepted: the sender may
         forget everything up to it. Applying on arrival, that is the batch itself."""
         return through_ts
+
+
+class HoldsPayloads(Protocol):
+    """A protocol whose receiver holds payloads until they may become visible (``order``, set up
+    by :meth:`start_receiving`): bulk transfer's positions are its watermarks, so a sender
+    resumes after what was applied, never after what was only received."""
+
+    order: StableOrder | None = None
+
+    def _order(self) -> StableOrder:
+        assert self.order is not None, "bulk transfer reaches only the process that receives"
+        return self.order
+
+    async def resume_position(self, origin_gear: str) -> int:
+        return self._order().durable_position(origin_gear.split("/", 1)[0])
+
+    def durable_position(self, origin_gear: str, through_ts: int) -> int:
+        return self._order().durable_position(origin_gear.split("/", 1)[0])

@@ -10,7 +10,7 @@ from grpc_health.v1 import health_pb2
 
 from services.probes import READY_HEALTH
 from services.proto import saturn_pb2_grpc
-from services.protocols.base import AppliedCallback, Protocol, ReceivingSide, Task
+from services.protocols.base import AppliedCallback, HoldsPayloads, ReceivingSide, Task
 from services.region.store import RegionStore, RemoteUpdate
 from services.saturn.links import TreeNodeServicer
 from services.saturn.proxy import RemoteProxy
@@ -20,7 +20,7 @@ from services.saturn.proxy import RemoteProxy
 CONCURRENT_APPLY_ENV = "SATURN_CONCURRENT_APPLY"
 
 
-class Saturn(Protocol):
+class Saturn(HoldsPayloads):
     name = "saturn"
     emits_labels = True
 
@@ -48,7 +48,7 @@ class Saturn(Protocol):
 
     def start_proxy(self, on_applied, on_change=None) -> RemoteProxy:
         concurrent = os.environ.get(CONCURRENT_APPLY_ENV, "1") != "0"
-        self.proxy = RemoteProxy(self.store, on_applied, on_change, concurrent=concurrent)
+        self.proxy = self.order = RemoteProxy(self.store, on_applied, on_change, concurrent=concurrent)
         return self.proxy
 
     async def accept_payloads(
@@ -61,11 +61,3 @@ class Saturn(Protocol):
     def wants_heartbeats(self) -> bool:
         """The proxy's stable time comes from them (in timestamp order, §6.1 and at start)."""
         return self.proxy is not None and self.proxy.wants_heartbeats
-
-    async def resume_position(self, origin_gear: str) -> int:
-        assert self.proxy is not None, "bulk transfer reaches only the process that runs the proxy"
-        return self.proxy.durable_position(origin_gear.split("/", 1)[0])
-
-    def durable_position(self, origin_gear: str, through_ts: int) -> int:
-        assert self.proxy is not None, "bulk transfer reaches only the process that runs the proxy"
-        return self.proxy.durable_position(origin_gear.split("/", 1)[0])

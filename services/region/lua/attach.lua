@@ -1,8 +1,9 @@
 -- Whether a client's causal past (its label) is visible here (paper Alg. 1), for an attach.
 -- Under saturn: a migration label made for this region is visible once the tree has delivered
 -- it here (made here: at once); any other label once every other region's watermark has passed
--- it (a label says only how far the client's past goes, not where it is). Other protocols apply
--- on arrival: at once.
+-- it (a label says only how far the client's past goes, not where it is). Under gentlerain every
+-- label waits until it is stable here (the receiver raises every origin's watermark to the global
+-- stable time). Eventual applies on arrival: at once.
 -- args: api, label (4), µs the caller has waited so far. Returns {1} when visible, else {0, the
 -- last watermark event's id, the events stream's key}: a caller blocks on that stream after
 -- that id (XREAD BLOCK), then asks again. A visible non-zero label's wait is counted in
@@ -33,12 +34,12 @@ local function gear_attach(keys, args)
   local arriving = kind == '1' and target == cfg.region
   local visible = true
   local last = nil
-  if cfg.protocol == 'saturn' then
+  if cfg.protocol == 'saturn' or cfg.protocol == 'gentlerain' then
     last = redis.call('XREVRANGE', WATERMARK_EVENTS, '+', '-', 'COUNT', 1)
     local marks = {}
     local flat = redis.call('HGETALL', WATERMARK_KEY)
     for i = 1, #flat, 2 do marks[flat[i]] = tonumber(flat[i + 1]) end
-    if arriving then
+    if arriving and cfg.protocol == 'saturn' then
       visible = origin == cfg.region or (marks[origin] or 0) >= ts
     else
       for _, r in ipairs(words(cfg.regions)) do

@@ -1,0 +1,101 @@
+"""GentleRain (Du et al., SoCC'14), as the Saturn paper's §7.1 ran it: one scalar timestamp per
+update, and a remote update becomes visible once the region's global stable time has passed it.
+
+- Updates carry their label's ts (the gears' physical clock, above everything the writer had
+  seen): the same labels as Saturn's, but no label stream, sink or serializer.
+- Every origin gear heartbeats its clock to every region that replicates some of its groups:
+  bulk senders send an empty batch whenever their stream has been idle for ``HEARTBEAT_S``.
+  Batches carry ``through_ts`` too, so under load heartbeats are rarely needed.
+- The receiver's :class:`Stabilizer` computes the global stable time (GST), the least
+  ``through_ts`` over every gear of every region that ships here (``StableOrder.stable_time``:
+  GentleRain's minimum over all partitions of all datacenters, restricted to those that can send
+  anything here), at most every ``STABILIZATION_S`` (the paper's 5 ms), and applies the payloads
+  held at or below it in ``(ts, src)`` order; every origin's watermark rises to the GST.
+- An attach, a migration included, waits until the client's ts is stable here (``attach.lua``:
+  every origin's watermark at or above it); a migration sends nothing (``migrate.lua``). Reads are
+  local.
+
+Partial replication: a region waits only for the gears that ship it something. An update it must
+show before a remote update y is one of a group it replicates, so it comes from a gear that ships
+here, with a ts below y's: the GST over the shipping gears covers it, and gears that ship nothing
+here have nothing it could wait for. Every gear that ships here must heartbeat, even if the groups it
+writes are rarely written: that traffic is GentleRain's price (the paper's Fig. 5c).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from grpc_health.v1 import health_pb2
+from redis.exceptions import RedisError
+
+from services.probes import READY_HEALTH
+from services.protocols.base import AppliedCallback, HoldsPayloads, ReceivingSide, Task
+from services.region.stable_order import StableOrder
+from services.region.store import RemoteUpdate
+from services.topology import Topology
+
+log = logging.getLogger("gentlerain")
+
+STABILIZATION_S = 0.005  # the GST is computed (and what it covers applied) at most this often
+HEARTBEAT_S = 0.005  # an idle gear's heartbeat period towards each region it ships to
+IDLE_CHECK_S = 1.0  # with nothing arriving, the loop wakes this often anyway
+STORE_RETRY_S = 0.2  # after a store error (its Redis restarting), the next try
+
+
+class Stabilizer(StableOrder):
+    """The receiver's side: payloads held until the GST passes them."""
+
+    def __init__(self, store, on_applied):
+        super().__init__(store, on_applied)
+        self.wakeup = asyncio.Event()
+
+    def on_payloads(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> None:
+        self.hold(origin_gear, through_ts, updates)
+        self.wakeup.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """The GST can only move when a batch or heartbeat arrives: each arrival is followed by
+        one stabilization, and the next one waits ``STABILIZATION_S`` at least."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wakeup.wait(), IDLE_CHECK_S)
+            self.wakeup.clear()
+            try:
+                await self.deliver_stable()
+            except (RedisError, OSError) as exc:
+                # What was not applied stays held; watermarks change only after a call succeeded.
+                log.warning("stabilizer %s: store unavailable (%s); retrying", self.region, exc)
+                await asyncio.sleep(STORE_RETRY_S)
+                self.wakeup.set()
+            await asyncio.sleep(STABILIZATION_S)
+
+
+class GentleRain(HoldsPayloads):
+    name = "gentlerain"
+    emits_labels = False
+
+    async def start_receiving(self, side: ReceivingSide) -> list[Task]:
+        stabilizer = Stabilizer(self.store, side.on_applied)
+        await stabilizer.load()
+        self.order = stabilizer
+        side.health.set(READY_HEALTH, health_pb2.HealthCheckResponse.SERVING)
+        return [stabilizer.run(side.stop)]
+
+    async def accept_payloads(
+        self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate], on_applied: AppliedCallback
+    ) -> None:
+        stabilizer = self._order()
+        assert isinstance(stabilizer, Stabilizer)
+        stabilizer.on_payloads(origin_gear, through_ts, updates)
+
+    @classmethod
+    def bulk_heartbeat_s(cls, topology: Topology) -> float:
+        return HEARTBEAT_S
+
+    @property
+    def wants_heartbeats(self) -> bool:
+        """Always: the GST is made of them."""
+        return True
