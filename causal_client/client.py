@@ -87,8 +87,10 @@ class CausalClient:
         timeout: float = DEFAULT_TIMEOUT_S,
         secret: str | None = None,
         gateway: bool = False,
+        vectors: bool = False,
     ):
         self.regions = {r.name: r for r in regions}
+        self.vectors = vectors  # the deployment runs Cure: sessions keep a vector (label.py)
         secret = _secret(secret)
         self.metadata = _credentials(secret)
         password = _client_password(secret)
@@ -99,7 +101,7 @@ class CausalClient:
         self.transport: Transport = (
             GatewayTransport(lambda r: self.region(r).endpoint, self.metadata, timeout)
             if gateway
-            else direct.DirectTransport(lambda r: self.region(r).stores, password, timeout)
+            else direct.DirectTransport(lambda r: self.region(r).stores, password, timeout, vectors)
         )
         self._links: dict[str, Link] = {}
         self._lock = threading.Lock()
@@ -131,7 +133,9 @@ class CausalClient:
                 )
             regions.append(RegionInfo(r["name"], r["site"], r["gateway"], stores))
         latencies = {(a, b): ms for a, b, ms in described["latencies"]}
-        return cls(regions, described["groups"], latencies, site=site, timeout=timeout, secret=secret)
+        cure = described.get("protocol") == "cure"
+        groups = described["groups"]
+        return cls(regions, groups, latencies, site=site, timeout=timeout, secret=secret, vectors=cure)
 
     @classmethod
     def connect_gateway(
@@ -155,7 +159,9 @@ class CausalClient:
         regions = [RegionInfo(r.name, r.site, endpoints.get(r.name, r.endpoint)) for r in reply.regions]
         groups = {g.name: list(g.regions) for g in reply.groups}
         latencies = {(x.from_site, x.to_site): x.one_way_ms for x in reply.latencies}
-        return cls(regions, groups, latencies, site=site, timeout=timeout, secret=secret, gateway=True)
+        cure = reply.protocol == "cure"
+        options = {"site": site, "timeout": timeout, "secret": secret, "gateway": True, "vectors": cure}
+        return cls(regions, groups, latencies, **options)
 
     def region(self, name: str) -> RegionInfo:
         try:
@@ -376,7 +382,8 @@ class Session:
         ticket for one attach and covers only what the session has seen so far: the session does
         not take it as its label, and should hand off without doing more here."""
         self.client.region(target)
-        return self._call("Migrate", lambda t: t.migrate(self.region, self.label, target))
+        ticket = self._call("Migrate", lambda t: t.migrate(self.region, self.label, target))
+        return ticket.with_vector(self.label.vector)  # Cure: the target waits for the whole vector
 
     # -- strongly consistent claims (outside causality: no label) ------------------------------
     def claim(self, namespace: str, key: str, holder: str) -> ClaimResult:

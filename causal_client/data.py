@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from causal_client import wire
 from causal_client.errors import InvalidRequest
-from causal_client.label import Label
+from causal_client.label import Label, observed, parse_vector
 from causal_client.proto import store_pb2
 
 Value = bytes | str
@@ -56,11 +56,12 @@ class Row:
         return Row(msg.group, msg.row, cells, msg.next_cursor or None)
 
     @staticmethod
-    def from_gear(group: str, key: str, reply: list) -> tuple[Row, Label]:
+    def from_gear(group: str, key: str, reply: list, vectors: bool = False) -> tuple[Row, Label]:
         """A row from what the read gear returned for it (columns, cells, counters' partial
         sums, cursor), and the greatest label among its cells, tombstones included (a read
-        that saw a delete has seen its label)."""
-        columns, raw_cells, partial_sums, cursor = reply
+        that saw a delete has seen its label); with ``vectors`` (Cure), its vector covers them
+        all."""
+        columns, raw_cells, partial_sums, cursor, *deps = reply  # deps: the row's, under Cure
         totals: dict[str, int] = {}
         for name, value in zip(partial_sums[::2], partial_sums[1::2], strict=True):
             column = name.split(b"|", 1)[1].decode()
@@ -70,7 +71,7 @@ class Row:
             if raw is None:
                 continue
             ts, src, flag, value = raw.split(b"|", 3)
-            label = Label(ts=int(ts), src=src.decode(), target=f"{group}/{key}")
+            label = observed(int(ts), src.decode(), f"{group}/{key}", vectors)
             best = best.merge(label)
             if flag == b"t":
                 continue
@@ -78,6 +79,8 @@ class Row:
             counter = totals.get(name, 0) if flag == b"c" else None
             cells.append(Cell(name, b"" if counter is not None else value, label, counter))
         next_cursor = cursor.decode() if isinstance(cursor, bytes) else cursor
+        if vectors and deps and deps[0]:
+            best = best.with_vector(parse_vector(deps[0].decode() if isinstance(deps[0], bytes) else deps[0]))
         return Row(group, key, tuple(cells), next_cursor or None), best
 
     def to_proto(self) -> store_pb2.RowResult:

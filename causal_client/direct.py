@@ -25,7 +25,7 @@ from causal_client import wire
 from causal_client.credentials import CLIENT_USER
 from causal_client.data import Mutation, ReadSpec, Row
 from causal_client.errors import AccessDenied, OutcomeUnknown, StoreTimeout, from_redis_error
-from causal_client.label import Label, LabelType
+from causal_client.label import Label, LabelType, observed
 from causal_client.transport import Transport
 
 CALL, READ = "SATURN.CALL", "SATURN.READ"  # the stores' gateway commands (services/region/module)
@@ -43,10 +43,17 @@ class DirectTransport(Transport):
     """``stores_of(region)``: the region's stores, one ``host:port`` per shard; ``password``: the
     client user's (causal_client/credentials.py), None where the stores want none."""
 
-    def __init__(self, stores_of: Callable[[str], Sequence[str]], password: str | None, timeout: float):
+    def __init__(
+        self,
+        stores_of: Callable[[str], Sequence[str]],
+        password: str | None,
+        timeout: float,
+        vectors: bool = False,
+    ):
         self.stores_of = stores_of
         self.password = password
         self.timeout = timeout
+        self.vectors = vectors  # Cure: the labels it returns carry what they saw per region
         self._pools: dict[str, list[redis.Redis]] = {}
         self._lock = threading.Lock()
 
@@ -76,7 +83,7 @@ class DirectTransport(Transport):
         for shard, idx in self._by_shard(region, ((s.group, s.row) for s in specs)).items():
             args = wire.call_args(label, [specs[i].gear_args() for i in idx])
             for i, reply in zip(idx, self._gear(region, shard, wire.READ, args, read_only=True), strict=True):
-                results[i], seen = Row.from_gear(specs[i].group, specs[i].row, reply)
+                results[i], seen = Row.from_gear(specs[i].group, specs[i].row, reply, self.vectors)
                 best = best.merge(seen)
         return results, best  # type: ignore[return-value]
 
@@ -93,7 +100,7 @@ class DirectTransport(Transport):
             ts = self._gear(region, shard, wire.WRITE, calls[shard])
             last = mutations[idx[-1]] if idx else None
             target = f"{last.group}/{last.row}" if last else ""
-            best = best.merge(Label(ts=int(ts), src=f"{region}/{shard}", target=target))
+            best = best.merge(observed(int(ts), f"{region}/{shard}", target, self.vectors))
         return best
 
     def migrate(self, region: str, label: Label, target: str) -> Label:

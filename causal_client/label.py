@@ -2,7 +2,9 @@
 
 A client's whole causal past is one label: the greatest it has observed. Keeping it small and
 constant in size is the point of Saturn, so this is a frozen dataclass with a compact token form
-that fits in a signed cookie.
+that fits in a signed cookie. Under the `cure` baseline a label also carries a vector (per origin
+region, the greatest ts of its updates the client has observed): empty under every other
+protocol, where it costs nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import base64
 import binascii
 import enum
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from functools import total_ordering
 
 from google.protobuf import unknown_fields
@@ -20,6 +23,8 @@ from causal_client.errors import InvalidLabel
 from causal_client.proto import store_pb2
 
 MAX_TARGET_BYTES = 512
+MAX_VECTOR_ENTRIES = 64  # one per region
+Vector = tuple[tuple[str, int], ...]  # (region, ts) pairs, sorted by region
 # What ``to_token`` produces: URL-safe base64, padding stripped (tolerated if present).
 _TOKEN_PATTERN = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 
@@ -38,6 +43,7 @@ class Label:
     src: str
     type: LabelType = LabelType.UPDATE
     target: str = ""
+    vector: Vector = ()  # not part of the order (ts, src): only Cure reads it
 
     @staticmethod
     def zero() -> Label:
@@ -74,17 +80,33 @@ class Label:
         less. A migration label vouches for more, but only at its target (see Session)."""
         if self.type == LabelType.UPDATE:
             return self
-        return Label(ts=self.ts, src=self.src)
+        return Label(ts=self.ts, src=self.src, vector=self.vector)
 
     def merge(self, other: Label | None) -> Label:
-        """The greater of two labels: how a client folds a returned label into its past."""
-        if other is None or other <= self:
+        """The greater of two labels: how a client folds a returned label into its past; their
+        vectors, if any, merged entry by entry (the greatest ts per region)."""
+        if other is None:
             return self
-        return other
+        best = self if other <= self else other
+        if self.vector or other.vector:
+            merged = merge_vectors([self.vector, other.vector])
+            if merged != best.vector:
+                best = replace(best, vector=merged)
+        return best
+
+    def with_vector(self, vector: Vector) -> Label:
+        """This label with ``vector`` merged into its own."""
+        return replace(self, vector=merge_vectors([self.vector, vector])) if vector else self
+
+    def vector_text(self) -> str:
+        """The vector as the gears read it: ``region:ts`` pairs separated by spaces."""
+        return " ".join(f"{region}:{ts}" for region, ts in self.vector)
 
     # -- wire forms -------------------------------------------------------------------------
     def to_proto(self) -> store_pb2.Label:
-        return store_pb2.Label(type=int(self.type), src=self.src, ts=self.ts, target=self.target)
+        return store_pb2.Label(
+            type=int(self.type), src=self.src, ts=self.ts, target=self.target, vector=dict(self.vector)
+        )
 
     @staticmethod
     def from_proto(msg: store_pb2.Label | None) -> Label:
@@ -95,13 +117,14 @@ class Label:
             raise InvalidLabel(f"label timestamp must be >= 0, got {msg.ts}")
         if msg.type not in (store_pb2.LABEL_UPDATE, store_pb2.LABEL_MIGRATION):
             raise InvalidLabel(f"unknown label type {msg.type}")
+        vector = _checked_vector(msg.vector)
         if msg.ts == 0 and not msg.src:
-            return _ZERO
+            return Label(ts=0, src="", vector=vector) if vector else _ZERO
         if not msg.src or "/" not in msg.src:
             raise InvalidLabel(f"label source must look like 'region/shard', got {msg.src!r}")
         if len(msg.target.encode()) > MAX_TARGET_BYTES:
             raise InvalidLabel(f"label target longer than {MAX_TARGET_BYTES} bytes")
-        return Label(ts=msg.ts, src=msg.src, type=LabelType(msg.type), target=msg.target)
+        return Label(ts=msg.ts, src=msg.src, type=LabelType(msg.type), target=msg.target, vector=vector)
 
     def to_token(self) -> str:
         """A URL-safe string (for cookies and hand-offs); ``from_token`` reverses it."""
@@ -127,10 +150,45 @@ class Label:
 
     def __str__(self) -> str:
         kind = "mig" if self.type == LabelType.MIGRATION else "upd"
-        return f"{kind}({self.ts}@{self.src or '-'}{' → ' + self.target if self.target else ''})"
+        vector = f" [{self.vector_text()}]" if self.vector else ""
+        return f"{kind}({self.ts}@{self.src or '-'}{' → ' + self.target if self.target else ''}{vector})"
 
 
 _ZERO = Label(ts=0, src="")
+
+
+def observed(ts: int, src: str, target: str = "", vectors: bool = False) -> Label:
+    """The label of an update a client observed (a cell it read, a write it made); with
+    ``vectors`` (Cure), carrying its own entry: its region's ts."""
+    return Label(ts=ts, src=src, target=target, vector=((src.split("/", 1)[0], ts),) if vectors else ())
+
+
+def merge_vectors(vectors: Iterable[Vector | Mapping[str, int]]) -> Vector:
+    """The entry-by-entry maximum of several vectors."""
+    best: dict[str, int] = {}
+    for vector in vectors:
+        for region, ts in vector.items() if isinstance(vector, Mapping) else vector:
+            if ts > best.get(region, -1):
+                best[region] = ts
+    return tuple(sorted(best.items()))
+
+
+def parse_vector(text: str) -> Vector:
+    """A vector from its text form (``Label.vector_text``, as the gears keep it)."""
+    entries: dict[str, int] = {}
+    for entry in text.split():
+        region, _, ts = entry.partition(":")
+        entries[region] = max(int(ts), entries.get(region, 0))
+    return tuple(sorted(entries.items()))
+
+
+def _checked_vector(entries: Mapping[str, int]) -> Vector:
+    if len(entries) > MAX_VECTOR_ENTRIES:
+        raise InvalidLabel(f"a label's vector has at most {MAX_VECTOR_ENTRIES} entries")
+    for region, ts in entries.items():
+        if not region or not region.isprintable() or " " in region or ":" in region or ts < 0:
+            raise InvalidLabel(f"bad vector entry {region!r}: {ts}")
+    return tuple(sorted(entries.items()))
 
 
 def max_label(labels: list[Label] | tuple[Label, ...]) -> Label:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from causal_client.label import Label
 
-GEARS_API = "1"  # raise when an argument list or a reply changes shape
+GEARS_API = "2"  # raise when an argument list or a reply changes shape (2: labels carry a vector)
 # The functions a client calls (DESCRIBE: what any one region tells of the whole topology).
 DESCRIBE = "saturn_describe"
 WRITE, READ, MIGRATE = "saturn_write", "saturn_read", "saturn_migrate"
@@ -29,7 +29,8 @@ ColumnOp = tuple[str, str, bytes | str | int]  # kind ('s' set, 'd' delete, 'i' 
 
 
 def label_args(label: Label) -> list:
-    return [int(label.type), label.ts, label.src, label.target]
+    """type, ts, src, target, and the vector (``region:ts`` pairs; empty but under Cure)."""
+    return [int(label.type), label.ts, label.src, label.target, label.vector_text()]
 
 
 def mutation_args(group: str, row: str, ops: list[ColumnOp]) -> list:

@@ -239,15 +239,18 @@ def test_a_batch_over_two_shards_with_a_bad_part_writes_nothing_anywhere(redis_u
 
 
 ZERO = wire.label_args(Label.zero())
+AT_V = [wire.GEARS_API, 0, 5, "virginia/0", ""]  # an attach's label up to its vector
 BAD_CALLS = {
-    "migrate to an unknown region": (wire.MIGRATE, [wire.GEARS_API, 0, 0, "", "", "ghost"]),
-    "migrate with a forged label": (wire.MIGRATE, [wire.GEARS_API, 0, 5, "zz/0", "", "ireland"]),
-    "migrate with an extra argument": (wire.MIGRATE, [wire.GEARS_API, 0, 0, "", "", "ireland", "x"]),
+    "migrate to an unknown region": (wire.MIGRATE, [wire.GEARS_API, 0, 0, "", "", "", "ghost"]),
+    "migrate with a forged label": (wire.MIGRATE, [wire.GEARS_API, 0, 5, "zz/0", "", "", "ireland"]),
+    "migrate with an extra argument": (wire.MIGRATE, [wire.GEARS_API, 0, 0, "", "", "", "ireland", "x"]),
     "claim with an empty key": (wire.CLAIM, [wire.GEARS_API, "username", "", "h", 0]),
     "claim with a control character": (wire.CLAIM, [wire.GEARS_API, "username", "a\x01", "h", 0]),
     "claim neither claim nor release": (wire.CLAIM, [wire.GEARS_API, "username", "alice", "h", 7]),
-    "attach without its wait": (wire.ATTACH, [wire.GEARS_API, 0, 5, "virginia/0", ""]),
-    "attach with a wait in exponent form": (wire.ATTACH, [wire.GEARS_API, 0, 5, "virginia/0", "", "1e300"]),
+    "attach without its wait": (wire.ATTACH, [*AT_V, ""]),
+    "attach with a wait in exponent form": (wire.ATTACH, [*AT_V, "", "1e300"]),
+    "a vector naming an unknown region": (wire.ATTACH, [*AT_V, "atlantis:3", 0]),
+    "a vector entry without its ts": (wire.ATTACH, [*AT_V, "ireland", 0]),
     "read with a fractional count": (wire.READ, [wire.GEARS_API, *ZERO, "1.5", "all", "r", 0, 0, "", 0, 0]),
     "write of another API version": (wire.WRITE, ["0", 0, 0, "", "", 1, "all", "r", 1, "s", "c", "v"]),
 }

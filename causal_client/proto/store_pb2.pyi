@@ -15,16 +15,25 @@ LABEL_UPDATE: LabelType
 LABEL_MIGRATION: LabelType
 
 class Label(_message.Message):
-    __slots__ = ("type", "src", "ts", "target")
+    __slots__ = ("type", "src", "ts", "target", "vector")
+    class VectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     TYPE_FIELD_NUMBER: _ClassVar[int]
     SRC_FIELD_NUMBER: _ClassVar[int]
     TS_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_FIELD_NUMBER: _ClassVar[int]
     type: LabelType
     src: str
     ts: int
     target: str
-    def __init__(self, type: _Optional[_Union[LabelType, str]] = ..., src: _Optional[str] = ..., ts: _Optional[int] = ..., target: _Optional[str] = ...) -> None: ...
+    vector: _containers.ScalarMap[str, int]
+    def __init__(self, type: _Optional[_Union[LabelType, str]] = ..., src: _Optional[str] = ..., ts: _Optional[int] = ..., target: _Optional[str] = ..., vector: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Cell(_message.Message):
     __slots__ = ("column", "value", "label", "is_counter", "counter")

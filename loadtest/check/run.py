@@ -4,6 +4,7 @@ the history, report."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -68,7 +69,7 @@ def _checked_run(
     """The sessions, the nemesis (only with a cluster of our own), the checks."""
     regions = topology.region_names
     groups = sorted(topology.group_members)
-    keys = hot_keys(groups, settings.keys_per_group)
+    keys = hot_keys(groups, settings.keys_per_group, run=f"{secrets.token_hex(3)}-")
     history = History()
     stop = threading.Event()
     with CausalClient.connect(

@@ -40,8 +40,10 @@ class Mix:
         return names, [getattr(self, name) for name in names]
 
 
-def hot_keys(groups: list[str], per_group: int) -> list[tuple[str, str]]:
-    return [(group, f"k{i}") for group in groups for i in range(per_group)]
+def hot_keys(groups: list[str], per_group: int, run: str = "") -> list[tuple[str, str]]:
+    """The rows a run reads and writes; ``run`` names them apart from an earlier run's on the
+    same deployment (whose values would read as written by no one, its counters as doubled)."""
+    return [(group, f"{run}k{i}") for group in groups for i in range(per_group)]
 
 
 class CheckedSession(threading.Thread):

@@ -76,9 +76,10 @@ class Stabilizer(StableOrder):
 class GentleRain(HoldsPayloads):
     name = "gentlerain"
     emits_labels = False
+    stabilizer_class: type[Stabilizer] = Stabilizer
 
     async def start_receiving(self, side: ReceivingSide) -> list[Task]:
-        stabilizer = Stabilizer(self.store, side.on_applied)
+        stabilizer = self.stabilizer_class(self.store, side.on_applied)
         await stabilizer.load()
         self.order = stabilizer
         side.health.set(READY_HEALTH, health_pb2.HealthCheckResponse.SERVING)

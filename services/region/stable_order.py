@@ -33,10 +33,9 @@ class StableOrder:
         topology = store.topology
         self.origins = [r for r in topology.region_names if r != self.region]
         local = topology.groups_at(self.region)
-        # Gears whose payloads come here: the stable time must hear from all of them.
-        self.shipping_gears = [
-            g for r in self.origins if local & topology.groups_at(r) for g in topology.gear_ids(r)
-        ]
+        # Gears whose payloads come here, per origin region: the stable time hears from all of them.
+        self.gears_of = {r: topology.gear_ids(r) for r in self.origins if local & topology.groups_at(r)}
+        self.shipping_gears = [g for gear_ids in self.gears_of.values() for g in gear_ids]
         self.ready: dict[str, RemoteUpdate] = {}  # "src|ts" → payload not applied yet
         self.received: dict[str, int] = {}  # origin gear → bulk through_ts
         self.watermarks: dict[str, int] = {}
@@ -62,6 +61,11 @@ class StableOrder:
     def stable_time(self) -> int:
         """Every update shipped here with a ts at or below this has been received."""
         return min((self.received.get(g, 0) for g in self.shipping_gears), default=NEVER)
+
+    def stable_of(self, origin: str) -> int:
+        """Every update of ``origin`` shipped here with a ts at or below this has been received
+        (NEVER for an origin that ships nothing here)."""
+        return min((self.received.get(g, 0) for g in self.gears_of.get(origin, ())), default=NEVER)
 
     def ready_through(self, ts: int) -> list[RemoteUpdate]:
         """The payloads held here up to ``ts``, in timestamp order ((ts, src): a total order)."""

@@ -15,7 +15,7 @@ from redis.exceptions import ResponseError
 from causal_client import wire
 from causal_client.data import ReadSpec, Row
 from causal_client.errors import gear_error
-from causal_client.label import Label, LabelType
+from causal_client.label import Label, LabelType, merge_vectors, observed, parse_vector
 from services.region import gears
 from services.topology import Topology
 
@@ -30,6 +30,8 @@ class RemoteUpdate:
     group: str
     row: str
     changes: tuple[gears.ColumnChange, ...]
+    #: Cure only (None otherwise): the writer's vector (per region, the greatest ts it had observed)
+    deps: tuple[tuple[str, int], ...] | None = None
 
     @property
     def origin_region(self) -> str:
@@ -42,9 +44,18 @@ class RemoteUpdate:
 
     @staticmethod
     def unpack(body: bytes) -> RemoteUpdate:
-        ts, src, origin_time, group, row, ops = msgpack.unpackb(body, raw=True)
+        ts, src, origin_time, group, row, ops, *rest = msgpack.unpackb(body, raw=True)
         changes = tuple(gears.ColumnChange(k.decode(), c.decode(), a) for k, c, a in ops)
-        return RemoteUpdate(ts, src.decode(), origin_time, group.decode(), row.decode(), changes)
+        deps = parse_vector(rest[0].decode()) if rest else None  # a vector under Cure (write.lua)
+        return RemoteUpdate(ts, src.decode(), origin_time, group.decode(), row.decode(), changes, deps)
+
+
+def _deps_text(update: RemoteUpdate) -> str:
+    """What ``deliver.lua`` merges into the row's dependencies: under Cure the writer's vector
+    with the update's own entry; "" otherwise (nothing is kept)."""
+    if update.deps is None:
+        return ""
+    return " ".join(f"{r}:{t}" for r, t in merge_vectors([update.deps, ((update.origin_region, update.ts),)]))
 
 
 def _entries(raw: list) -> list[tuple[int, dict[bytes, bytes]]]:
@@ -162,7 +173,8 @@ class Shard:
         args: list = [len(updates)]
         for u in updates:
             keys += gears.row_keys(u.group, u.row)
-            args += [u.ts, u.src, u.origin_region, len(u.changes), *gears.change_args(u.changes)]
+            args += [u.ts, u.src, u.origin_region, _deps_text(u), len(u.changes)]
+            args += gears.change_args(u.changes)
         args.append(len(marks))
         for origin, ts in marks.items():
             args += [origin, ts]
@@ -256,6 +268,7 @@ class RegionStore:
         """``urls``: the shards' Redis servers, where not the topology's (a test's)."""
         self.topology = topology
         self.region = region
+        self.vectors = topology.protocol == "cure"  # the labels it returns carry vectors
         gear_ids = topology.gear_ids(region)
         urls = urls or [topology.redis_url(region, k) for k in range(len(gear_ids))]
         self.shards = [Shard(url, gear_id, region) for url, gear_id in zip(urls, gear_ids, strict=True)]
@@ -274,6 +287,10 @@ class RegionStore:
             "region": self.region, "shards": len(self.shards), "protocol": t.protocol,
             "emits": int(t.protocol == "saturn"), "max_value": t.max_value_bytes,
             "regions": " ".join(t.region_names),
+            # the regions that ship something here (share a group with it): Cure's attach waits
+            # for no other region, which can have nothing it must show
+            "senders": " ".join(r for r in t.region_names if r != self.region
+                                and t.groups_at(r) & t.groups_at(self.region)),
         }  # fmt: skip
         about = json.dumps(t.describe())
         groups = {g: " ".join(members) for g, members in t.group_members.items()}
@@ -294,7 +311,7 @@ class RegionStore:
         best = Label.zero()
         for (k, idx), ts in zip(parts.items(), results, strict=True):
             group, row, _ = mutations[idx[-1]] if idx else ("", "", None)
-            best = best.merge(Label(ts=ts, src=self.shards[k].gear_id, target=f"{group}/{row}"))
+            best = best.merge(observed(ts, self.shards[k].gear_id, f"{group}/{row}", self.vectors))
         return best
 
     async def migrate(self, client: Label, target_region: str) -> Label:
@@ -311,7 +328,7 @@ class RegionStore:
         best = Label.zero()
         for idx, reply in zip(parts.values(), replies, strict=True):
             for i, raw in zip(idx, reply, strict=True):
-                results[i], label = Row.from_gear(ops[i].group, ops[i].row, raw)
+                results[i], label = Row.from_gear(ops[i].group, ops[i].row, raw, self.vectors)
                 best = best.merge(label)
         return results, best  # type: ignore[return-value]
 

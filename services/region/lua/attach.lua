@@ -3,8 +3,10 @@
 -- it here (made here: at once); any other label once every other region's watermark has passed
 -- it (a label says only how far the client's past goes, not where it is). Under gentlerain every
 -- label waits until it is stable here (the receiver raises every origin's watermark to the global
--- stable time). Eventual applies on arrival: at once.
--- args: api, label (4), µs the caller has waited so far. Returns {1} when visible, else {0, the
+-- stable time). Under cure, once every region's watermark has reached the client's vector's entry
+-- for it (the receiver's watermark is what it applied: services/protocols/cure.py). Eventual
+-- applies on arrival: at once.
+-- args: api, label (5), µs the caller has waited so far. Returns {1} when visible, else {0, the
 -- last watermark event's id, the events stream's key}: a caller blocks on that stream after
 -- that id (XREAD BLOCK), then asks again. A visible non-zero label's wait is counted in
 -- ATTACH_WAITS_KEY ("<origin>|<kind>|count", "|sum_us", "|b<i>": waits up to the i-th of
@@ -25,22 +27,27 @@ end
 local function gear_attach(keys, args)
   check_api(args[1])
   local cfg = config()
-  local ts, src, kind, target = check_label(cfg, args, 2)
-  local waited = whole(args[6])
+  local ts, src, kind, target, vector = check_label(cfg, args, 2)
+  local waited = whole(args[7])
   if waited == nil then fail(CODE_INVALID, 'an attach says how long it has waited (whole µs)') end
-  check_consumed(args, 7)
+  check_consumed(args, 8)
   if ts == 0 then return {1} end
   local origin = string.match(src, '^([^/]*)/')
   local arriving = kind == '1' and target == cfg.region
   local visible = true
   local last = nil
-  if cfg.protocol == 'saturn' or cfg.protocol == 'gentlerain' then
+  if cfg.protocol ~= 'eventual' then
     last = redis.call('XREVRANGE', WATERMARK_EVENTS, '+', '-', 'COUNT', 1)
     local marks = {}
     local flat = redis.call('HGETALL', WATERMARK_KEY)
     for i = 1, #flat, 2 do marks[flat[i]] = tonumber(flat[i + 1]) end
     if arriving and cfg.protocol == 'saturn' then
       visible = origin == cfg.region or (marks[origin] or 0) >= ts
+    elseif cfg.protocol == 'cure' then
+      vector[origin] = math.max(vector[origin] or 0, ts)
+      for _, r in ipairs(words(cfg.senders)) do
+        if (marks[r] or 0) < (vector[r] or 0) then visible = false end
+      end
     else
       for _, r in ipairs(words(cfg.regions)) do
         if r ~= cfg.region and (marks[r] or 0) < ts then visible = false end

@@ -67,17 +67,35 @@ local function crc32(s)
   return crc
 end
 
--- The label a call carries at args[p..p+3] (type, ts, src, target), checked: returns ts, src,
--- type, target; the zero label is (0, '').
+-- The label a call carries at args[p..p+4] (type, ts, src, target, vector), checked: returns
+-- ts, src, type, target and the vector (region -> ts; empty but under Cure); the zero label is
+-- (0, ''). The vector is "region:ts" pairs separated by spaces, of known regions only.
+local function check_vector(cfg, text)
+  local vector = {}
+  if text == '' then return vector end
+  local known = {}
+  for _, r in ipairs(words(cfg.regions)) do known[r] = true end
+  for entry in string.gmatch(text, '%S+') do
+    local region, ts_text = string.match(entry, '^([^:]+):(%d+)$')
+    if region == nil or #ts_text > 17 then fail(CODE_LABEL, 'label: bad vector entry ' .. q(entry)) end
+    if not known[region] then fail(CODE_LABEL, 'label: vector names unknown region ' .. q(region)) end
+    vector[region] = tonumber(ts_text)
+  end
+  return vector
+end
+
 local function check_label(cfg, args, p)
-  local kind, ts_text, src, target = args[p], args[p + 1], args[p + 2], args[p + 3]
-  if target == nil then fail(CODE_INVALID, 'a call needs the session label (type, ts, src, target)') end
+  local kind, ts_text, src, target, vector_text = args[p], args[p + 1], args[p + 2], args[p + 3], args[p + 4]
+  if vector_text == nil then
+    fail(CODE_INVALID, 'a call needs the session label (type, ts, src, target, vector)')
+  end
   if not string.match(ts_text, '^%d+$') then
     fail(CODE_LABEL, 'label: label timestamp must be >= 0, got ' .. ts_text)
   end
   if kind ~= '0' and kind ~= '1' then fail(CODE_LABEL, 'label: unknown label type ' .. kind) end
   local ts = tonumber(ts_text)
-  if ts == 0 and src == '' then return 0, '', kind, target end
+  local vector = check_vector(cfg, vector_text)
+  if ts == 0 and src == '' then return 0, '', kind, target, vector end
   if not string.find(src, '/', 1, true) then
     fail(CODE_LABEL, "label: label source must look like 'region/shard', got " .. q(src))
   end
@@ -91,7 +109,7 @@ local function check_label(cfg, args, p)
   if ahead > MAX_FUTURE_S then
     fail(CODE_LABEL, string.format('label: timestamp is %.0f s in the future', ahead))
   end
-  return ts, src, kind, target
+  return ts, src, kind, target, vector
 end
 
 local function check_name(what, value)

@@ -23,6 +23,29 @@ local function row_keys(group, row)
   return 'd:' .. group .. ':' .. row, 'i:' .. group .. ':' .. row, 'c:' .. group .. ':' .. row
 end
 
+-- Cure's dependencies of a row: the entry-by-entry maximum of the vectors of every update
+-- applied to it (its writer's vector, and its own region's ts), "region:ts" pairs. A reader
+-- takes it into its own vector, so a vector covers the whole causal past of what was read,
+-- also of updates not replicated where it was read (per row, not per cell: coarser, never
+-- less). Only under cure (services/protocols/cure.py).
+local function deps_key(dkey) return 'v:' .. string.sub(dkey, 3) end
+
+local function merge_deps(dkey, deps_text, region, ts)
+  local vkey = deps_key(dkey)
+  local merged = {}
+  for _, text in ipairs({redis.call('GET', vkey) or '', deps_text}) do
+    for r, t in string.gmatch(text, '([^%s:]+):(%d+)') do
+      t = tonumber(t)
+      if t > (merged[r] or 0) then merged[r] = t end
+    end
+  end
+  if ts > (merged[region] or 0) then merged[region] = ts end
+  local parts = {}
+  for r, t in pairs(merged) do parts[#parts + 1] = r .. ':' .. I(t) end
+  table.sort(parts)
+  redis.call('SET', vkey, table.concat(parts, ' '))
+end
+
 local function parse_cell(cell)
   local ts, src, flag = string.match(cell, '^(%d+)|([^|]*)|(%a)|')
   return tonumber(ts), src, flag

@@ -5,7 +5,8 @@
 -- resumes from them. When a watermark rises, an entry goes to the events stream (capped), on
 -- which attaches that wait for the watermarks block (XREAD) instead of polling them.
 -- keys: per update: data hash, column index, counters.
--- args: n_updates, then per update: ts, src, origin_region, n_ops, then per op: kind, column,
+-- args: n_updates, then per update: ts, src, origin_region, deps (Cure's vector of the update,
+--       "" under other protocols: common.lua's merge_deps), n_ops, then per op: kind, column,
 --       arg; then n_marks, then per mark: origin_region, ts.
 -- Returns "src|ts" of each update applied.
 local function gear_deliver(keys, args)
@@ -14,13 +15,14 @@ local function gear_deliver(keys, args)
   local through = {}
   local a, k = 2, 1
   for u = 1, n do
-    local ts, src, origin, nops = tonumber(args[a]), args[a + 1], args[a + 2], tonumber(args[a + 3])
-    local p = a + 4
+    local ts, src, origin, deps, nops = tonumber(args[a]), args[a + 1], args[a + 2], args[a + 3], tonumber(args[a + 4])
+    local p = a + 5
     if through[origin] == nil then
       through[origin] = tonumber(redis.call('HGET', WATERMARK_KEY, origin) or '0')
     end
     if ts > through[origin] then
       p = apply_ops(args, keys[k], keys[k + 1], keys[k + 2], origin, ts, src, p, nops)
+      if deps ~= '' then merge_deps(keys[k], deps, origin, ts) end
       applied[#applied + 1] = src .. '|' .. I(ts)
     else
       p = p + 3 * nops

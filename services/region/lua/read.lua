@@ -1,10 +1,11 @@
 -- Gear READ: any number of reads of this shard's rows in one call, each named cells, a slice of
 -- the sorted columns, or the whole row.
--- args: api, label (4), n_reads, then per read: group, row, n_columns, column..., then
+-- args: api, label (5), n_reads, then per read: group, row, n_columns, column..., then
 --   is_slice ('1'/'0'), after, limit (0: the default), reverse ('1'/'0'). Named columns, or a
 --   slice, or (neither) the whole row.
--- Returns per read {columns, cells, counter_fields_flat, next_cursor}; a whole row wider than
--- MAX_ROW_COLUMNS is an error (never a silently cut row).
+-- Returns per read {columns, cells, counter_fields_flat, next_cursor}, and under cure the row's
+-- dependencies (common.lua's merge_deps) after them; a whole row wider than MAX_ROW_COLUMNS is an
+-- error (never a silently cut row).
 local UNPACK_STEP = 1000
 
 local function read_columns(mode, ikey, after, limit, reverse)
@@ -41,12 +42,12 @@ local function gear_read(keys, args)
   check_api(args[1])
   local cfg = config()
   check_label(cfg, args, 2)
-  local n = whole(args[6])
+  local n = whole(args[7])
   if n == nil or n < 1 then fail(CODE_INVALID, 'multi-read needs at least one read') end
   if n > MAX_OPS then fail(CODE_INVALID, 'at most ' .. MAX_OPS .. ' reads per multi-read') end
   -- First pass: every check (a bad read anywhere fails the whole call).
   local reads = {}
-  local a = 7
+  local a = 8
   for r = 1, n do
     local group, row, ncols = args[a], args[a + 1], whole(args[a + 2])
     check_row(cfg, group, row)
@@ -95,6 +96,9 @@ local function gear_read(keys, args)
           .. ' columns a page, with a cursor)')
       end
       out[r] = read_row(read.dkey, read.ckey, columns, cursor)
+    end
+    if cfg.protocol == 'cure' then
+      out[r][5] = redis.call('GET', deps_key(read.dkey)) or ''
     end
   end
   return out

@@ -1,21 +1,22 @@
 -- Gear UPDATE (paper Alg. 2): label generation, write, bulk and label stream appends, atomically.
--- args: api, label (4), n_mutations, then per mutation: group, row, n_ops, then per op:
+-- args: api, label (5), n_mutations, then per mutation: group, row, n_ops, then per op:
 --       kind ('s' set, 'd' delete, 'i' increment), column, arg.
 -- Returns the label's ts (the last mutation's; each mutation gets its own ts, consecutive).
 local MAX_INCREMENT = 2 ^ 53  -- counters are Lua numbers (doubles): exact up to here
 
 -- Every check of a write, before anything is written: returns the client's ts, the mutations
--- ({group, row, replicate, first op index, n_ops, keys...}) and the settings.
+-- ({group, row, replicate, first op index, n_ops, keys...}), the settings and the client's
+-- vector as it came (checked).
 local function check_write(args)
   check_api(args[1])
   local cfg = config()
   local client_ts = check_label(cfg, args, 2)
-  local n = whole(args[6])
+  local n = whole(args[7])
   if n == nil or n < 1 then fail(CODE_INVALID, 'a batch needs at least one mutation') end
   if n > MAX_OPS then fail(CODE_INVALID, 'at most ' .. MAX_OPS .. ' mutations per batch') end
   local max_value = tonumber(cfg.max_value)
   local mutations = {}
-  local a = 7
+  local a = 8
   for m = 1, n do
     local group, row, nops = args[a], args[a + 1], whole(args[a + 2])
     local replicas = check_row(cfg, group, row)
@@ -55,7 +56,7 @@ local function check_write(args)
     a = p
   end
   check_consumed(args, a)
-  return client_ts, mutations, cfg
+  return client_ts, mutations, cfg, args[6]
 end
 
 -- The checks alone (a batch over several shards is checked at every shard before any writes).
@@ -65,7 +66,7 @@ local function gear_check_write(keys, args)
 end
 
 local function gear_write(keys, args)
-  local client_ts, mutations, cfg = check_write(args)
+  local client_ts, mutations, cfg, vector = check_write(args)
   local n = #mutations
   local now = now_us()
   local last, outside = unpack(redis.call('HMGET', GEAR_KEY, 'last_ts', OUTSIDE_ORDER_FIELD))
@@ -91,8 +92,16 @@ local function gear_write(keys, args)
       end
       p = p + 3
     end
+    if cfg.protocol == 'cure' then merge_deps(dkey, vector, region, ts) end
     if replicate then
-      local body = cmsgpack.pack({ts, src, now, group, row, ops})
+      -- Under cure the payload carries the writer's vector: receivers apply it once every
+      -- update it names is applied there (services/protocols/cure.py).
+      local body
+      if cfg.protocol == 'cure' then
+        body = cmsgpack.pack({ts, src, now, group, row, ops, vector})
+      else
+        body = cmsgpack.pack({ts, src, now, group, row, ops})
+      end
       redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, group, PAYLOAD_FIELD, body)
     end
     if emit_label then
