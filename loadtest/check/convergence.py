@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from causal_client import CausalClient, CausalError, ReadSpec
 from loadtest.check.history import History, Kind, Outcome
-from loadtest.check.workload import COUNTER_COLUMN, COUNTER_ROW, VALUE_COLUMN
+from loadtest.check.workload import COUNTER_COLUMN, VALUE_COLUMN, counter_row
 
 Snapshot = dict[tuple[str, str], tuple[str | None, tuple[int, str] | None]]  # key → (value, label)
 
@@ -37,7 +37,7 @@ def snapshot(
     """Every key's cell and every group's counter as ``region`` holds them (one multi-read)."""
     groups = sorted({g for g, _ in keys})
     specs = [ReadSpec(g, r, (VALUE_COLUMN,)) for g, r in keys] + [
-        ReadSpec(g, COUNTER_ROW, (COUNTER_COLUMN,)) for g in groups
+        ReadSpec(g, counter_row(keys), (COUNTER_COLUMN,)) for g in groups
     ]
     rows = client.session(region, auto_migrate=False).multi_read(specs)
     cells: Snapshot = {}
@@ -88,7 +88,7 @@ def _differences(keys, replicas, shots) -> list[str]:
     for group in {k[0] for k in keys}:
         counts = {r: shots[r][1].get(group) for r in replicas[group] if r in shots}
         if len(set(counts.values())) > 1:
-            found.append(f"{group}/{COUNTER_ROW}: " + ", ".join(f"{r}={v}" for r, v in counts.items()))
+            found.append(f"{group}/{counter_row(keys)}: " + ", ".join(f"{r}={v}" for r, v in counts.items()))
     return found
 
 

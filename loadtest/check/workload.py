@@ -46,6 +46,11 @@ def hot_keys(groups: list[str], per_group: int, run: str = "") -> list[tuple[str
     return [(group, f"{run}k{i}") for group in groups for i in range(per_group)]
 
 
+def counter_row(keys: list[tuple[str, str]]) -> str:
+    """The row whose counter column the run increments, named like its hot keys."""
+    return (keys[0][1].rpartition("k")[0] if keys else "") + COUNTER_ROW
+
+
 class CheckedSession(threading.Thread):
     """One client session doing random actions until ``stop`` is set."""
 
@@ -67,6 +72,7 @@ class CheckedSession(threading.Thread):
         self.rng = random.Random(seed)
         self.regions = list(client.regions)
         self.groups = sorted({group for group, _ in keys})
+        self.counter_row = counter_row(keys)
         self.index = 0  # acknowledged operations so far (the session's order)
         self.written = 0
         self.session: Session | None = None
@@ -130,7 +136,7 @@ class CheckedSession(threading.Thread):
     def increment(self) -> None:
         group = self.rng.choice(self.groups)
         try:
-            self.session.increment(group, COUNTER_ROW, COUNTER_COLUMN, 1)  # type: ignore[union-attr]
+            self.session.increment(group, self.counter_row, COUNTER_COLUMN, 1)  # type: ignore[union-attr]
         except CausalError as exc:
             self.history.counted(group, Outcome.UNKNOWN)
             self.failed(f"increment {group}", exc)
