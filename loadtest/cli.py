@@ -6,6 +6,7 @@
     python -m loadtest run --plan my-plan --running .run               # a cluster started by hand
     python -m loadtest graph --users 61096 --out nola.txt.gz           # the full-size graph
     python -m loadtest check --duration 60 --nemesis all               # random histories under faults
+    python -m loadtest paper fig7 --quick                              # a figure of the Saturn paper
 
 ``run`` makes a plan (unless given one), then per protocol starts the plan's topology on free
 ports (with the web tier for ``--target web``), seeds the network, runs Locust headless, reads the
@@ -15,6 +16,9 @@ summary.json, summary.txt and summary.png into the output directory.
 ``check`` runs random client sessions against one protocol while a nemesis injects faults, then
 checks the recorded history for causal consistency and the replicas for convergence and lost or
 doubled writes (loadtest/check); exit status 1 if anything is wrong.
+
+``paper`` runs one of the Saturn paper's figures (or ``all``) and sets the paper's numbers beside
+this run's (loadtest/paper.py).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from loadtest import paper
 from loadtest.bench.report import say
 from loadtest.check.nemesis import FAULTS
 from loadtest.check.run import CheckSettings, passed, run_check
@@ -126,13 +131,17 @@ def parser() -> argparse.ArgumentParser:
         "project's client/): no cluster started, no nemesis (faults come from outside)",
     )
     checked.add_argument("--out", help="output directory (default: check-results/<topology>-<protocol>)")
+    paper.add_parser(commands)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        commands = {"graph": graph_command, "plan": plan_command, "run": run_command, "check": check_command}
+        commands = {
+            "graph": graph_command, "plan": plan_command, "run": run_command, "check": check_command,
+            "paper": paper.main,
+        }  # fmt: skip
         return commands[args.command](args)
     except (TopologyError, PlanError, ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -29,7 +29,7 @@ from services.topology_parts import (
     _no_duplicates,
     _Strict,
 )
-from services.tuning import SaturnTuning
+from services.tuning import SaturnTuning, StabilizationTuning
 
 __all__ = ["NAME_PATTERN", "Region", "RegionPorts", "Serializer", "Topology", "TopologyError", "TreeEdge"]
 
@@ -67,6 +67,7 @@ class Topology(_Strict):
     epoch: int = Field(default=0, ge=0)
     # Saturn's timings that must agree with each other (services/tuning.py): the `[saturn]` table.
     saturn: SaturnTuning = Field(default_factory=SaturnTuning)
+    stabilization: StabilizationTuning = Field(default_factory=StabilizationTuning)
     source: str = Field(default="<memory>", exclude=True)
 
     def data_shape(self) -> dict:

@@ -63,3 +63,17 @@ class SaturnTuning(BaseModel):
         if any(d < 0 for d in (*self.link_retry_s, *self.bulk_retry_s)):
             raise ValueError("retry delays must not be negative")
         return self
+
+
+class StabilizationTuning(BaseModel):
+    """GentleRain's and Cure's timings: the topology's optional ``[stabilization]`` table."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: the stable time (vector) is computed, and what it covers applied, at most this often (the
+    #: Saturn paper ran both baselines' stabilization every 5 ms)
+    period_s: float = Field(default=0.005, gt=0)
+    #: an idle gear heartbeats every region it ships to this often: the stable time follows it.
+    #: Each heartbeat is a Lua call and a message at both ends; with every region on one 2-core
+    #: machine, 5 ms kept seven idle regions' CPUs busy (docs/MEASUREMENTS.md)
+    heartbeat_s: float = Field(default=0.01, gt=0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from loadtest.bench import failover, fig4, fig6, proxy, reconfigure, serializer
+from loadtest.cli import main as loadtest_main
 
 
 def test_the_serializer_bench_counts_every_label_through_a_real_serializer():
@@ -59,3 +60,22 @@ def test_the_failover_bench_kills_the_primary_with_and_without_replicas(tmp_path
         (n, phase) for n in (1, 2) for phase in ("steady", "primary killed", "restarted")
     ]
     assert all(r["updates"] > 0 for r in rows)
+
+
+def test_the_paper_command_runs_fig7_and_sets_the_papers_numbers_beside_ours(tmp_path, capsys):
+    """`python -m loadtest paper fig7 --quick`: the four protocols on the seven regions, each
+    pair's visibility measured, and a comparison with the paper's figures written."""
+    assert loadtest_main(["paper", "fig7", "--quick", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "fig7" / "fig7.json").read_text())
+    protocols = {r["configuration"] for r in rows}
+    assert protocols == {"eventual", "saturn", "gentlerain", "cure"}
+    assert all(r["updates"] > 0 for r in rows)
+    comparison = (tmp_path / "fig7" / "comparison.md").read_text()
+    assert "| Saturn extra over eventual, mean of all pairs (ms) | 7.3 |" in comparison
+    assert "Order Saturn < Cure < GentleRain" in comparison
+    assert (tmp_path / "fig7" / "fig7-cdf.png").stat().st_size > 0
+
+
+def test_the_paper_command_says_which_figures_it_cannot_measure_yet(capsys):
+    assert loadtest_main(["paper", "fig5"]) == 2
+    assert "no bench for it yet" in capsys.readouterr().out

@@ -7,9 +7,9 @@ with one entry per region, stabilized like GentleRain's scalar but entry by entr
   updates applied to it (``common.lua``'s ``merge_deps``), which a read returns and the reader
   merges, so a vector covers the whole past of what its client read, transitively, also of
   updates not replicated where it read them (partial replication).
-- Every gear that ships to a region heartbeats every 5 ms while idle (as GentleRain's).
+- Every gear that ships to a region heartbeats while idle (as GentleRain's).
 - The receiver's :class:`VectorStabilizer` keeps the global stable vector (GSV: per origin, the
-  least ``through_ts`` over that origin's gears that ship here) and, at most every 5 ms, applies
+  least ``through_ts`` over that origin's gears that ship here) and, at most every period, applies
   in ``(ts, src)`` order each held update u from origin o whose ts is within GSV[o] (every update
   of o up to it has arrived) and whose vector is covered by what is applied here: for every other
   origin j, every update of j up to u's entry for j is applied (or none can come here). One

@@ -4,13 +4,14 @@ update, and a remote update becomes visible once the region's global stable time
 - Updates carry their label's ts (the gears' physical clock, above everything the writer had
   seen): the same labels as Saturn's, but no label stream, sink or serializer.
 - Every origin gear heartbeats its clock to every region that replicates some of its groups:
-  bulk senders send an empty batch whenever their stream has been idle for ``HEARTBEAT_S``.
+  bulk senders send an empty batch whenever their stream has been idle for the topology's
+  ``[stabilization] heartbeat_s`` (10 ms by default; services/tuning.py).
   Batches carry ``through_ts`` too, so under load heartbeats are rarely needed.
 - The receiver's :class:`Stabilizer` computes the global stable time (GST), the least
   ``through_ts`` over every gear of every region that ships here (``StableOrder.stable_time``:
   GentleRain's minimum over all partitions of all datacenters, restricted to those that can send
-  anything here), at most every ``STABILIZATION_S`` (the paper's 5 ms), and applies the payloads
-  held at or below it in ``(ts, src)`` order; every origin's watermark rises to the GST.
+  anything here), at most every ``[stabilization] period_s`` (the paper's 5 ms), and applies
+  the payloads held at or below it in ``(ts, src)`` order; every origin's watermark rises to the GST.
 - An attach, a migration included, waits until the client's ts is stable here (``attach.lua``:
   every origin's watermark at or above it); a migration sends nothing (``migrate.lua``). Reads are
   local.
@@ -39,8 +40,6 @@ from services.topology import Topology
 
 log = logging.getLogger("gentlerain")
 
-STABILIZATION_S = 0.005  # the GST is computed (and what it covers applied) at most this often
-HEARTBEAT_S = 0.005  # an idle gear's heartbeat period towards each region it ships to
 IDLE_CHECK_S = 1.0  # with nothing arriving, the loop wakes this often anyway
 STORE_RETRY_S = 0.2  # after a store error (its Redis restarting), the next try
 
@@ -51,6 +50,7 @@ class Stabilizer(StableOrder):
     def __init__(self, store, on_applied):
         super().__init__(store, on_applied)
         self.wakeup = asyncio.Event()
+        self.period_s = store.topology.stabilization.period_s
 
     def on_payloads(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> None:
         self.hold(origin_gear, through_ts, updates)
@@ -58,7 +58,7 @@ class Stabilizer(StableOrder):
 
     async def run(self, stop: asyncio.Event) -> None:
         """The GST can only move when a batch or heartbeat arrives: each arrival is followed by
-        one stabilization, and the next one waits ``STABILIZATION_S`` at least."""
+        one stabilization, and the next one waits ``period_s`` at least."""
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wakeup.wait(), IDLE_CHECK_S)
@@ -70,7 +70,7 @@ class Stabilizer(StableOrder):
                 log.warning("stabilizer %s: store unavailable (%s); retrying", self.region, exc)
                 await asyncio.sleep(STORE_RETRY_S)
                 self.wakeup.set()
-            await asyncio.sleep(STABILIZATION_S)
+            await asyncio.sleep(self.period_s)
 
 
 class GentleRain(HoldsPayloads):
@@ -94,7 +94,7 @@ class GentleRain(HoldsPayloads):
 
     @classmethod
     def bulk_heartbeat_s(cls, topology: Topology) -> float:
-        return HEARTBEAT_S
+        return topology.stabilization.heartbeat_s
 
     @property
     def wants_heartbeats(self) -> bool:
