@@ -26,11 +26,9 @@ writes are rarely written: that traffic is GentleRain's price (the paper's Fig. 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from grpc_health.v1 import health_pb2
-from redis.exceptions import RedisError
 
 from services.probes import READY_HEALTH
 from services.protocols.base import AppliedCallback, HoldsPayloads, ReceivingSide, Task
@@ -41,7 +39,6 @@ from services.topology import Topology
 log = logging.getLogger("gentlerain")
 
 IDLE_CHECK_S = 1.0  # with nothing arriving, the loop wakes this often anyway
-STORE_RETRY_S = 0.2  # after a store error (its Redis restarting), the next try
 
 
 class Stabilizer(StableOrder):
@@ -49,7 +46,6 @@ class Stabilizer(StableOrder):
 
     def __init__(self, store, on_applied):
         super().__init__(store, on_applied)
-        self.wakeup = asyncio.Event()
         self.period_s = store.topology.stabilization.period_s
 
     def on_payloads(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> None:
@@ -59,18 +55,7 @@ class Stabilizer(StableOrder):
     async def run(self, stop: asyncio.Event) -> None:
         """The GST can only move when a batch or heartbeat arrives: each arrival is followed by
         one stabilization, and the next one waits ``period_s`` at least."""
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wakeup.wait(), IDLE_CHECK_S)
-            self.wakeup.clear()
-            try:
-                await self.deliver_stable()
-            except (RedisError, OSError) as exc:
-                # What was not applied stays held; watermarks change only after a call succeeded.
-                log.warning("stabilizer %s: store unavailable (%s); retrying", self.region, exc)
-                await asyncio.sleep(STORE_RETRY_S)
-                self.wakeup.set()
-            await asyncio.sleep(self.period_s)
+        await self.serve(stop, self.deliver_stable, lambda: IDLE_CHECK_S, self.period_s)
 
 
 class GentleRain(HoldsPayloads):

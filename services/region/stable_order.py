@@ -16,12 +16,20 @@ re-sent duplicates) and what attaches wait on (``attach.lua``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from redis.exceptions import RedisError
 
 from services.region.store import RegionStore, RemoteUpdate
 
+log = logging.getLogger("stable-order")
+
 MAX_RUN = 512  # updates applied per Redis call at most
 NEVER = 2**62  # the stable time where no gear ships here
+STORE_RETRY_S = 0.2  # after a store error (its Redis restarting), the next try
 Applied = Callable[[str, list[RemoteUpdate]], None]
 
 
@@ -40,6 +48,31 @@ class StableOrder:
         self.received: dict[str, int] = {}  # origin gear → bulk through_ts
         self.watermarks: dict[str, int] = {}
         self.delivered = 0
+        self.wakeup = asyncio.Event()  # set when something arrived that may be delivered now
+
+    async def serve(
+        self,
+        stop: asyncio.Event,
+        step: Callable[[], Awaitable[None]],
+        quiet_s: Callable[[], float],
+        pause_s: float = 0.0,
+    ) -> None:
+        """Runs ``step`` after every wake-up, or after ``quiet_s()`` without one, until ``stop``
+        (then ``pause_s`` before the next). A store error (its Redis restarting) leaves what was
+        not delivered held, and the in-memory watermarks change only after a call succeeded;
+        a run applied just before the error is skipped by the watermarks when tried again."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wakeup.wait(), quiet_s())
+            self.wakeup.clear()
+            try:
+                await step()
+            except (RedisError, OSError) as exc:
+                log.warning("%s: store unavailable (%s); retrying", self.region, exc)
+                await asyncio.sleep(STORE_RETRY_S)
+                self.wakeup.set()
+            if pause_s:
+                await asyncio.sleep(pause_s)
 
     async def load(self) -> None:
         """After a restart: how far delivery had got. Bulk transfer resends what came after."""

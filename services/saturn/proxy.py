@@ -40,15 +40,12 @@ Online reconfiguration (§6.2): proxy_trees.py.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-
-from redis.exceptions import RedisError
 
 from services import metrics
 from services.proto import saturn_pb2
@@ -64,7 +61,6 @@ MAX_SCAN = 1024  # how far behind a waiting label the queue is searched for conc
 MAX_SKIPPED = 32  # ... stopping after this many labels in a row that must wait (the queue is
 #                   roughly in ts order, so a long run of them means few concurrent ones behind)
 CHECK_EVERY_S = 0.5  # with nothing arriving, the tree's silence is checked this often
-STORE_RETRY_S = 0.2  # after a store error (its Redis restarting), the next try
 #: "1": a newer tree's labels are delivered as they come, without waiting for the epoch change,
 #: as if the regions were just reconnected to it: only to show that this breaks causality (tests).
 NAIVE_RECONFIGURATION_ENV = "SATURN_NAIVE_RECONFIGURATION"
@@ -85,7 +81,6 @@ class RemoteProxy(StableOrder, TreeEpochs):
         self.reordered = 0  # labels delivered ahead of an earlier one that waited for its payload
         self.local_groups = store.topology.groups_at(store.region)
         self.labels: deque[saturn_pb2.TreeLabel] = deque()
-        self.wakeup = asyncio.Event()
         topology = store.topology
         self.origin_set = frozenset(self.origins)
         self.last_heard: dict[str, float] = {}  # origin → when the tree last brought anything
@@ -198,20 +193,12 @@ class RemoteProxy(StableOrder, TreeEpochs):
     # -- delivery ----------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         log.info("proxy %s starts in timestamp order until the tree has caught up", self.region)
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                pending = self.next_epoch is not None or self.sink_epoch < self.epoch
-                await asyncio.wait_for(self.wakeup.wait(), SINK_POLL_S if pending else CHECK_EVERY_S)
-            self.wakeup.clear()
-            try:
-                await self.step()
-            except (RedisError, OSError) as exc:
-                # The store is restarting: what was not applied stays queued (labels, payloads,
-                # in-memory watermarks change only after a call succeeded), and a run applied
-                # just before the error is skipped by the watermarks when it is tried again.
-                log.warning("proxy %s: store unavailable (%s); retrying", self.region, exc)
-                await asyncio.sleep(STORE_RETRY_S)
-                self.wakeup.set()
+
+        def quiet_s() -> float:  # the tree's silence is checked; a switch under way polled faster
+            pending = self.next_epoch is not None or self.sink_epoch < self.epoch
+            return SINK_POLL_S if pending else CHECK_EVERY_S
+
+        await self.serve(stop, self.step, quiet_s)
 
     async def step(self) -> None:
         """What one wake-up does: deliver what can be, in the current mode; switch modes."""
