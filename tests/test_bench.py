@@ -163,15 +163,22 @@ def test_cpu_of_a_process_includes_its_forked_workers():
         server.wait()
 
 
-def test_unimplemented_protocol_fails_with_the_services_error(tmp_path: Path):
+def test_the_baselines_run_on_the_same_bench(tmp_path: Path):
+    """GentleRain and Cure are measured like any protocol: same phases, every probe visible."""
     code = bench.main([
         "--topology", str(TOPOLOGIES / "two-region.toml"), "--base-port", str(free_base_port()),
-        "--protocols", "gentlerain", "--duration", "1", "--out", str(tmp_path),
+        "--protocols", "gentlerain,cure", "--clients", "2", "--duration", "0.5", "--warmup", "0.1",
+        "--probe-writes", "20", "--probe-rate", "200", "--idle", "0.2", "--out", str(tmp_path),
     ])  # fmt: skip
 
-    assert code == 1
-    errors = json.loads((tmp_path / "two-region.json").read_text())["errors"]
-    assert "not implemented" in errors["gentlerain"]
+    assert code == 0
+    results = json.loads((tmp_path / "two-region.json").read_text())
+    assert results["errors"] == {}
+    assert [run["protocol"] for run in results["runs"]] == ["gentlerain", "cure"]
+    for run in results["runs"]:
+        assert run["missing_updates"] == {}
+        rows = run["visibility"]
+        assert rows and all(r["updates"] >= 20 and r["mean_ms"] >= r["configured_ms"] for r in rows)
 
 
 def test_unknown_protocol_is_refused_before_starting_anything(tmp_path: Path):
