@@ -5,7 +5,9 @@ read from /proc in clock ticks, 10 ms, so at these sizes it may read zero)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+from loadtest import fig8
 from loadtest.bench import failover, fig4, fig6, proxy, reconfigure, serializer
 from loadtest.cli import main as loadtest_main
 
@@ -79,3 +81,16 @@ def test_the_paper_command_runs_fig7_and_sets_the_papers_numbers_beside_ours(tmp
 def test_the_paper_command_says_which_figures_it_cannot_measure_yet(capsys):
     assert loadtest_main(["paper", "fig5"]) == 2
     assert "no bench for it yet" in capsys.readouterr().out
+
+
+def test_fig8_runs_the_facebook_workload_per_protocol_and_maximum(tmp_path):
+    """A plan per maximum of replicas, then the load test under each protocol, normalised to
+    eventual (tiny: a test of the instrument on three regions, not a measurement)."""
+    topology = Path(__file__).resolve().parents[1] / "topologies" / "demo-3region.toml"
+    points = fig8.measure(topology, [2], 200, 4, 3.0, tmp_path, protocols=("eventual", "cure"))
+    assert [(p.max_replicas, p.protocol) for p in points] == [(2, "eventual"), (2, "cure")]
+    assert all(p.ops_per_s > 0 and p.failed == 0 for p in points)
+    assert points[0].throughput_ratio == 1.0 and points[0].extra_ms == 0.0
+    assert points[1].throughput_ratio is not None and points[1].extra_ms is not None
+    fig8.plot(points, tmp_path / "fig8.png")
+    assert (tmp_path / "fig8.png").stat().st_size > 0
