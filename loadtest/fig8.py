@@ -12,6 +12,7 @@ prints a table.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,3 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     plot(points, out / "fig8.png")
     say(f"wrote {out / 'fig8.png'}")
     return 1 if any(p.failed for p in points) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
