@@ -175,11 +175,8 @@ def merge_vectors(vectors: Iterable[Vector | Mapping[str, int]]) -> Vector:
 
 def parse_vector(text: str) -> Vector:
     """A vector from its text form (``Label.vector_text``, as the gears keep it)."""
-    entries: dict[str, int] = {}
-    for entry in text.split():
-        region, _, ts = entry.partition(":")
-        entries[region] = max(int(ts), entries.get(region, 0))
-    return tuple(sorted(entries.items()))
+    pairs = (entry.partition(":") for entry in text.split())
+    return merge_vectors([tuple((region, int(ts)) for region, _, ts in pairs)])
 
 
 def _checked_vector(entries: Mapping[str, int]) -> Vector:

@@ -96,6 +96,13 @@ class HoldsPayloads(Protocol):
         assert self.order is not None, "bulk transfer reaches only the process that receives"
         return self.order
 
+    async def accept_payloads(
+        self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate], on_applied: AppliedCallback
+    ) -> None:
+        """Held until they may become visible (``order.on_payloads``): Saturn's proxy applies them
+        when their labels come, the baselines' stabilizer when the stable time passes them."""
+        self._order().on_payloads(origin_gear, through_ts, updates)
+
     async def resume_position(self, origin_gear: str) -> int:
         return self._order().durable_position(origin_gear.split("/", 1)[0])
 

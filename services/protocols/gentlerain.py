@@ -26,17 +26,14 @@ writes are rarely written: that traffic is GentleRain's price (the paper's Fig. 
 from __future__ import annotations
 
 import asyncio
-import logging
 
 from grpc_health.v1 import health_pb2
 
 from services.probes import READY_HEALTH
-from services.protocols.base import AppliedCallback, HoldsPayloads, ReceivingSide, Task
+from services.protocols.base import HoldsPayloads, ReceivingSide, Task
 from services.region.stable_order import StableOrder
-from services.region.store import RemoteUpdate
 from services.topology import Topology
 
-log = logging.getLogger("gentlerain")
 
 IDLE_CHECK_S = 1.0  # with nothing arriving, the loop wakes this often anyway
 
@@ -47,10 +44,6 @@ class Stabilizer(StableOrder):
     def __init__(self, store, on_applied):
         super().__init__(store, on_applied)
         self.period_s = store.topology.stabilization.period_s
-
-    def on_payloads(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> None:
-        self.hold(origin_gear, through_ts, updates)
-        self.wakeup.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """The GST can only move when a batch or heartbeat arrives: each arrival is followed by
@@ -69,13 +62,6 @@ class GentleRain(HoldsPayloads):
         self.order = stabilizer
         side.health.set(READY_HEALTH, health_pb2.HealthCheckResponse.SERVING)
         return [stabilizer.run(side.stop)]
-
-    async def accept_payloads(
-        self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate], on_applied: AppliedCallback
-    ) -> None:
-        stabilizer = self._order()
-        assert isinstance(stabilizer, Stabilizer)
-        stabilizer.on_payloads(origin_gear, through_ts, updates)
 
     @classmethod
     def bulk_heartbeat_s(cls, topology: Topology) -> float:

@@ -10,8 +10,7 @@ from grpc_health.v1 import health_pb2
 
 from services.probes import READY_HEALTH
 from services.proto import saturn_pb2_grpc
-from services.protocols.base import AppliedCallback, HoldsPayloads, ReceivingSide, Task
-from services.region.store import RegionStore, RemoteUpdate
+from services.protocols.base import HoldsPayloads, ReceivingSide, Task
 from services.saturn.links import TreeNodeServicer
 from services.saturn.proxy import RemoteProxy
 
@@ -24,9 +23,10 @@ class Saturn(HoldsPayloads):
     name = "saturn"
     emits_labels = True
 
-    def __init__(self, store: RegionStore):
-        super().__init__(store)
-        self.proxy: RemoteProxy | None = None  # only in the process that receives (bulk receiver)
+    @property
+    def proxy(self) -> RemoteProxy | None:
+        """The remote proxy: only in the process that receives (the bulk receiver)."""
+        return self.order  # type: ignore[return-value]
 
     # -- receiving side (remote proxy) -------------------------------------------------------
     async def start_receiving(self, side: ReceivingSide) -> list[Task]:
@@ -48,14 +48,9 @@ class Saturn(HoldsPayloads):
 
     def start_proxy(self, on_applied, on_change=None) -> RemoteProxy:
         concurrent = os.environ.get(CONCURRENT_APPLY_ENV, "1") != "0"
-        self.proxy = self.order = RemoteProxy(self.store, on_applied, on_change, concurrent=concurrent)
-        return self.proxy
-
-    async def accept_payloads(
-        self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate], on_applied: AppliedCallback
-    ) -> None:
-        assert self.proxy is not None, "payloads reach only the process that runs the proxy"
-        self.proxy.on_payloads(origin_gear, through_ts, updates)  # applied when their labels come
+        proxy = RemoteProxy(self.store, on_applied, on_change, concurrent=concurrent)
+        self.order = proxy
+        return proxy
 
     @property
     def wants_heartbeats(self) -> bool:

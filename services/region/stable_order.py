@@ -95,6 +95,11 @@ class StableOrder:
         """Every update shipped here with a ts at or below this has been received."""
         return min((self.received.get(g, 0) for g in self.shipping_gears), default=NEVER)
 
+    def on_payloads(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> None:
+        """A batch from bulk transfer (or a heartbeat): held, and the delivery loop woken."""
+        self.hold(origin_gear, through_ts, updates)
+        self.wakeup.set()
+
     def stable_of(self, origin: str) -> int:
         """Every update of ``origin`` shipped here with a ts at or below this has been received
         (NEVER for an origin that ships nothing here)."""

@@ -49,7 +49,7 @@ from collections.abc import Callable
 
 from services import metrics
 from services.proto import saturn_pb2
-from services.region.stable_order import MAX_RUN, StableOrder
+from services.region.stable_order import MAX_RUN, Applied, StableOrder
 from services.region.store import RegionStore, RemoteUpdate
 from services.saturn import epochs
 from services.saturn.proxy_trees import SINK_POLL_S, TreeEpochs
@@ -64,9 +64,6 @@ CHECK_EVERY_S = 0.5  # with nothing arriving, the tree's silence is checked this
 #: "1": a newer tree's labels are delivered as they come, without waiting for the epoch change,
 #: as if the regions were just reconnected to it: only to show that this breaks causality (tests).
 NAIVE_RECONFIGURATION_ENV = "SATURN_NAIVE_RECONFIGURATION"
-
-Applied = Callable[[str, list[RemoteUpdate]], None]
-
 
 class RemoteProxy(StableOrder, TreeEpochs):
     def __init__(
