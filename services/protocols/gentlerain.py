@@ -34,7 +34,6 @@ from services.protocols.base import HoldsPayloads, ReceivingSide, Task
 from services.region.stable_order import StableOrder
 from services.topology import Topology
 
-
 IDLE_CHECK_S = 1.0  # with nothing arriving, the loop wakes this often anyway
 
 

@@ -65,6 +65,7 @@ CHECK_EVERY_S = 0.5  # with nothing arriving, the tree's silence is checked this
 #: as if the regions were just reconnected to it: only to show that this breaks causality (tests).
 NAIVE_RECONFIGURATION_ENV = "SATURN_NAIVE_RECONFIGURATION"
 
+
 class RemoteProxy(StableOrder, TreeEpochs):
     def __init__(
         self,
