@@ -66,10 +66,9 @@ from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
 
-import tomli_w
-
+from loadtest import topology_file
 from loadtest.graph import SocialGraph
-from services.topology import ALL_REGIONS, NAME_PATTERN, Topology
+from services.topology import NAME_PATTERN, Topology
 
 BALANCE = 0.05  # each region's home users stay within floor/ceil of (1 -/+ BALANCE) * users / regions
 PASSES = 20  # label-propagation passes at most (they stop earlier once few users move)
@@ -79,12 +78,8 @@ VERSION = 1
 
 
 def group_name(regions: Sequence[str], members: Sequence[str]) -> str:
-    """The replication group of a replica set: ``fb.`` + its regions in topology order (``regions``);
-    region indices (``fb.r0.r2``) instead if a region name has a dot, which would make it ambiguous."""
-    chosen = set(members)
-    if any("." in r for r in regions):
-        return ".".join([GROUP_PREFIX, *(f"r{i}" for i, r in enumerate(regions) if r in chosen)])
-    return ".".join([GROUP_PREFIX, *(r for r in regions if r in chosen)])
+    """The replication group of a replica set: ``fb.`` + its regions in topology order (``regions``)."""
+    return topology_file.group_name(regions, members, GROUP_PREFIX)
 
 
 def balance_bounds(users: int, regions: int) -> tuple[int, int]:
@@ -461,40 +456,16 @@ def write_topology(
     base: Topology, placement: Placement, out_path: str | Path, name: str | None = None
 ) -> Path:
     """Writes ``base`` (every field, as TOML) plus the placement's groups to ``out_path``; the result
-    loads with ``Topology.load``. A base without groups had ``all`` implicitly: it is written out."""
-    out_path = Path(out_path)
+    loads with ``Topology.load``."""
     if tuple(base.region_names) != placement.regions:
         raise ValueError(
             f"the placement is over regions {list(placement.regions)}, the topology has {base.region_names}"
         )
-    data = base.model_dump(exclude_defaults=True, exclude_none=True)
-    head = {
-        "name": name or f"{base.name}-fb",
-        "protocol": base.protocol,
-        "host": base.host,
-        "base_port": base.base_port,
-        "max_value_bytes": base.max_value_bytes,
-        "jitter_ms": base.jitter_ms,
-    }
-    groups = {g: list(members) for g, members in base.groups.items()} or {"all": [ALL_REGIONS]}
-    for group, members in placement.groups().items():
-        if group in groups and base.group_members.get(group) != tuple(members):
-            raise ValueError(
-                f"{base.source} already has a group {group!r} with other regions: {groups[group]}"
-            )
-        groups[group] = members
-    document: dict[str, object] = dict(head)
-    for key in ("latency_ms", "regions"):
-        if key in data:
-            document[key] = data[key]
-    document["groups"] = groups
-    document.update({key: value for key, value in data.items() if key not in document})
-    Topology.from_dict(document, source=str(out_path))  # fail here, not in the launcher
     method = " ".join(placement.method.split())
-    comment = (
-        f"# {document['name']}: {base.source} plus the replication groups of a load-test placement\n"
-        f"# ({placement.users:,} users, {len(placement.groups())} groups; {method}).\n"
-        "# Written by loadtest/placement.py; regenerate rather than edit.\n\n"
+    about = (
+        f"the replication groups of a load-test placement\n"
+        f"({placement.users:,} users, {len(placement.groups())} groups; {method})."
     )
-    out_path.write_text(comment + tomli_w.dumps(document))
-    return out_path
+    return topology_file.write_with_groups(
+        base, placement.groups(), out_path, name or f"{base.name}-fb", about
+    )

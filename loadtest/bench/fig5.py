@@ -1,0 +1,345 @@
+"""The paper's Fig. 5 on ec2-7region: ``python -m loadtest.bench.fig5 [--quick] --out DIR``.
+
+Throughput of ``eventual``, ``saturn``, ``gentlerain`` and ``cure`` under the synthetic workload
+(``synthetic.py``), normalised to ``eventual`` at the same point, sweeping one parameter at a time
+from the paper's defaults (2-byte values, 90:10 reads:writes, exponential correlation, no remote
+reads): (a) value size 8 to 2048 bytes, (b) reads:writes 50:50 to 99:1, (c) correlation
+exponential, proportional, uniform, full, (d) remote reads 0 to 40 % of the reads. Beside it,
+from the same runs: the mean remote-update visibility over the bulk link's latency (each region's
+``causal_visibility_seconds``) and the CPU the cluster spent per operation.
+
+Each protocol runs every point on one cluster of its own (the workload's parameters are the
+clients' alone), started on ec2-7region-m.toml plus one group per bucket: ``--clients`` closed-loop
+clients per region, each with its own session, a client per region at that region's site (calls to
+another region cross the emulated WAN). With ``--rounds`` above 1 the protocols take turns again
+and each figure is the median over the rounds (the machine is shared and noisy). Writes
+``fig5.json`` (every point of every round) and ``fig5.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from causal_client import CausalClient
+from loadtest.bench.cluster import find_base_port, started, with_overrides
+from loadtest.bench.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
+from loadtest.bench.loop import run_closed_loop
+from loadtest.bench.metrics import scrape_visibility
+from loadtest.bench.probing import extra
+from loadtest.bench.report import num, render_table, say, write_rows
+from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, client_op, preload, write_topology
+from services.topology import Topology
+
+TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-m.toml"
+PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
+COLOURS = {"eventual": "#555555", "saturn": "#1f77b4", "gentlerain": "#d62728", "cure": "#ff7f0e"}
+DEFAULT = Mix()
+
+
+@dataclass(frozen=True)
+class Sweep:
+    key: str  # the Mix field it varies
+    title: str
+    values: tuple
+    quick: tuple  # the values --quick keeps
+
+    def mixes(self, quick: bool) -> list[Mix]:
+        return [replace(DEFAULT, **{self.key: v}) for v in (self.quick if quick else self.values)]
+
+
+SWEEPS = (
+    Sweep("value_bytes", "(a) value size (bytes)", (8, 32, 128, 512, 2048), (8, 2048)),
+    Sweep("read_fraction", "(b) reads in the mix", (0.5, 0.75, 0.9, 0.99), (0.5, 0.99)),
+    Sweep("correlation", "(c) correlation", CORRELATIONS, ("exponential", "full")),
+    Sweep("remote_read_fraction", "(d) remote reads (of the reads)", (0.0, 0.05, 0.1, 0.2, 0.4), (0.4,)),
+)
+
+
+def points_of(quick: bool) -> list[Mix]:
+    """The defaults and every sweep's points, once each, by value size (a preload per size)."""
+    mixes = dict.fromkeys([DEFAULT, *(m for s in SWEEPS for m in s.mixes(quick))])
+    return sorted(mixes, key=lambda m: m.value_bytes)
+
+
+@dataclass
+class Point:
+    protocol: str
+    round: int
+    value_bytes: int
+    read_fraction: float
+    correlation: str
+    remote_read_fraction: float
+    ops: int
+    ops_per_s: float
+    writes: int
+    errors: int
+    first_error: str | None
+    remote_updates: int  # made visible at another region inside the window
+    over_bulk_ms: float | None  # their mean visibility minus the bulk link's latency
+    cpu_us_per_op: float | None  # the cluster's processes (not the clients)
+    cpu_us_by_role: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def mix(self) -> Mix:
+        return Mix(self.value_bytes, self.read_fraction, self.correlation, self.remote_read_fraction)
+
+
+@dataclass(frozen=True)
+class Settings:
+    clients: int  # per region
+    warmup: float
+    duration: float
+
+
+def measure_protocol(
+    protocol: str, topology_file: Path, mixes: list[Mix], settings: Settings, run_dir: Path, round_: int
+) -> list[Point]:
+    """Every point on one fresh cluster of ``protocol``."""
+    topology = with_overrides(Topology.load(topology_file), protocol=protocol)
+    topology = with_overrides(topology, base_port=find_base_port(topology))
+    buckets = Buckets(topology)
+    points = []
+    with started(topology, run_dir) as cluster:
+        running = cluster.topology
+        endpoints = running.client_endpoints()
+        clients = {
+            region: CausalClient.connect(
+                running.client_address(region), site=running.region(region).site, endpoints=endpoints
+            )
+            for region in running.region_names
+        }
+        meter = CpuMeter({name: r.popen.pid for name, r in cluster.processes.items()})
+        size = None
+        try:
+            for i, mix in enumerate(mixes, 1):
+                if mix.value_bytes != size:
+                    began = time.monotonic()
+                    rows = preload(clients, buckets, mix.value_bytes)
+                    size = mix.value_bytes
+                    say(
+                        f"[{protocol}]   preloaded {rows:,} rows of {size} B "
+                        f"in {time.monotonic() - began:.1f} s"
+                    )
+                points.append(
+                    _measure_point(protocol, running, clients, buckets, mix, settings, meter, round_)
+                )
+                p = points[-1]
+                say(
+                    f"[{protocol}] [{i}/{len(mixes)}] {mix.name}: {p.ops_per_s:,.0f} ops/s, "
+                    f"visibility over bulk {num(p.over_bulk_ms)} ms, {num(p.cpu_us_per_op, 0)} µs CPU/op"
+                    + (f", {p.errors} errors ({p.first_error})" if p.errors else "")
+                )
+        finally:
+            for client in clients.values():
+                client.close()
+    return points
+
+
+def _measure_point(
+    protocol: str,
+    topology: Topology,
+    clients: dict[str, CausalClient],
+    buckets: Buckets,
+    mix: Mix,
+    settings: Settings,
+    meter: CpuMeter,
+    round_: int,
+) -> Point:
+    ops = [
+        client_op(clients[region], region, buckets, mix, seed=1000 * r + c)
+        for r, region in enumerate(topology.region_names)
+        for c in range(settings.clients)
+    ]
+    edges: dict[str, tuple] = {}
+
+    def at_edge(edge: str) -> None:
+        edges[edge] = (scrape_visibility(topology), meter.snapshot())
+
+    stats = run_closed_loop(ops, settings.warmup, settings.duration, at_edge)
+    (seen_then, cpu_then), (seen_now, cpu_now) = edges["open"], edges["close"]
+    remote_updates, over_bulk = extra(topology, seen_now, seen_then)
+    cpu = used_between(cpu_then, cpu_now)
+    cpu.pop(CLIENT_ROLE, None)
+    done = sum(len(s.latencies) for s in stats)
+    errors = [s.first_error for s in stats if s.first_error]
+    return Point(
+        protocol=protocol,
+        round=round_,
+        value_bytes=mix.value_bytes,
+        read_fraction=mix.read_fraction,
+        correlation=mix.correlation,
+        remote_read_fraction=mix.remote_read_fraction,
+        ops=done,
+        ops_per_s=done / settings.duration,
+        writes=sum(s.writes for s in stats),
+        errors=sum(s.errors for s in stats),
+        first_error=errors[0] if errors else None,
+        remote_updates=remote_updates,
+        over_bulk_ms=over_bulk,
+        cpu_us_per_op=1e6 * sum(cpu.values()) / done if done else None,
+        cpu_us_by_role={role: 1e6 * s / done for role, s in by_role(cpu).items()} if done else {},
+    )
+
+
+# -- reading the points ---------------------------------------------------------------------------
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def figure(
+    points: list[Point], protocol: str, mix: Mix, what: Callable[[Point], float | None]
+) -> float | None:
+    """The median over the rounds of one figure of one protocol at one point."""
+    return _median([what(p) for p in points if p.protocol == protocol and p.mix == mix])
+
+
+def ratio(points: list[Point], protocol: str, mix: Mix, base: str = "eventual") -> float | None:
+    """Throughput of ``protocol`` over ``base``'s at the same point."""
+    mine, theirs = (figure(points, p, mix, lambda x: x.ops_per_s) for p in (protocol, base))
+    return mine / theirs if mine is not None and theirs else None
+
+
+def extra_over_eventual(points: list[Point], protocol: str, mix: Mix = DEFAULT) -> float | None:
+    mine, base = (figure(points, p, mix, lambda x: x.over_bulk_ms) for p in (protocol, "eventual"))
+    return None if mine is None or base is None else mine - base
+
+
+def protocols_in(points: list[Point]) -> list[str]:
+    return list(dict.fromkeys(p.protocol for p in points))
+
+
+def sweep_values(points: list[Point], sweep: Sweep) -> list:
+    """The sweep's values that were measured, in the sweep's order."""
+    mixes = {p.mix for p in points}
+    return [v for v in sweep.values if replace(DEFAULT, **{sweep.key: v}) in mixes]
+
+
+def table(points: list[Point]) -> str:
+    protocols = protocols_in(points)
+    rows = []
+    for sweep in SWEEPS:
+        for value in sweep_values(points, sweep):
+            mix = replace(DEFAULT, **{sweep.key: value})
+            base = figure(points, "eventual", mix, lambda x: x.ops_per_s)
+            rows.append([f"{sweep.title[:3]} {mix.name}", num(base, 0)] + [
+                num(ratio(points, p, mix), digits=3) for p in protocols if p != "eventual"
+            ])  # fmt: skip
+    others = [p for p in protocols if p != "eventual"]
+    heads = ["point", "eventual ops/s", *(f"{p} / eventual" for p in others)]
+    lines = [render_table("Fig. 5: throughput normalised to eventual (median over rounds)", heads, rows), ""]
+    lines.append(
+        render_table(
+            f"at the defaults ({DEFAULT.name})",
+            ["protocol", "ops/s", "visibility over bulk ms", "extra over eventual ms", "CPU µs/op"],
+            [
+                [
+                    p,
+                    num(figure(points, p, DEFAULT, lambda x: x.ops_per_s), 0),
+                    num(figure(points, p, DEFAULT, lambda x: x.over_bulk_ms)),
+                    num(extra_over_eventual(points, p), sign=True),
+                    num(figure(points, p, DEFAULT, lambda x: x.cpu_us_per_op), 0),
+                ]
+                for p in protocols
+            ],
+        )
+    )
+    return "\n".join(lines)
+
+
+def plot(points: list[Point], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    protocols = protocols_in(points)
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    for ax, sweep in zip(axes.flat, SWEEPS, strict=False):
+        values = sweep_values(points, sweep)
+        xs = list(range(len(values)))
+        for protocol in protocols:
+            ys = [ratio(points, protocol, replace(DEFAULT, **{sweep.key: v})) for v in values]
+            ax.plot(xs, ys, "o-", label=protocol, color=COLOURS.get(protocol))
+        labels = [_label(sweep, v) for v in values]
+        ax.set_xticks(xs, labels, fontsize=8)
+        ax.set_title(sweep.title, fontsize=10)
+        ax.set_ylabel("throughput / eventual")
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend(fontsize=8)
+    others = [p for p in protocols if p != "eventual"]
+    bars = axes.flat[4]
+    bars.bar(
+        others, [extra_over_eventual(points, p) or 0 for p in others], color=[COLOURS.get(p) for p in others]
+    )
+    bars.set_title("(e) extra visibility over eventual, defaults", fontsize=10)
+    bars.set_ylabel("ms")
+    cpu = axes.flat[5]
+    cpu.bar(
+        protocols,
+        [figure(points, p, DEFAULT, lambda x: x.cpu_us_per_op) or 0 for p in protocols],
+        color=[COLOURS.get(p) for p in protocols],
+    )
+    cpu.set_title("(f) cluster CPU per operation, defaults", fontsize=10)
+    cpu.set_ylabel("µs")
+    fig.suptitle("Fig. 5: the synthetic workload on ec2-7region (this machine)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _label(sweep: Sweep, value: object) -> str:
+    if sweep.key == "read_fraction":
+        reads = round(100 * float(value))  # type: ignore[arg-type]
+        return f"{reads}:{100 - reads}"
+    if sweep.key == "remote_read_fraction":
+        return f"{round(100 * float(value))} %"  # type: ignore[arg-type]
+    return str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.bench.fig5", description=(__doc__ or "").split("\n")[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="the sweeps' end points only, 3 s a point")
+    parser.add_argument("--topology", default=str(TOPOLOGY), help="default: ec2-7region-m.toml")
+    parser.add_argument("--clients", type=int, default=2, help="closed-loop clients per region (default: 2)")
+    parser.add_argument("--rounds", type=int, default=1, help="turns of all protocols (default: 1)")
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="comma-separated; eventual first")
+    parser.add_argument("--out", required=True, help="directory for fig5.json, fig5.png and the runs' logs")
+    args = parser.parse_args(argv)
+    protocols = args.protocols.split(",")
+    if protocols[0] != "eventual" or args.rounds < 1 or args.clients < 1:
+        parser.error("--protocols must start with eventual (the reference); --rounds and --clients ≥ 1")
+    settings = Settings(args.clients, *((1.0, 3.0) if args.quick else (2.0, 10.0)))
+    mixes = points_of(args.quick)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    topology_file = write_topology(Topology.load(args.topology), out / "topology.toml")
+    per_point = settings.warmup + settings.duration + 1.0
+    minutes = args.rounds * len(protocols) * (len(mixes) * per_point + 60) / 60
+    say(
+        f"Fig. 5: {len(mixes)} points x {len(protocols)} protocols x {args.rounds} round(s), "
+        f"{args.clients} clients per region, {settings.duration:g} s a point: about {minutes:.0f} minutes"
+    )
+    points: list[Point] = []
+    for round_ in range(1, args.rounds + 1):
+        for protocol in protocols:
+            say(f"== round {round_}/{args.rounds}: {protocol}")
+            run_dir = out / f"run-{protocol}-{round_}"
+            points += measure_protocol(protocol, topology_file, mixes, settings, run_dir, round_)
+    print(table(points))
+    write_rows(str(out), "fig5", points)
+    plot(points, out / "fig5.png")
+    say(f"wrote {out / 'fig5.png'}")
+    return 1 if any(p.errors for p in points) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
