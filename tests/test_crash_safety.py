@@ -20,7 +20,8 @@ import redis
 from conftest import eventually, load_topology, metric_sum, unique
 
 from causal_client import CausalClient, Mutation, ReadSpec
-from services.bulk.sender import READ_COUNT, Trimmer
+from services.bulk.sender import Trimmer
+from services.bulk.tail import READ_COUNT
 from services.launcher.cluster import Cluster
 from services.region import gears
 from services.region.store import Shard

@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loadtest import fig8
-from loadtest.bench import failover, fig4, fig6, proxy, reconfigure, serializer
+from loadtest import fig8, paper
+from loadtest.bench import failover, fig4, fig5, fig6, proxy, reconfigure, serializer
+from loadtest.bench import synthetic as fig5_synthetic
+from loadtest.bench.report import write_rows
+from loadtest.bench.synthetic import Mix
 from loadtest.cli import main as loadtest_main
+from services.topology import Topology
 
 
 def test_the_serializer_bench_counts_every_label_through_a_real_serializer():
@@ -78,9 +82,32 @@ def test_the_paper_command_runs_fig7_and_sets_the_papers_numbers_beside_ours(tmp
     assert (tmp_path / "fig7" / "fig7-cdf.png").stat().st_size > 0
 
 
-def test_the_paper_command_says_which_figures_it_cannot_measure_yet(capsys):
-    assert loadtest_main(["paper", "fig5"]) == 2
-    assert "no bench for it yet" in capsys.readouterr().out
+def test_fig5_measures_the_synthetic_workload_per_protocol(tmp_path):
+    """Fig. 5's instrument on three regions (tiny: not a measurement): every point of every
+    protocol on one cluster each, remote reads through migrations included, then the table, the
+    comparison with the paper and the plot."""
+    topology = fig5_synthetic.write_topology(
+        Topology.load(Path(__file__).resolve().parents[1] / "topologies" / "demo-3region.toml"),
+        tmp_path / "topology.toml",
+    )
+    mixes = [fig5.DEFAULT, Mix(remote_read_fraction=0.4), Mix(correlation="full", value_bytes=512)]
+    settings = fig5.Settings(clients=1, warmup=0.5, duration=1.5)
+    points = []
+    for protocol in ("eventual", "saturn", "gentlerain", "cure"):
+        points += fig5.measure_protocol(protocol, topology, mixes, settings, tmp_path / protocol, 1)
+    assert [(p.protocol, p.mix) for p in points] == [
+        (q, m) for q in ("eventual", "saturn", "gentlerain", "cure") for m in mixes
+    ]
+    assert all(p.ops > 0 and p.errors == 0 for p in points), [(p.protocol, p.first_error) for p in points]
+    assert all(p.remote_updates > 0 for p in points if p.mix == fig5.DEFAULT)
+    assert fig5.ratio(points, "eventual", fig5.DEFAULT) == 1.0
+    assert fig5.extra_over_eventual(points, "cure") is not None
+    assert "Fig. 5: throughput normalised to eventual" in fig5.table(points)
+    write_rows(str(tmp_path), "fig5", points)
+    table, verdict = paper.compare_fig5(tmp_path)
+    assert table[0][1] == "0.978" and "Targets at the defaults" in verdict
+    fig5.plot(points, tmp_path / "fig5.png")
+    assert (tmp_path / "fig5.png").stat().st_size > 0
 
 
 def test_fig8_runs_the_facebook_workload_per_protocol_and_maximum(tmp_path):

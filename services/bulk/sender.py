@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 
 from causal_client.wan import DelayLine
 from services import auth, metrics, runtime
+from services.bulk.tail import GearTail
 from services.proto import bulk_pb2, bulk_pb2_grpc
 from services.protocols import protocol_class
 from services.region import gears
@@ -25,27 +26,26 @@ from services.topology import Topology
 
 log = logging.getLogger("bulk-sender")
 
-GROUP, PAYLOAD = gears.GROUP_FIELD.encode(), gears.PAYLOAD_FIELD.encode()  # a bulk entry's fields
-READ_COUNT = 512  # stream entries per batch at most
 WINDOW = 64  # batches in flight per destination
-# While the receiver asks for them (it orders updates by timestamp: Saturn's fallback, §6.1, or
-# GentleRain always), an idle gear sends an empty batch every heartbeat period (the protocol's:
-# ``Protocol.bulk_heartbeat_s``) that tells how far its time got; the receiver's stable time, so
-# the visibility of remote updates, follows it. Otherwise none: each costs a Lua call and a
-# message at both ends.
-IDLE_BLOCK_S = 0.5  # without heartbeats: how long a read of an idle stream blocks
+# A destination that has nothing new of its own still hears how far the gear's time got: every
+# heartbeat period (the protocol's, ``Protocol.bulk_heartbeat_s``) while its receiver orders
+# updates by timestamp (Saturn's fallback, §6.1, GentleRain, Cure) and so asks for heartbeats,
+# else every PROGRESS_S (its acknowledgements let the stream be trimmed).
+PROGRESS_S = 1.0
 
 
 class GearShipper:
     """Ships one local gear's stream to one destination region, resuming after crashes."""
 
-    def __init__(self, topology: Topology, region: str, shard: int, destination: str, trimmer: Trimmer):
+    def __init__(
+        self, topology: Topology, region: str, shard: int, destination: str, trimmer: Trimmer, tail: GearTail
+    ):
         self.topology = topology
         self.region = region
         self.gear = topology.gear_ids(region)[shard]
         self.destination = destination
         self.groups = {g.encode() for g in topology.groups_at(region) & topology.groups_at(destination)}
-        self.shard = Shard(topology.redis_url(region, shard), self.gear, region)
+        self.tail = tail
         self.trimmer = trimmer
         self.sent = metrics.BULK_SENT.labels(region, destination)
         self.heartbeats_sent = metrics.BULK_HEARTBEATS.labels(region, destination)
@@ -107,35 +107,41 @@ class GearShipper:
             finally:
                 reader.cancel()
                 call.cancel()
+                self.tail.leave(self)
             if _failed(reader):
                 raise reader.exception()  # type: ignore[misc]
 
     async def _read_stream(
         self, after_ts: int, outbox: DelayLine, in_flight: asyncio.Semaphore, stop: asyncio.Event
     ) -> None:
-        """Ships the stream as it grows; when idle and the receiver wants them, a heartbeat: an
-        empty batch whose through_ts promises that this gear will write nothing at or below it
-        (the receiver's stable time in timestamp order needs it, paper §6.1)."""
-        cursor = after_ts
+        """Ships this destination's entries as the gear's tail brings them (from Redis while
+        behind it). A batch's through_ts promises that this gear will write nothing at or below
+        it (the receiver's stable time in timestamp order needs it, paper §6.1); a batch without
+        payloads is a heartbeat, sent only when the destination would otherwise not hear of the
+        gear's progress for a heartbeat period (or PROGRESS_S, when it wants no heartbeats)."""
+        cursor, last_sent, sent_through = after_ts, time.monotonic(), after_ts
         while not stop.is_set():
             await in_flight.acquire()
-            block_s = self.heartbeat_s if self.heartbeats else IDLE_BLOCK_S
-            entries = await self.shard.stream_after(gears.BULK_STREAM, cursor, READ_COUNT, block_s=block_s)
-            if entries:
-                through = entries[-1][0]
-            elif not self.heartbeats:
+            quiet_s = self.heartbeat_s if self.heartbeats else PROGRESS_S
+            # With progress not sent yet: until it is due; else: for news, a quiet period at most.
+            wait_s = max(0.0, last_sent + quiet_s - time.monotonic()) if cursor > sent_through else quiet_s
+            found = await self.tail.after(self, cursor, wait_s)
+            entries, through = found if found is not None else await self.tail.catch_up(cursor)
+            batch = bulk_pb2.PayloadBatch(through_ts=through)
+            for ts, group, payload in entries:
+                if group in self.groups:
+                    batch.payloads.add(ts=ts, body=payload)
+            due = through > sent_through and time.monotonic() - last_sent >= quiet_s
+            cursor = through
+            if not batch.payloads and not due:
                 in_flight.release()
                 continue
-            else:  # with the entries written since the read, which the heartbeat covers
-                through, entries = await self.shard.heartbeat_after(gears.BULK_STREAM, cursor, READ_COUNT)
+            if not batch.payloads and self.heartbeats:
                 self.heartbeats_sent.inc()
-            batch = bulk_pb2.PayloadBatch(sent_at=time.time(), through_ts=through)
-            for ts, fields in entries:
-                if fields[GROUP] in self.groups:
-                    batch.payloads.add(ts=ts, body=fields[PAYLOAD])
-            cursor = through
+            batch.sent_at = time.time()
             outbox.put(bulk_pb2.ShipMessage(batch=batch))
             self.sent.inc(len(batch.payloads))
+            last_sent, sent_through = time.monotonic(), through
         outbox.put(None)
 
 
@@ -182,13 +188,16 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
     local = topology.groups_at(region)
     destinations = [r for r in topology.region_names if r != region and local & topology.groups_at(r)]
     trimmer = Trimmer(topology, region, destinations)
-    shippers = [
-        GearShipper(topology, region, shard, dest, trimmer)
-        for shard in range(topology.region(region).shards)
-        for dest in destinations
-    ]
+    heartbeat_s = protocol_class(topology.protocol).bulk_heartbeat_s(topology)
+    tails, shippers = [], []
+    for shard, gear in enumerate(topology.gear_ids(region)):
+        tail = GearTail(Shard(topology.redis_url(region, shard), gear, region), heartbeat_s)
+        mine = [GearShipper(topology, region, shard, dest, trimmer, tail) for dest in destinations]
+        tail.heartbeats_wanted = lambda mine=mine: any(s.heartbeats for s in mine)
+        tails.append(tail)
+        shippers += mine
     log.info("bulk sender %s → %s", region, ", ".join(destinations) or "(nobody)")
-    await asyncio.gather(trimmer.run(stop), *(s.run(stop) for s in shippers))
+    await asyncio.gather(trimmer.run(stop), *(t.run(stop) for t in tails), *(s.run(stop) for s in shippers))
 
 
 def main() -> None:

@@ -1,0 +1,116 @@
+"""One local gear's outgoing stream, read once for all the regions it ships to.
+
+A gear's stream holds every update the gear took, whatever its group; each destination wants
+only the groups it replicates. Reading the stream once per destination (six times with seven
+regions) and sending each destination a batch for every write, most of them empty after
+filtering, made the bulk path cost more CPU than the store itself; so one ``GearTail`` per gear
+reads the stream (and, when a destination wants them, heartbeats: one per gear and period, not
+one per destination) into memory, and each destination's shipper takes what is new from there.
+
+A shipper whose position is below what memory holds (it reconnects after a long absence, or it
+fell so far behind that memory let go) reads Redis itself until it has caught up: memory is a
+cache of the stream, never the only copy (the stream is trimmed only below what every
+destination acknowledged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+from collections.abc import Callable
+
+from services.region import gears
+from services.region.store import Shard
+
+GROUP, PAYLOAD = gears.GROUP_FIELD.encode(), gears.PAYLOAD_FIELD.encode()  # a bulk entry's fields
+READ_COUNT = 512  # stream entries per read at most
+HELD_MAX = 50_000  # entries kept in memory at most (beyond: the slowest shipper reads Redis)
+IDLE_BLOCK_S = 0.5  # without heartbeats: how long a read of an idle stream blocks
+
+Entry = tuple[int, bytes, bytes]  # (ts, group, payload)
+
+
+class GearTail:
+    """The stream's recent entries and how far they cover (``through``: nothing at or below it
+    will be written any more), shared by the gear's shippers."""
+
+    def __init__(self, shard: Shard, heartbeat_s: float, on_heartbeat: Callable[[], None] = lambda: None):
+        self.shard = shard
+        self.heartbeat_s = heartbeat_s
+        self.on_heartbeat = on_heartbeat
+        self.ts: list[int] = []  # the held entries' ts, ascending (bisect)
+        self.entries: list[Entry] = []
+        self.floor = 0  # every entry above it is held
+        self.through = 0
+        self.positions: dict[object, int] = {}  # shippers reading from memory -> their position
+        self.heartbeats_wanted: Callable[[], bool] = lambda: False
+        self.changed = asyncio.Condition()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Reads the stream as it grows; when idle and a destination wants them, heartbeats."""
+        while not stop.is_set():
+            wanted = self.heartbeats_wanted()
+            block_s = self.heartbeat_s if wanted else IDLE_BLOCK_S
+            raw = await self.shard.stream_after(gears.BULK_STREAM, self.through, READ_COUNT, block_s=block_s)
+            if raw:
+                through = raw[-1][0]
+            elif wanted:  # with the entries written since the read, which the heartbeat covers
+                through, raw = await self.shard.heartbeat_after(gears.BULK_STREAM, self.through, READ_COUNT)
+                self.on_heartbeat()
+            else:
+                continue
+            for ts, fields in raw:
+                self.ts.append(ts)
+                self.entries.append((ts, fields[GROUP], fields[PAYLOAD]))
+            self.through = max(self.through, through)
+            self._let_go()
+            async with self.changed:
+                self.changed.notify_all()
+
+    def _let_go(self) -> None:
+        """Drops what every shipper reading from memory has taken (and, past ``HELD_MAX``, the
+        oldest: a shipper left below the floor reads Redis). Every entry above the new floor is
+        still held: those at or below ``low`` are all dropped, and a cut past it ends at an entry."""
+        low = min(min(self.positions.values(), default=self.through), self.through)
+        cut = max(bisect.bisect_right(self.ts, low), len(self.ts) - HELD_MAX)
+        floor = low
+        if cut > 0:
+            floor = max(low, self.ts[cut - 1])
+            del self.ts[:cut], self.entries[:cut]
+        self.floor = max(self.floor, floor)
+
+    async def after(self, shipper: object, position: int, wait_s: float) -> tuple[list[Entry], int] | None:
+        """The entries after ``position`` and the time they cover, waiting up to ``wait_s`` for
+        news when there is none; None when ``position`` is below what memory holds (the shipper
+        reads Redis: ``catch_up``)."""
+        if position < self.floor:
+            self.positions.pop(shipper, None)
+            return None
+        self.positions[shipper] = position
+        async with self.changed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait_for(lambda: self.through > position), wait_s)
+        if position < self.floor:  # let go of meanwhile (memory was full)
+            self.positions.pop(shipper, None)
+            return None
+        start = bisect.bisect_right(self.ts, position)
+        if len(self.ts) - start > READ_COUNT:  # a batch's worth: it covers up to its last entry
+            return self.entries[start : start + READ_COUNT], self.ts[start + READ_COUNT - 1]
+        return self.entries[start:], max(self.through, position)
+
+    def leave(self, shipper: object) -> None:
+        """The shipper's session ended: it holds nothing in memory any more."""
+        self.positions.pop(shipper, None)
+
+    async def catch_up(self, position: int) -> tuple[list[Entry], int]:
+        """Entries after ``position`` read from Redis, and the time they cover. A read that comes
+        back short covers everything up to the floor too: the tail had read all of that before
+        the floor rose, so it was in Redis when this read ran."""
+        floor = self.floor
+        raw = await self.shard.stream_after(gears.BULK_STREAM, position, READ_COUNT)
+        entries = [(ts, fields[GROUP], fields[PAYLOAD]) for ts, fields in raw]
+        through = entries[-1][0] if entries else position
+        if len(entries) < READ_COUNT:
+            through = max(through, floor)
+        return entries, through
