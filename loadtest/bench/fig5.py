@@ -34,6 +34,7 @@ from loadtest.bench.metrics import scrape_visibility
 from loadtest.bench.probing import extra
 from loadtest.bench.report import num, render_table, say, write_rows
 from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, client_op, preload, write_topology
+from loadtest.bench.visibility import DRAIN_TIMEOUT_S, wait_replicated
 from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-m.toml"
@@ -119,13 +120,8 @@ def measure_protocol(
         try:
             for i, mix in enumerate(mixes, 1):
                 if mix.value_bytes != size:
-                    began = time.monotonic()
-                    rows = preload(clients, buckets, mix.value_bytes)
                     size = mix.value_bytes
-                    say(
-                        f"[{protocol}]   preloaded {rows:,} rows of {size} B "
-                        f"in {time.monotonic() - began:.1f} s"
-                    )
+                    _preload(protocol, running, clients, buckets, size)
                 points.append(
                     _measure_point(protocol, running, clients, buckets, mix, settings, meter, round_)
                 )
@@ -139,6 +135,22 @@ def measure_protocol(
             for client in clients.values():
                 client.close()
     return points
+
+
+def _preload(
+    protocol: str, topology: Topology, clients: dict[str, CausalClient], buckets: Buckets, size: int
+) -> None:
+    """Rows of ``size`` bytes everywhere, replicated before anything is measured (else the first
+    point would count the preload's replication in its visibility)."""
+    began = time.monotonic()
+    before = scrape_visibility(topology)
+    expected = preload(clients, buckets, size)
+    _, short = wait_replicated(topology, before, expected, DRAIN_TIMEOUT_S)
+    rows = sum(expected.values())
+    say(
+        f"[{protocol}]   preloaded rows of {size} B and replicated {rows:,} updates in "
+        f"{time.monotonic() - began:.1f} s" + (f"; still missing: {short}" if short else "")
+    )
 
 
 def _measure_point(

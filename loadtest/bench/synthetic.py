@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from pathlib import Path
 from causal_client import CausalClient, Mutation
 from loadtest import topology_file
 from loadtest.bench.loop import Op
+from loadtest.bench.metrics import Pair
 from services.topology import Topology
 
 CORRELATIONS = ("exponential", "proportional", "uniform", "full")
@@ -165,14 +167,15 @@ def client_op(client: CausalClient, home: str, buckets: Buckets, mix: Mix, seed:
     return op
 
 
-def preload(clients: Mapping[str, CausalClient], buckets: Buckets, value_bytes: int) -> int:
+def preload(clients: Mapping[str, CausalClient], buckets: Buckets, value_bytes: int) -> dict[Pair, int]:
     """Every row of every bucket written once, at the bucket's first region, with values of
-    ``value_bytes``; returns the rows written."""
+    ``value_bytes``; returns how many updates each (origin, region) pair must see."""
     value = b"x" * value_bytes
     sessions = {region: client.session(region) for region, client in clients.items()}
-    written = 0
+    expected: Counter[Pair] = Counter()
     for group, members in buckets.groups().items():
-        mutations = [Mutation(group, f"k{i}").set(COLUMN, value) for i in range(KEYS_PER_BUCKET)]
-        sessions[members[0]].batch(mutations)
-        written += len(mutations)
-    return written
+        origin = members[0]
+        sessions[origin].batch([Mutation(group, f"k{i}").set(COLUMN, value) for i in range(KEYS_PER_BUCKET)])
+        for region in members[1:]:
+            expected[origin, region] += KEYS_PER_BUCKET
+    return dict(expected)

@@ -22,6 +22,7 @@ from services.region.store import RegionStore, RemoteUpdate
 from services.topology import Topology
 
 log = logging.getLogger("bulk-receiver")
+EMPTY_ACK_EVERY_S = 1.0  # how often batches without payloads are acknowledged (as a notice)
 
 
 class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
@@ -76,6 +77,8 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
         def applied(updates: list[RemoteUpdate]) -> None:
             self.on_applied(origin, updates)
 
+        last_ack = [time.monotonic()]
+
         async def consume() -> None:
             try:
                 async for message in request_iterator:
@@ -91,8 +94,20 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
                     await asyncio.shield(
                         self.protocol.accept_payloads(gear, batch.through_ts, updates, applied)
                     )
-                    durable = self.protocol.durable_position(gear, batch.through_ts)
-                    acks.put(bulk_pb2.Position(through_ts=durable, heartbeats=self.protocol.wants_heartbeats))
+                    # Each batch with payloads is acknowledged (the sender's window); empty ones
+                    # (heartbeats, progress) only once in a while, as a notice with the position,
+                    # so that the sender can trim: an ack per heartbeat doubled their cost.
+                    now = time.monotonic()
+                    if batch.payloads or now - last_ack[0] >= EMPTY_ACK_EVERY_S:
+                        durable = self.protocol.durable_position(gear, batch.through_ts)
+                        acks.put(
+                            bulk_pb2.Position(
+                                through_ts=durable,
+                                heartbeats=self.protocol.wants_heartbeats,
+                                notice=not batch.payloads,
+                            )
+                        )
+                        last_ack[0] = now
             finally:
                 acks.put(None)
 

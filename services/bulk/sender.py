@@ -26,7 +26,7 @@ from services.topology import Topology
 
 log = logging.getLogger("bulk-sender")
 
-WINDOW = 64  # batches in flight per destination
+WINDOW = 64  # batches with payloads in flight per destination (empty ones are not acknowledged)
 # A destination that has nothing new of its own still hears how far the gear's time got: every
 # heartbeat period (the protocol's, ``Protocol.bulk_heartbeat_s``) while its receiver orders
 # updates by timestamp (Saturn's fallback, §6.1, GentleRain, Cure) and so asks for heartbeats,
@@ -96,10 +96,10 @@ class GearShipper:
                         log.info("%s → %s: heartbeats %s", self.gear, self.destination,
                                  "wanted" if ack.heartbeats else "no longer wanted")  # fmt: skip
                         self.heartbeats = ack.heartbeats
-                    if ack.notice:
-                        continue  # news of heartbeats only, not an acknowledgement
-                    in_flight.release()
-                    self.trimmer.acked(self.gear, self.destination, ack.through_ts)
+                    if not ack.notice:  # of a batch with payloads: one fewer in flight
+                        in_flight.release()
+                    if ack.through_ts:  # a notice may carry a position too (after empty batches)
+                        self.trimmer.acked(self.gear, self.destination, ack.through_ts)
             except asyncio.CancelledError:
                 if not _failed(reader):
                     raise  # a real cancellation (the process stops)
@@ -121,7 +121,6 @@ class GearShipper:
         gear's progress for a heartbeat period (or PROGRESS_S, when it wants no heartbeats)."""
         cursor, last_sent, sent_through = after_ts, time.monotonic(), after_ts
         while not stop.is_set():
-            await in_flight.acquire()
             quiet_s = self.heartbeat_s if self.heartbeats else PROGRESS_S
             # With progress not sent yet: until it is due; else: for news, a quiet period at most.
             wait_s = max(0.0, last_sent + quiet_s - time.monotonic()) if cursor > sent_through else quiet_s
@@ -134,9 +133,10 @@ class GearShipper:
             due = through > sent_through and time.monotonic() - last_sent >= quiet_s
             cursor = through
             if not batch.payloads and not due:
-                in_flight.release()
                 continue
-            if not batch.payloads and self.heartbeats:
+            if batch.payloads:
+                await in_flight.acquire()  # flow control counts batches with payloads only
+            elif self.heartbeats:
                 self.heartbeats_sent.inc()
             batch.sent_at = time.time()
             outbox.put(bulk_pb2.ShipMessage(batch=batch))
