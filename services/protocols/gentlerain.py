@@ -4,9 +4,11 @@ update, and a remote update becomes visible once the region's global stable time
 - Updates carry their label's ts (the gears' physical clock, above everything the writer had
   seen): the same labels as Saturn's, but no label stream, sink or serializer.
 - Every origin gear heartbeats its clock to every region that replicates some of its groups:
-  bulk senders send an empty batch whenever their stream has been idle for the topology's
-  ``[stabilization] heartbeat_s`` (10 ms by default; services/tuning.py).
-  Batches carry ``through_ts`` too, so under load heartbeats are rarely needed.
+  a bulk sender sends a destination an empty batch whenever it has sent it nothing for the
+  topology's ``[stabilization] heartbeat_s`` (10 ms by default; services/tuning.py), and the
+  gear's clock is read for it once per period (``services/bulk/tail.py``), not once per
+  destination. Batches with payloads carry ``through_ts`` too, so a destination that receives
+  payloads often needs no heartbeat.
 - The receiver's :class:`Stabilizer` computes the global stable time (GST), the least
   ``through_ts`` over every gear of every region that ships here (``StableOrder.stable_time``:
   GentleRain's minimum over all partitions of all datacenters, restricted to those that can send
