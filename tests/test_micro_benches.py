@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from loadtest import fig8, paper
-from loadtest.bench import failover, fig4, fig5, fig6, proxy, reconfigure, serializer
+from loadtest.bench import failover, fig4, fig5, fig6, idle, proxy, reconfigure, serializer
 from loadtest.bench import synthetic as fig5_synthetic
 from loadtest.bench.report import write_rows
 from loadtest.bench.synthetic import Mix
@@ -121,3 +121,16 @@ def test_fig8_runs_the_facebook_workload_per_protocol_and_maximum(tmp_path):
     assert points[1].throughput_ratio is not None and points[1].extra_ms is not None
     fig8.plot(points, tmp_path / "fig8.png")
     assert (tmp_path / "fig8.png").stat().st_size > 0
+
+
+def test_the_idle_bench_shows_what_heartbeats_cost():
+    """Nothing but the protocols' own metadata: GentleRain's heartbeats (every gear to every
+    region, every 10 ms) cost more than eventual, which sends nothing while idle."""
+    topology = Path(__file__).resolve().parents[1] / "topologies" / "demo-3region.toml"
+    rows = [
+        idle.measure(topology, protocol, settle=1.0, seconds=2.0) for protocol in ("eventual", "gentlerain")
+    ]
+    assert [r.protocol for r in rows] == ["eventual", "gentlerain"]
+    assert rows[1].percent_of_a_core > rows[0].percent_of_a_core
+    assert "bulk-sender" in rows[1].by_role
+    assert "Idle cluster" in idle.table(rows)
