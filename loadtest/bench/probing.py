@@ -14,7 +14,13 @@ from services.topology import Topology
 
 
 class Prober:
-    """Paced writes at every region (open loop, ``rate`` per second each) until stopped."""
+    """Paced writes at every region (open loop, ``rate`` per second each) until stopped.
+
+    Each write follows a read of another region's probe row (round robin), as a client of the
+    paper's workload reads before it writes: a probe then depends on other regions' updates,
+    which a protocol tracking dependencies precisely (Cure's vectors) must wait for at the
+    destination, as it would for any real client. A probe that only ever wrote would depend on
+    nothing but its own region's past: Cure's best case, not its usual one."""
 
     def __init__(self, topology: Topology, rate: float):
         self.topology, self.rate = topology, rate
@@ -27,7 +33,11 @@ class Prober:
         with CausalClient.connect(self.topology.client_address(region)) as client:
             session, i, started_at = client.session(region), 0, time.perf_counter()
             group = next(iter(self.topology.group_members))
+            members = self.topology.group_members[group]
+            others = [r for r in self.topology.region_names if r != region and r in members]
             while not self.stopping.is_set():
+                if others:
+                    session.read(group, f"probe:{others[i % len(others)]}:{i % 100}", ["v"])
                 session.write(group, f"probe:{region}:{i % 100}", {"v": str(i)})
                 i += 1
                 self.stopping.wait(max(0.0, started_at + i / self.rate - time.perf_counter()))
