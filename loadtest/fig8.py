@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.bench.report import num, render_table, say, write_rows
+from loadtest.bench.report import PROTOCOL_COLOURS, num, publish, render_table, say
 from loadtest.locust_run import LocustOptions
 from loadtest.plan import make_plan
 from loadtest.run import run_protocol
@@ -24,7 +24,6 @@ from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[1] / "topologies" / "ec2-7region-m.toml"
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
-COLOURS = {"eventual": "#555555", "saturn": "#1f77b4", "gentlerain": "#d62728", "cure": "#ff7f0e"}
 
 
 @dataclass
@@ -85,9 +84,13 @@ def plot(points: list[Point], path: Path) -> None:
     for protocol in dict.fromkeys(p.protocol for p in points):
         mine = [p for p in points if p.protocol == protocol]
         xs = [p.max_replicas for p in mine]
-        left.plot(xs, [p.throughput_ratio for p in mine], "o-", label=protocol, color=COLOURS.get(protocol))
+        left.plot(
+            xs, [p.throughput_ratio for p in mine], "o-", label=protocol, color=PROTOCOL_COLOURS.get(protocol)
+        )
         if protocol != "eventual":
-            right.plot(xs, [p.extra_ms for p in mine], "o-", label=protocol, color=COLOURS.get(protocol))
+            right.plot(
+                xs, [p.extra_ms for p in mine], "o-", label=protocol, color=PROTOCOL_COLOURS.get(protocol)
+            )
     left.set_ylabel("throughput / eventual")
     right.set_ylabel("extra visibility over eventual (ms)")
     for ax in (left, right):
@@ -113,10 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     users, duration = (500, 8.0) if args.quick else (2000, 30.0)
     out = Path(args.out)
     points = measure(Path(args.topology), maxima, users, args.clients, duration, out)
-    print(table(points))
-    write_rows(str(out), "fig8", points)
-    plot(points, out / "fig8.png")
-    say(f"wrote {out / 'fig8.png'}")
+    publish(out, "fig8", points, table(points), lambda path: plot(points, path))
     return 1 if any(p.failed for p in points) else 0
 
 

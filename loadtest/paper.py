@@ -258,10 +258,10 @@ def compare_fig8(out: Path) -> tuple[list[list[str]], str]:
 
 FIGURES: dict[str, Figure] = {
     "fig4": Figure(fig4.main, compare_fig4, (2.0, 3.0)),
-    "fig5": Figure(fig5.main, compare_fig5, (6.0, 20.0)),
+    "fig5": Figure(fig5.main, compare_fig5, (6.0, 15.0)),
     "fig6": Figure(fig6.main, compare_fig6, (3.0, 6.0)),
     "fig7": Figure(fig7.main, compare_fig7, (1.5, 2.5)),
-    "fig8": Figure(fig8.main, compare_fig8, (6.0, 25.0)),
+    "fig8": Figure(fig8.main, compare_fig8, (4.0, 25.0)),
 }
 
 

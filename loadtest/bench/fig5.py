@@ -32,14 +32,13 @@ from loadtest.bench.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
 from loadtest.bench.loop import run_closed_loop
 from loadtest.bench.metrics import scrape_visibility
 from loadtest.bench.probing import extra
-from loadtest.bench.report import num, render_table, say, write_rows
+from loadtest.bench.report import PROTOCOL_COLOURS, num, publish, render_table, say
 from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, client_op, preload, write_topology
 from loadtest.bench.visibility import DRAIN_TIMEOUT_S, wait_replicated
 from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-m.toml"
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
-COLOURS = {"eventual": "#555555", "saturn": "#1f77b4", "gentlerain": "#d62728", "cure": "#ff7f0e"}
 DEFAULT = Mix()
 
 
@@ -294,7 +293,7 @@ def plot(points: list[Point], path: Path) -> None:
         xs = list(range(len(values)))
         for protocol in protocols:
             ys = [ratio(points, protocol, replace(DEFAULT, **{sweep.key: v})) for v in values]
-            ax.plot(xs, ys, "o-", label=protocol, color=COLOURS.get(protocol))
+            ax.plot(xs, ys, "o-", label=protocol, color=PROTOCOL_COLOURS.get(protocol))
         labels = [_label(sweep, v) for v in values]
         ax.set_xticks(xs, labels, fontsize=8)
         ax.set_title(sweep.title, fontsize=10)
@@ -304,7 +303,9 @@ def plot(points: list[Point], path: Path) -> None:
     others = [p for p in protocols if p != "eventual"]
     bars = axes.flat[4]
     bars.bar(
-        others, [extra_over_eventual(points, p) or 0 for p in others], color=[COLOURS.get(p) for p in others]
+        others,
+        [extra_over_eventual(points, p) or 0 for p in others],
+        color=[PROTOCOL_COLOURS.get(p) for p in others],
     )
     bars.set_title("(e) extra visibility over eventual, defaults", fontsize=10)
     bars.set_ylabel("ms")
@@ -312,7 +313,7 @@ def plot(points: list[Point], path: Path) -> None:
     cpu.bar(
         protocols,
         [figure(points, p, DEFAULT, lambda x: x.cpu_us_per_op) or 0 for p in protocols],
-        color=[COLOURS.get(p) for p in protocols],
+        color=[PROTOCOL_COLOURS.get(p) for p in protocols],
     )
     cpu.set_title("(f) cluster CPU per operation, defaults", fontsize=10)
     cpu.set_ylabel("µs")
@@ -362,10 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"== round {round_}/{args.rounds}: {protocol}")
             run_dir = out / f"run-{protocol}-{round_}"
             points += measure_protocol(protocol, topology_file, mixes, settings, run_dir, round_)
-    print(table(points))
-    write_rows(str(out), "fig5", points)
-    plot(points, out / "fig5.png")
-    say(f"wrote {out / 'fig5.png'}")
+    publish(out, "fig5", points, table(points), lambda path: plot(points, path))
     return 1 if any(p.errors for p in points) else 0
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 
 from loadtest.bench import visibility_figure
+from loadtest.bench.report import PROTOCOL_COLOURS
 from loadtest.bench.visibility_figure import Configuration, Figure
 
 TREE = "ec2-7region-m.toml"
@@ -20,7 +21,7 @@ FIGURE = Figure(
     title="Fig. 7, ec2-7region",
     configurations=[Configuration(p, TREE, p) for p in ("eventual", "saturn", "gentlerain", "cure")],
     pairs=[("ireland", "frankfurt"), ("ireland", "sydney")],
-    colours={"eventual": "#555555", "saturn": "#1f77b4", "gentlerain": "#d62728", "cure": "#ff7f0e"},
+    colours=PROTOCOL_COLOURS,
 )
 
 

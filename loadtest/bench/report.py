@@ -7,7 +7,7 @@ import json
 import math
 import os
 import platform
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +15,9 @@ from pathlib import Path
 from loadtest.bench.cpu import by_role, of_region
 from loadtest.bench.results import OP_TITLES, OPS, ProtocolRun, Settings, VisibilityRow
 from services.topology import Topology
+
+# One colour per protocol in every figure that compares them.
+PROTOCOL_COLOURS = {"eventual": "#555555", "saturn": "#1f77b4", "gentlerain": "#d62728", "cure": "#ff7f0e"}
 
 
 def say(message: str) -> None:
@@ -29,6 +32,14 @@ def write_rows(out_dir: str | None, name: str, rows: Sequence) -> None:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{name}.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
         say(f"wrote {out / f'{name}.json'}")
+
+
+def publish(out: Path, name: str, rows: Sequence, text: str, plot: Callable[[Path], None]) -> None:
+    """A figure's end: its table printed, its rows as ``out/name.json``, its plot as ``out/name.png``."""
+    print(text)
+    write_rows(str(out), name, rows)
+    plot(out / f"{name}.png")
+    say(f"wrote {out / f'{name}.png'}")
 
 
 def num(value: float | None, digits: int = 1, sign: bool = False) -> str:
