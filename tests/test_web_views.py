@@ -4,7 +4,9 @@ own Celery workers run the fan-out)."""
 
 from __future__ import annotations
 
+import logging
 import re
+import sys
 from urllib.parse import unquote
 
 import pytest
@@ -15,9 +17,11 @@ from web_support import django_region, web_cluster  # noqa: F401  (fixtures)
 
 from causal_client.client import Session
 from webapp import settings as app_settings
+from webapp import throttle
 from webapp.forms import FindForm, PostForm, SignupForm, valid_cursor
 from webapp.region import current
 from webapp.social import MAX_TWEET_CHARS, PAGE_SIZE, Account, Entry, Social, new_tweet_id
+from webapp.views.errors import OneLineClientErrors
 
 PASSWORD = "pw-123456"
 FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -131,8 +135,18 @@ def test_signup_form_passwords():
     assert "password" in short.errors
     assert "at least 8" in short.errors["password"][0]
 
-    exactly = signup_form("carol", "12345678")
+    exactly = signup_form("carol", "horse-12")  # 8 characters
     assert exactly.is_valid(), exactly.errors
+
+    for weak, why in [
+        ("password", "too common"),
+        ("12345678", "entirely numeric"),
+        (" " * 8, "more than blanks"),
+        ("carol123", "too similar"),
+    ]:
+        form = signup_form("carol", weak)
+        assert not form.is_valid(), weak
+        assert any(why in e for e in form.errors["password"]), (weak, form.errors)
 
     spaced = signup_form("carol", " pw 1234 ")  # passwords are taken as typed, spaces included
     assert spaced.is_valid(), spaced.errors
@@ -580,6 +594,24 @@ def test_follow_and_unfollow(django_region):  # noqa: F811
     assert "Nobody yet." in html(ann.get(f"/u/{bob_name}/followers/"))
 
 
+def test_following_brings_their_recent_tweets_home(django_region):  # noqa: F811
+    """A follow copies the followed user's latest tweets into the follower's home timeline at
+    once (no fan-out involved: they were posted before the follow), newest first, at most
+    BACKFILL of them; a home timeline that stayed empty after following reads as broken."""
+    from webapp.social import BACKFILL
+
+    star, star_name = new_user("bf")
+    said = [f"older tweet {i} {unique('t')}" for i in range(BACKFILL + 2)]
+    for body in said:
+        assert star.post("/post/", {"body": body}).status_code == 302
+    fan, _ = new_user("fan")
+    assert bodies(html(fan.get("/"))) == []
+    assert fan.post(f"/u/{star_name}/follow/").status_code == 302
+    home = bodies(html(fan.get("/")))
+    assert home[:BACKFILL] == list(reversed(said))[:BACKFILL]
+    assert len(home) <= len(said), "a late fan-out of an older tweet may add it: never anything else"
+
+
 def test_fan_out_reaches_followers_timelines(django_region):  # noqa: F811
     fan, _ = new_user("fan")
     bystander, _ = new_user("by")
@@ -834,6 +866,7 @@ def test_a_store_that_does_not_answer_gives_the_503_page(django_region, monkeypa
     reply = client.get("/")
     assert reply.status_code == 503
     assert "unavailable" in html(reply) and "Traceback" not in html(reply)
+    assert "connection refused" not in html(reply), "the page names no internal detail"
 
 
 def test_an_unexpected_error_gives_the_500_page(django_region, monkeypatch):  # noqa: F811
@@ -908,3 +941,84 @@ def test_a_token_made_at_another_region_resumes_by_migration(django_region, rf, 
     causal = CausalRequest(request, ctx)
     assert causal.session.read("all", row).text("v") == "there"
     assert store_calls[:2] == ["Migrate", "Attach"] and causal.session.region == ctx.region
+
+
+# -- accounts and error pages done properly --------------------------------------------------------
+def test_logins_are_throttled_per_account_even_with_the_right_password(django_region, settings):  # noqa: F811
+    """ACCOUNT_LIMIT failures in a window lock the account for the rest of it, whatever comes
+    next (the password is not even tried); other accounts are not locked."""
+    settings.PASSWORD_HASHERS = FAST_HASHERS
+    name, other = username("th"), username("th")
+    sign_up(Client(), name)
+    sign_up(Client(), other)
+    client = Client(REMOTE_ADDR="10.9.8.7")
+    for _ in range(throttle.ACCOUNT_LIMIT):
+        assert client.post("/login/", {"username": name, "password": "wrong-guess"}).status_code == 400
+    reply = client.post("/login/", {"username": name, "password": PASSWORD})
+    assert reply.status_code == 429
+    assert "Too many failed logins" in html(reply)
+    assert 0 < int(reply["Retry-After"]) <= 2 * throttle.WINDOW_S
+    assert "Your timeline" not in html(client.get("/"))
+    assert client.post("/login/", {"username": other, "password": PASSWORD}).status_code == 302
+
+
+def test_logins_are_throttled_per_client_address(django_region, settings, monkeypatch):  # noqa: F811
+    settings.PASSWORD_HASHERS = FAST_HASHERS
+    monkeypatch.setattr(throttle, "ADDRESS_LIMIT", 3)
+    monkeypatch.setattr(throttle, "KINDS", (("account", throttle.ACCOUNT_LIMIT), ("address", 3)))
+    name = username("ad")
+    sign_up(Client(), name)
+    guesser = Client(REMOTE_ADDR="10.1.2.3")
+    for _ in range(3):  # three different accounts, one address
+        assert guesser.post("/login/", {"username": username("no"), "password": "x-guess"}).status_code == 400
+    assert guesser.post("/login/", {"username": name, "password": PASSWORD}).status_code == 429
+    elsewhere = Client(REMOTE_ADDR="10.3.2.1")
+    assert elsewhere.post("/login/", {"username": name, "password": PASSWORD}).status_code == 302
+
+
+def test_throttle_windows_slide(django_region, rf):  # noqa: F811
+    """Failures count in their window and the next one, then no more."""
+    from django.contrib.sessions.backends.signed_cookies import SessionStore
+
+    from webapp.causal import CausalRequest
+
+    request = rf.get("/")
+    request.session = SessionStore()
+    causal = CausalRequest(request, current())
+    name, address, start = username("win"), "10.0.0.1", 1_000 * throttle.WINDOW_S
+    for _ in range(throttle.ACCOUNT_LIMIT):
+        throttle.failed(causal, name, address, now=start)
+    assert not throttle.check(causal, name, address, now=start + 1).allowed
+    assert not throttle.check(causal, name, address, now=start + throttle.WINDOW_S).allowed
+    assert throttle.check(causal, name, address, now=start + 2 * throttle.WINDOW_S).allowed
+
+
+def test_every_error_status_has_a_page(client, django_region):  # noqa: F811
+    reply = client.get("/logout/")
+    assert reply.status_code == 405
+    assert "Method Not Allowed" in html(reply) and "does not take that kind of request" in html(reply)
+    assert reply["Allow"] == "POST"
+
+
+def test_a_too_big_request_says_so_and_names_no_setting(client, django_region, settings):  # noqa: F811
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    reply = client.post("/login/", {"username": "x", "password": "y" * 5000})
+    assert reply.status_code == 413
+    assert "larger than this site accepts" in html(reply)
+    assert "DATA_UPLOAD" not in html(reply)
+
+
+def test_client_errors_are_logged_in_one_line():
+    """The console handler drops the traceback of 4xx records, keeps it for 5xx."""
+    handler = app_settings.LOGGING["handlers"]["console"]
+    assert "one_line_4xx" in handler["filters"]
+    check = OneLineClientErrors()
+    for status, kept in ((400, False), (403, False), (500, True)):
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            info = sys.exc_info()
+        record = logging.LogRecord("django.request", logging.WARNING, __file__, 1, "x", (), info)
+        record.status_code = status
+        assert check.filter(record)
+        assert (record.exc_info is not None) is kept

@@ -138,8 +138,7 @@ class CausalSessionMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, CausalError) and not isinstance(exception, InvalidRequest):
             log.warning("store unavailable for %s: %s", request.path, exception)
-            context = {"problem": str(exception)}
-            return render(request, "503.html", context, status=503)
+            return render(request, "503.html", status=503)
         return None
 
 

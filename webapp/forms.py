@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 from django import forms
+from django.contrib.auth import password_validation
 from django.core.exceptions import ValidationError
 
 from webapp.social import MAX_TWEET_CHARS, USERNAME_PATTERN
@@ -31,9 +33,36 @@ class SignupForm(forms.Form):
 
     def clean(self) -> dict:
         data = super().clean()
-        if data.get("password") and data.get("password") != data.get("password_again"):
+        password = data.get("password")
+        if password and password != data.get("password_again"):
             self.add_error("password_again", "The two passwords differ.")
+        elif password:
+            try:
+                password_validation.validate_password(password, Applicant(data.get("username", "")))
+            except ValidationError as error:
+                self.add_error("password", error)
         return data
+
+
+class Applicant:
+    """Who signs up, as Django's similarity validator reads a user (attributes and, in ``_meta``,
+    their names): there is no user model here, the accounts live in the store."""
+
+    _meta = SimpleNamespace(get_field=lambda name: SimpleNamespace(verbose_name=name))
+
+    def __init__(self, username: str):
+        self.username = username
+
+
+class NotOnlyBlanks:
+    """A password validator: spaces, tabs and line breaks alone are no password."""
+
+    def validate(self, password: str, user: object = None) -> None:
+        if not password.strip():
+            raise ValidationError("A password needs more than blanks.", code="password_blank")
+
+    def get_help_text(self) -> str:
+        return "Your password cannot be blanks only."
 
 
 class LoginForm(forms.Form):

@@ -36,6 +36,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "webapp.causal.CausalSessionMiddleware",
+    "webapp.views.errors.ErrorPages",
 ]
 ROOT_URLCONF = "webapp.urls"
 WSGI_APPLICATION = "webapp.wsgi.application"
@@ -69,6 +70,16 @@ CSRF_FAILURE_VIEW = "webapp.views.errors.csrf_failure"
 # Flash messages live in the region's own session cookie: the cookie storage's single
 # "messages" cookie would be shared by every region on one host.
 MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
+# Django's validators, plus one against passwords of blanks only (which Django's accept), run on
+# sign-up with the username as the user's attribute (webapp/forms.py).
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator",
+     "OPTIONS": {"user_attributes": ["username"]}},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    {"NAME": "webapp.forms.NotOnlyBlanks"},
+]  # fmt: skip
 PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.PBKDF2PasswordHasher",
     "django.contrib.auth.hashers.ScryptPasswordHasher",
@@ -86,6 +97,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"one_line_4xx": {"()": "webapp.views.errors.OneLineClientErrors"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["one_line_4xx"]}},
     "root": {"handlers": ["console"], "level": "INFO"},
 }

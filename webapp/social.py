@@ -33,6 +33,7 @@ PAGE_SIZE = 40  # as Twissandra
 MAX_TWEET_CHARS = 280
 USERNAME_PATTERN = re.compile(r"^[a-z0-9_]{2,30}$")
 FANOUT_CHUNK = 100  # timeline writes per Batch call (Stream-Framework's fanout_chunk_size)
+BACKFILL = 20  # a newly followed user's latest tweets copied into the follower's home timeline
 
 
 class NoSuchUser(LookupError):
@@ -206,7 +207,8 @@ class Social:
         return followed in row
 
     def follow(self, follower: Account, followed: Account) -> None:
-        """Both sides and both counters. The follower's side first: it is what the follower sees."""
+        """Both sides and both counters, then the followed user's latest tweets into the
+        follower's home timeline. The follower's side first: it is what the follower sees."""
         self.session.write(
             follower.home_group, f"following:{follower.username}", {followed.username: followed.home_group}
         )
@@ -217,6 +219,21 @@ class Social:
             Mutation(self.accounts, f"account:{follower.username}").increment("following"),
             Mutation(self.accounts, f"account:{followed.username}").increment("followers"),
         ])  # fmt: skip
+        self.backfill(follower, followed)
+
+    def backfill(self, follower: Account, followed: Account) -> int:
+        """The followed user's latest BACKFILL tweets into the follower's home timeline, as the
+        fan-out would have put them there had the follow come first: a new user who follows
+        three people and finds an empty home timeline reads it as broken. Read before written,
+        so each entry is causally after its tweet."""
+        row = f"userline:{followed.username}"
+        entries = entries_of(self.session.slice(followed.home_group, row, limit=BACKFILL))
+        if entries:
+            timeline = Mutation(follower.home_group, f"timeline:{follower.username}")
+            for entry in entries:
+                timeline.set(entry.id, entry.to_json())
+            self.session.batch([timeline])
+        return len(entries)
 
     def unfollow(self, follower: Account, followed: Account) -> None:
         self.session.delete(follower.home_group, f"following:{follower.username}", [followed.username])

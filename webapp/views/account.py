@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
+from webapp import throttle
 from webapp.accounts import UsernameTaken, authenticate, register
 from webapp.forms import LoginForm, SignupForm
 
@@ -37,13 +38,24 @@ def signup(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def login(request: HttpRequest) -> HttpResponse:
     form = LoginForm(request.POST or None)
+    status = 400 if request.method == "POST" else 200
     if request.method == "POST" and form.is_valid():
-        account = authenticate(request.causal, form.cleaned_data["username"], form.cleaned_data["password"])
+        name, address = form.cleaned_data["username"], request.META.get("REMOTE_ADDR", "")
+        verdict = throttle.check(request.causal, name, address)
+        if not verdict.allowed:  # the password is not even tried
+            minutes = -(-verdict.retry_after_s // 60)
+            form.add_error(
+                None, f"Too many failed logins for this account or from here; try again in {minutes} min."
+            )
+            reply = render(request, "login.html", {"form": form, "next": next_url(request)}, status=429)
+            reply["Retry-After"] = str(verdict.retry_after_s)
+            return reply
+        account = authenticate(request.causal, name, form.cleaned_data["password"])
         if account is not None:
             request.causal.sign_in(account.username)
             return HttpResponseRedirect(next_url(request))  # a URL, never a view name
+        throttle.failed(request.causal, name, address)
         form.add_error(None, "Unknown username or wrong password.")
-    status = 400 if request.method == "POST" else 200
     return render(request, "login.html", {"form": form, "next": next_url(request)}, status=status)
 
 

@@ -6,7 +6,6 @@ from functools import wraps
 from urllib.parse import urlencode, urlsplit
 
 from django.contrib import messages
-from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -15,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from webapp import tasks
 from webapp.forms import CURSOR, FindForm, PostForm, valid_cursor
 from webapp.social import USERNAME_PATTERN, Account, NoSuchUser, Page
+from webapp.views.errors import ShownBadRequest
 
 
 def signed_in(view):
@@ -46,7 +46,7 @@ def cursor(request: HttpRequest) -> str | None:
     try:
         return valid_cursor(request.GET.get("after"))
     except ValueError as exc:
-        raise BadRequest(str(exc)) from None
+        raise ShownBadRequest(str(exc)) from None
 
 
 def account_or_404(request: HttpRequest, username: str) -> Account:
@@ -138,7 +138,7 @@ def post(request: HttpRequest) -> HttpResponse:
             social.tweet(group, tweet_id) if group in request.causal.ctx.topology.group_members else None
         )
         if reply_to is None:
-            raise BadRequest("The tweet you reply to does not exist (here).")
+            raise ShownBadRequest("The tweet you reply to does not exist (here).")
     entry = social.post(me, form.cleaned_data["body"], reply_to)
     tasks.queue_fan_out(entry, request.causal.session)
     request.causal.note = f"your tweet at {request.causal.ctx.region}"
@@ -152,7 +152,7 @@ def follow(request: HttpRequest, username: str, undo: bool = False) -> HttpRespo
     me = request.causal.account
     user = account_or_404(request, username)
     if user.username == me.username:
-        raise BadRequest("You cannot follow yourself.")
+        raise ShownBadRequest("You cannot follow yourself.")
     social = request.causal.social
     if undo:
         if social.is_following(me, user.username):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib import messages
-from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from webapp import travel as handoff
-from webapp.views.errors import page
+from webapp.views.errors import ShownBadRequest, page
+
+log = logging.getLogger("webapp.travel")
 
 
 @require_POST
@@ -17,7 +20,7 @@ def travel(request: HttpRequest) -> HttpResponse:
     ctx = request.causal.ctx
     destination = request.POST.get("region", "")
     if destination not in ctx.regions:
-        raise BadRequest(f"Unknown region {destination[:40]!r}.")
+        raise ShownBadRequest(f"Unknown region {destination[:40]!r}.")
     if destination == ctx.region:
         return redirect("home")
     return redirect(handoff.leave(request.causal, destination))
@@ -36,6 +39,12 @@ def arrive(request: HttpRequest) -> HttpResponse:
     except handoff.BadHandoff as exc:
         return page(request, 400, "Cannot travel with this link", str(exc))
     except handoff.HandoffUnavailable as exc:
-        return page(request, 503, "Travel is unavailable", f"{exc}. Try again in a moment.")
+        log.warning("travel to %s unavailable: %s", region, exc)
+        return page(
+            request,
+            503,
+            "Travel is unavailable",
+            "Travel is unavailable here right now. Try again in a moment.",
+        )
     messages.info(request, f"You travelled from {arrived.origin} to {region}.")
     return redirect("home")
