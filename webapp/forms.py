@@ -28,7 +28,7 @@ class SignupForm(forms.Form):
     def clean_username(self) -> str:
         name = self.cleaned_data["username"].strip().lower()
         if not USERNAME_PATTERN.match(name):
-            raise ValidationError("Use 2-30 letters, digits or underscores.")
+            raise ValidationError("Use 2-30 letters, digits or underscores, not underscores alone.")
         return name
 
     def clean(self) -> dict:

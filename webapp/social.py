@@ -31,7 +31,7 @@ from webapp.region import RegionContext
 
 PAGE_SIZE = 40  # as Twissandra
 MAX_TWEET_CHARS = 280
-USERNAME_PATTERN = re.compile(r"^[a-z0-9_]{2,30}$")
+USERNAME_PATTERN = re.compile(r"^(?=.*[a-z0-9])[a-z0-9_]{2,30}$")  # not underscores alone
 FANOUT_CHUNK = 100  # timeline writes per Batch call (Stream-Framework's fanout_chunk_size)
 BACKFILL = 20  # a newly followed user's latest tweets copied into the follower's home timeline
 
