@@ -41,6 +41,7 @@ class Row:
     key: str
     cells: tuple[Cell, ...] = ()
     next_cursor: str | None = None  # for slices: pass as ``after`` to get the next page
+    size: int = 0  # the row's live columns, all of them, whatever was read: a count of a set
 
     @staticmethod
     def from_proto(msg: store_pb2.RowResult) -> Row:
@@ -53,7 +54,7 @@ class Row:
             )
             for c in msg.cells
         )
-        return Row(msg.group, msg.row, cells, msg.next_cursor or None)
+        return Row(msg.group, msg.row, cells, msg.next_cursor or None, msg.size)
 
     @staticmethod
     def from_gear(group: str, key: str, reply: list, vectors: bool = False) -> tuple[Row, Label]:
@@ -61,7 +62,7 @@ class Row:
         sums, cursor), and the greatest label among its cells, tombstones included (a read
         that saw a delete has seen its label); with ``vectors`` (Cure), its vector covers them
         all."""
-        columns, raw_cells, partial_sums, cursor, *deps = reply  # deps: the row's, under Cure
+        columns, raw_cells, partial_sums, cursor, size, *deps = reply  # deps: the row's, under Cure
         totals: dict[str, int] = {}
         for name, value in zip(partial_sums[::2], partial_sums[1::2], strict=True):
             column = name.split(b"|", 1)[1].decode()
@@ -81,10 +82,12 @@ class Row:
         next_cursor = cursor.decode() if isinstance(cursor, bytes) else cursor
         if vectors and deps and deps[0]:
             best = best.with_vector(parse_vector(deps[0].decode() if isinstance(deps[0], bytes) else deps[0]))
-        return Row(group, key, tuple(cells), next_cursor or None), best
+        return Row(group, key, tuple(cells), next_cursor or None, int(size)), best
 
     def to_proto(self) -> store_pb2.RowResult:
-        result = store_pb2.RowResult(group=self.group, row=self.key, next_cursor=self.next_cursor or "")
+        result = store_pb2.RowResult(
+            group=self.group, row=self.key, next_cursor=self.next_cursor or "", size=self.size
+        )
         for c in self.cells:
             label = store_pb2.Label(ts=c.label.ts, src=c.label.src, target=c.label.target)
             if c.counter is not None:

@@ -9,7 +9,9 @@ from collections.abc import Iterable
 
 from causal_client.label import Label
 
-GEARS_API = "2"  # raise when an argument list or a reply changes shape (2: labels carry a vector)
+# Raised when an argument list or a reply changes shape (2: labels carry a vector; 3: every read
+# says its row's size).
+GEARS_API = "3"
 # The functions a client calls (DESCRIBE: what any one region tells of the whole topology).
 DESCRIBE = "saturn_describe"
 WRITE, READ, MIGRATE = "saturn_write", "saturn_read", "saturn_migrate"

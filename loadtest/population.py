@@ -93,9 +93,7 @@ def user_mutations(
     mutations = [
         Mutation(ACCOUNTS_GROUP, f"account:{name}")
         .update({"password": hashed, "home": group, "joined": str(joined)})
-        .increment("following", len(friends))
-        .increment("followers", len(friends))
-        .increment("tweets", len(own)),
+        .increment("tweets", len(own)),  # follower and following counts: the rows' sizes
         Mutation(ACCOUNTS_GROUP, "directory").set(f"{joined:016d}|{name}", name),
     ]
     relations = {username(f): placement.group_of(f) for f in friends}

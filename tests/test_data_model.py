@@ -291,6 +291,23 @@ def test_slices_skip_deleted_columns(sessions):
     assert rest.columns == ["k0"] and rest.next_cursor is None
 
 
+def test_every_read_says_how_many_live_columns_its_row_has(sessions):
+    """A row's size counts the set, whatever was read (a page, named cells, nothing at all):
+    deletes leave it, concurrent sets of one column from two regions count once, counters count."""
+    row = unique("size")
+    assert sessions["a"].slice("all", row, limit=1).size == 0
+    sessions["a"].write("all", row, {f"k{i}": "x" for i in range(6)})
+    sessions["a"].delete("all", row, ["k4", "k1"])
+    sessions["a"].increment("all", row, "n", 3)
+    assert sessions["a"].slice("all", row, limit=1).size == 5
+    assert sessions["a"].read("all", row, ["k0"]).size == 5
+    sessions["b"].write("all", row, {"k0": "again", "k9": "new"})  # k0 twice, from two regions
+    replicated(sessions, "b")
+    replicated(sessions, "a")
+    assert {r: sessions[r].read("all", row, ["nothing"]).size for r in REGIONS} == {"a": 6, "b": 6}
+    assert sessions["a"].read("all", row).size == len(sessions["a"].read("all", row))
+
+
 # -- reads ---------------------------------------------------------------------------------------
 def test_whole_row_read(sessions):
     row = unique("whole")
@@ -414,3 +431,9 @@ def test_batch_writes_several_rows_each_with_its_own_label(sessions):
 
     eventually(arrived)
     assert sessions["b"].read("all", rows[0]).text("extra") == "e"
+
+
+def test_a_rows_size_crosses_the_gateway():
+    """Clients behind the gateway get the size too (RowResult.size)."""
+    row = Row("all", "r", (), None, 7)
+    assert Row.from_proto(row.to_proto()) == row

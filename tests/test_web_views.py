@@ -597,6 +597,38 @@ def test_follow_and_unfollow(django_region):  # noqa: F811
     assert "Nobody yet." in html(ann.get(f"/u/{bob_name}/followers/"))
 
 
+def test_counts_equal_the_lists_under_concurrent_and_cross_region_follows(django_region):  # noqa: F811
+    """The replayed report: five parallel follows of one user left its counter at 4 and its list
+    at 3. Counts are now the sets' sizes: the same follow five times at once counts once,
+    follows from two regions at once count each once, and an unfollow takes exactly one away."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, star_name = new_user("cnt")
+    fans = [new_user("cf")[1] for _ in range(4)]
+    ctx = current()
+
+    def follow(fan: str, region: str) -> None:
+        social = Social(ctx, ctx.client.session(region))
+        social.follow(social.account(fan), social.account(star_name))
+
+    jobs = [(fans[0], "virginia")] * 5 + [(fans[1], "virginia"), (fans[2], "ireland"), (fans[3], "frankfurt")]
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        list(pool.map(lambda job: follow(*job), jobs))
+
+    def shown() -> tuple[int, int]:
+        social = data_layer()
+        star = social.with_relations(social.account(star_name))
+        return star.followers, len(social.followers(star))
+
+    eventually(lambda: shown() == (4, 4), timeout=15)
+    social = data_layer()
+    social.unfollow(social.account(fans[0]), social.account(star_name))
+    social.unfollow(social.account(fans[0]), social.account(star_name))  # twice: still one less
+    assert shown() == (3, 3)
+    fan = social.with_relations(social.account(fans[1]))
+    assert (fan.followers, fan.following) == (0, 1)
+
+
 def test_following_brings_their_recent_tweets_home(django_region):  # noqa: F811
     """A follow copies the followed user's latest tweets into the follower's home timeline at
     once (no fan-out involved: they were posted before the follow), newest first, at most

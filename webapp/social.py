@@ -2,7 +2,8 @@
 
 Rows (group in brackets; "home" is the user's home group, see RegionContext.home_group):
 
-    account:<user>     [accounts]  password hash, home group, joined; counters tweets/followers/following
+    account:<user>     [accounts]  password hash, home group, joined; counter tweets (the
+                                   follower and following counts are the sets' sizes)
     directory          [accounts]  "<joined µs>|<user>" -> user: the newest people first
     public             [accounts]  tweet id -> entry: the public line
     tweet:<id>         [author's home]  author, body, time, reply-to
@@ -24,7 +25,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from causal_client import Mutation, ReadSpec, Row, Session
 from webapp.region import RegionContext
@@ -93,7 +94,7 @@ class Account:
     home_group: str
     joined_us: int
     tweets: int = 0
-    followers: int = 0
+    followers: int = 0  # the sizes of the sets, once read (Social.with_relations)
     following: int = 0
 
 
@@ -119,7 +120,7 @@ class Social:
             return None
         return Account(
             username, row.text("password") or "", row.text("home") or "", int(row.text("joined") or 0),
-            row.counter("tweets"), row.counter("followers"), row.counter("following"),
+            row.counter("tweets"),
         )  # fmt: skip
 
     def account(self, username: str) -> Account:
@@ -207,18 +208,15 @@ class Social:
         return followed in row
 
     def follow(self, follower: Account, followed: Account) -> None:
-        """Both sides and both counters, then the followed user's latest tweets into the
-        follower's home timeline. The follower's side first: it is what the follower sees."""
+        """Both sides, then the followed user's latest tweets into the follower's home timeline.
+        The follower's side first: it is what the follower sees. No counter: the counts are the
+        sets' sizes (``with_relations``), so concurrent and repeated follows count once."""
         self.session.write(
             follower.home_group, f"following:{follower.username}", {followed.username: followed.home_group}
         )
         self.session.write(
             followed.home_group, f"followers:{followed.username}", {follower.username: follower.home_group}
         )
-        self.session.batch([
-            Mutation(self.accounts, f"account:{follower.username}").increment("following"),
-            Mutation(self.accounts, f"account:{followed.username}").increment("followers"),
-        ])  # fmt: skip
         self.backfill(follower, followed)
 
     def backfill(self, follower: Account, followed: Account) -> int:
@@ -238,10 +236,6 @@ class Social:
     def unfollow(self, follower: Account, followed: Account) -> None:
         self.session.delete(follower.home_group, f"following:{follower.username}", [followed.username])
         self.session.delete(followed.home_group, f"followers:{followed.username}", [follower.username])
-        self.session.batch([
-            Mutation(self.accounts, f"account:{follower.username}").increment("following", -1),
-            Mutation(self.accounts, f"account:{followed.username}").increment("followers", -1),
-        ])  # fmt: skip
 
     def names(self, group: str, row: str, limit: int = 1000) -> dict[str, str]:
         """A following/followers row, its first ``limit`` users: user -> their home group."""
@@ -258,6 +252,15 @@ class Social:
             if not page.next_cursor or len(page.cells) < page_size:
                 return names
             after = page.next_cursor
+
+    def with_relations(self, account: Account) -> Account:
+        """The account with its follower and following counts: the sizes of the two sets, in one
+        read where they live (the account's home group), so a count always equals its list."""
+        rows = self.session.multi_read([
+            ReadSpec(account.home_group, f"{which}:{account.username}", limit=1)
+            for which in ("followers", "following")
+        ])  # fmt: skip
+        return replace(account, followers=rows[0].size, following=rows[1].size)
 
     def followers(self, account: Account) -> dict[str, str]:
         return self.names(account.home_group, f"followers:{account.username}")

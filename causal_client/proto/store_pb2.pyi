@@ -72,16 +72,18 @@ class ReadOp(_message.Message):
     def __init__(self, group: _Optional[str] = ..., row: _Optional[str] = ..., columns: _Optional[_Iterable[str]] = ..., slice: _Optional[_Union[Slice, _Mapping]] = ...) -> None: ...
 
 class RowResult(_message.Message):
-    __slots__ = ("group", "row", "cells", "next_cursor")
+    __slots__ = ("group", "row", "cells", "next_cursor", "size")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     ROW_FIELD_NUMBER: _ClassVar[int]
     CELLS_FIELD_NUMBER: _ClassVar[int]
     NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
     group: str
     row: str
     cells: _containers.RepeatedCompositeFieldContainer[Cell]
     next_cursor: str
-    def __init__(self, group: _Optional[str] = ..., row: _Optional[str] = ..., cells: _Optional[_Iterable[_Union[Cell, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
+    size: int
+    def __init__(self, group: _Optional[str] = ..., row: _Optional[str] = ..., cells: _Optional[_Iterable[_Union[Cell, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
 
 class ColumnOp(_message.Message):
     __slots__ = ("column", "set", "delete", "increment")

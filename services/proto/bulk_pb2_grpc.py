@@ -46,8 +46,9 @@ class BulkReceiverServicer:
 
     def Ship(self, request_iterator, context):
         """The sender opens one stream per origin gear; the first reply is the position to resume from,
-        then one Position per batch once the receiver has taken it (flow control), carrying its
-        durable position then, and a notice whenever the receiver starts or stops needing heartbeats.
+        then one Position per batch with payloads once the receiver has taken it (flow control),
+        carrying its durable position then; a notice now and then after batches without payloads,
+        and whenever the receiver starts or stops needing heartbeats.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

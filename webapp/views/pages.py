@@ -93,6 +93,7 @@ def user_page(request: HttpRequest, username: str) -> HttpResponse:
     me = request.causal.account
     following = bool(me and me.username != user.username and social.is_following(me, user.username))
     page = social.userline(user, after=cursor(request))
+    user = social.with_relations(user)  # read where the userline was: no second migration
     context = {"me": me, "user": user, "is_following": following, "form": PostForm(), **line_context(page)}
     return render(request, "user.html", context)
 
@@ -173,7 +174,7 @@ def people(request: HttpRequest) -> HttpResponse:
         query = form.cleaned_data["q"]
         if USERNAME_PATTERN.match(query):
             try:
-                found = request.causal.social.account(query)
+                found = request.causal.social.with_relations(request.causal.social.account(query))
             except NoSuchUser:
                 found = None
     newest = request.causal.social.newest_people()

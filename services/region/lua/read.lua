@@ -3,8 +3,9 @@
 -- args: api, label (5), n_reads, then per read: group, row, n_columns, column..., then
 --   is_slice ('1'/'0'), after, limit (0: the default), reverse ('1'/'0'). Named columns, or a
 --   slice, or (neither) the whole row.
--- Returns per read {columns, cells, counter_fields_flat, next_cursor}, and under cure the row's
--- dependencies (common.lua's merge_deps) after them; a whole row wider than MAX_ROW_COLUMNS is an
+-- Returns per read {columns, cells, counter_fields_flat, next_cursor, size} (size: the row's live
+-- columns, all of them, whatever was read: its index's cardinality, tombstones not counted), and
+-- under cure the row's dependencies (common.lua's merge_deps) after them; a whole row wider than MAX_ROW_COLUMNS is an
 -- error (never a silently cut row).
 local UNPACK_STEP = 1000
 
@@ -97,8 +98,9 @@ local function gear_read(keys, args)
       end
       out[r] = read_row(read.dkey, read.ckey, columns, cursor)
     end
+    out[r][5] = redis.call('ZCARD', read.ikey)
     if cfg.protocol == 'cure' then
-      out[r][5] = redis.call('GET', deps_key(read.dkey)) or ''
+      out[r][6] = redis.call('GET', deps_key(read.dkey)) or ''
     end
   end
   return out
