@@ -888,6 +888,40 @@ def test_posting_with_the_queue_down_fans_out_inline(django_region, monkeypatch)
     assert body in bodies(html(follower.get("/"))), "inline fan-out: on the follower's timeline at once"
 
 
+def test_a_broker_that_is_down_costs_a_post_one_try(django_region, monkeypatch):  # noqa: F811
+    """A broker that closes every connection: queueing gives up after one (kombu's defaults tried
+    three times, six seconds, on every post), and the caller runs the fan-out inline."""
+    import socket
+    import threading
+
+    from services.topology import Topology
+    from webapp import tasks
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted = []
+
+    def refuse() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            connection.close()
+
+    threading.Thread(target=refuse, daemon=True).start()
+    port = listener.getsockname()[1]
+    monkeypatch.setattr(Topology, "broker_url", lambda self, region: f"redis://127.0.0.1:{port}/0")
+    try:
+        with pytest.raises(tasks.QueueUnavailable):
+            tasks.send(tasks.fan_out, current().region, "{}", "x", "token")
+    finally:
+        listener.close()
+    assert len(accepted) == 1
+
+
 # -- error pages ------------------------------------------------------------------------------------
 def test_a_store_that_does_not_answer_gives_the_503_page(django_region, monkeypatch):  # noqa: F811
     from causal_client import RegionUnavailable
