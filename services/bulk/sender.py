@@ -51,7 +51,6 @@ class GearShipper:
         self.heartbeats_sent = metrics.BULK_HEARTBEATS.labels(region, destination)
         self.link = topology.wan_link(region, destination)
         self.heartbeats = False  # the receiver wants them (it says so on the ack stream)
-        self.heartbeat_s = protocol_class(topology.protocol).bulk_heartbeat_s(topology)
 
     async def run(self, stop: asyncio.Event) -> None:
         backoff = runtime.Backoff(self.topology.saturn.bulk_retry_s)
@@ -121,19 +120,19 @@ class GearShipper:
         gear's progress for a heartbeat period (or PROGRESS_S, when it wants no heartbeats)."""
         cursor, last_sent, sent_through = after_ts, time.monotonic(), after_ts
         while not stop.is_set():
-            quiet_s = self.heartbeat_s if self.heartbeats else PROGRESS_S
+            quiet_s = self.tail.heartbeat_s if self.heartbeats else PROGRESS_S
             # With progress not sent yet: until it is due; else: for news, a quiet period at most.
             wait_s = max(0.0, last_sent + quiet_s - time.monotonic()) if cursor > sent_through else quiet_s
             found = await self.tail.after(self, cursor, wait_s)
             entries, through = found if found is not None else await self.tail.catch_up(cursor)
-            batch = bulk_pb2.PayloadBatch(through_ts=through)
-            for ts, group, payload in entries:
-                if group in self.groups:
-                    batch.payloads.add(ts=ts, body=payload)
+            mine = [(ts, payload) for ts, group, payload in entries if group in self.groups]
             due = through > sent_through and time.monotonic() - last_sent >= quiet_s
             cursor = through
-            if not batch.payloads and not due:
-                continue
+            if not mine and not due:
+                continue  # woken by another destination's entries: nothing to build or send
+            batch = bulk_pb2.PayloadBatch(through_ts=through)
+            for ts, payload in mine:
+                batch.payloads.add(ts=ts, body=payload)
             if batch.payloads:
                 await in_flight.acquire()  # flow control counts batches with payloads only
             elif self.heartbeats:
