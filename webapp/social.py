@@ -2,8 +2,8 @@
 
 Rows (group in brackets; "home" is the user's home group, see RegionContext.home_group):
 
-    account:<user>     [accounts]  password hash, home group, joined; counter tweets (the
-                                   follower and following counts are the sets' sizes)
+    account:<user>     [accounts]  password hash, home group, joined (the tweet, follower and
+                                   following counts are the sizes of the rows they count)
     directory          [accounts]  "<joined µs>|<user>" -> user: the newest people first
     public             [accounts]  tweet id -> entry: the public line
     tweet:<id>         [author's home]  author, body, time, reply-to
@@ -11,6 +11,7 @@ Rows (group in brackets; "home" is the user's home group, see RegionContext.home
     timeline:<user>    [home]  tweet id -> entry (own + followed users' tweets; fan-out writes it)
     following:<user>   [home]  followed user -> their home group
     followers:<user>   [home]  follower -> their home group
+    outbox:<region>    [home, or a follower's home]  tweet id -> pending fan-out (webapp/fanout.py)
 
 Tweet ids sort by time (hex µs + random), so a row's columns read newest first, and the store's
 exclusive cursor pages through them. Timeline entries carry the tweet (denormalised, as in
@@ -78,6 +79,36 @@ class Entry:
         return Entry(tweet_id, data["a"], data["b"], data["g"], data.get("r"), data.get("ra"), data.get("rg"))
 
 
+def outbox_row(region: str) -> str:
+    return f"outbox:{region}"
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One outbox cell: a tweet to write into timelines of ``group``. ``followers`` None: all of
+    the author's followers (the cell a post writes); else these, all homed in ``group`` (a part
+    relayed from a region that does not replicate the group)."""
+
+    entry: Entry
+    group: str
+    followers: tuple[str, ...] | None = None
+    queued_us: int = 0
+
+    def mutation(self, region: str) -> Mutation:
+        """The cell, in the outbox of ``region`` (which must replicate ``group``)."""
+        value = {"e": self.entry.to_json(), "q": self.queued_us or time.time_ns() // 1000}
+        if self.followers is not None:
+            value["f"] = list(self.followers)
+        return Mutation(self.group, outbox_row(region)).set(self.entry.id, json.dumps(value))
+
+    @staticmethod
+    def parse(group: str, tweet_id: str, text: str) -> Pending:
+        value = json.loads(text)
+        followers = value.get("f")
+        entry = Entry.from_json(tweet_id, value["e"])
+        return Pending(entry, group, tuple(followers) if followers is not None else None, int(value["q"]))
+
+
 @dataclass
 class Page:
     entries: list[Entry]
@@ -93,8 +124,8 @@ class Account:
     password_hash: str
     home_group: str
     joined_us: int
-    tweets: int = 0
-    followers: int = 0  # the sizes of the sets, once read (Social.with_relations)
+    tweets: int = 0  # the sizes of the rows they count, once read (Social.with_relations)
+    followers: int = 0
     following: int = 0
 
 
@@ -120,7 +151,6 @@ class Social:
             return None
         return Account(
             username, row.text("password") or "", row.text("home") or "", int(row.text("joined") or 0),
-            row.counter("tweets"),
         )  # fmt: skip
 
     def account(self, username: str) -> Account:
@@ -147,7 +177,9 @@ class Social:
     # -- tweets ------------------------------------------------------------------------------
     def post(self, author: Account, body: str, reply_to: Entry | None = None) -> Entry:
         """The tweet, the author's userline and timeline (read-your-writes: the poster sees it at
-        once) and the public line; followers' timelines are the fan-out task's (webapp/tasks.py)."""
+        once) and its pending fan-out (an outbox cell, webapp/fanout.py) in one batch, where the
+        author's home group is replicated; then the public line (the fan-out writes it again, in
+        case this process dies first)."""
         entry = Entry(
             new_tweet_id(), author.username, body, author.home_group,
             reply_to.id if reply_to else None, reply_to.author if reply_to else None,
@@ -155,16 +187,25 @@ class Social:
         )  # fmt: skip
         fields = {"author": author.username, "body": body, "entry": entry.to_json()}
         home = author.home_group
+        self.go_where_replicated(home)
         self.session.batch([
             Mutation(home, f"tweet:{entry.id}").update(fields),
             Mutation(home, f"userline:{author.username}").set(entry.id, entry.to_json()),
             Mutation(home, f"timeline:{author.username}").set(entry.id, entry.to_json()),
+            Pending(entry, home).mutation(self.session.region),
         ])  # fmt: skip
-        self.session.batch([
-            Mutation(self.accounts, "public").set(entry.id, entry.to_json()),
-            Mutation(self.accounts, f"account:{author.username}").increment("tweets"),
-        ])  # fmt: skip
+        self.publish(entry)
         return entry
+
+    def publish(self, entry: Entry) -> None:
+        """The entry on the public line (idempotent: the same cell set again)."""
+        self.session.write(self.accounts, "public", {entry.id: entry.to_json()})
+
+    def go_where_replicated(self, group: str) -> str:
+        """Migrates the session, if it must, to the closest region replicating ``group``."""
+        if not self.ctx.replicates(group, self.session.region):
+            self.session.migrate(self.ctx.closest_replica(group, near=self.session.region))
+        return self.session.region
 
     def tweet(self, group: str, tweet_id: str) -> Entry | None:
         row = self.session.read(group, f"tweet:{tweet_id}", ["entry"])
@@ -254,13 +295,13 @@ class Social:
             after = page.next_cursor
 
     def with_relations(self, account: Account) -> Account:
-        """The account with its follower and following counts: the sizes of the two sets, in one
+        """The account with its counts: the sizes of its userline and of its two sets, in one
         read where they live (the account's home group), so a count always equals its list."""
         rows = self.session.multi_read([
             ReadSpec(account.home_group, f"{which}:{account.username}", limit=1)
-            for which in ("followers", "following")
+            for which in ("userline", "followers", "following")
         ])  # fmt: skip
-        return replace(account, followers=rows[0].size, following=rows[1].size)
+        return replace(account, tweets=rows[0].size, followers=rows[1].size, following=rows[2].size)
 
     def followers(self, account: Account) -> dict[str, str]:
         return self.names(account.home_group, f"followers:{account.username}")

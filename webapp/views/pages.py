@@ -141,7 +141,7 @@ def post(request: HttpRequest) -> HttpResponse:
         if reply_to is None:
             raise ShownBadRequest("The tweet you reply to does not exist (here).")
     entry = social.post(me, form.cleaned_data["body"], reply_to)
-    tasks.queue_fan_out(entry, request.causal.session)
+    tasks.queue_fan_out(entry, request.causal.session.region)
     request.causal.note = f"your tweet at {request.causal.ctx.region}"
     messages.success(request, "Posted." if reply_to is None else f"Replied to @{reply_to.author}.")
     return redirect("home")

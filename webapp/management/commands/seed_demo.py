@@ -13,9 +13,9 @@ from django.contrib.auth.hashers import make_password
 from django.core.management.base import BaseCommand
 
 from webapp.accounts import CLAIM_NAMESPACE
+from webapp.fanout import drain
 from webapp.region import current
 from webapp.social import NoSuchUser, Social
-from webapp.tasks import fan_out_with
 
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
 LINES = [
@@ -69,7 +69,7 @@ class Command(BaseCommand):
                 if original is not None:
                     body = f"@{original.author} {body}"
                 entry = social.post(account, body, original)
-                fan_out_with(session, entry)  # in this process, not queued
+                drain(ctx, entry.group, entry.id)  # in this process, not queued
                 posted.append(entry)
         self.stdout.write(self.style.SUCCESS(
             f"seeded {len(accounts)} users and {len(posted)} tweets at {ctx.region}; password: {password!r}"

@@ -1,0 +1,149 @@
+"""Fan-out of a tweet to its author's followers, through an outbox in the causal store.
+
+A post writes the tweet and an outbox cell in one batch (``Social.post``): the cell is the
+pending fan-out, and it lives where the tweet does, so nothing acknowledged to the poster rests
+on the broker. Draining a cell (``drain``) writes the tweet into every follower's timeline and
+then deletes the cell; a Celery task asks for it at once (a nudge), and each region's sweeper
+(``Sweeper``, a thread of its Celery worker) drains whatever a nudge did not: a broker that was
+down, a worker killed mid-task, a web process that died before it could queue. Draining is
+idempotent — a timeline entry is the cell ``timeline:<user>/<tweet id>``, set again to the same
+value — so a cell drained twice (nudge and sweeper, or a retry after a crash) still gives every
+follower the tweet exactly once.
+
+Causality: the draining session first reads the outbox cell and the tweet, so every timeline
+entry it writes is causally after the tweet (and after what the poster had seen). Under partial
+replication a follower's timeline lives in the follower's home group, which this region may not
+replicate: that part becomes an outbox cell of the closest region that does, written there by a
+session that migrated (paper §4.3), and drained by that region like any other.
+
+Rows: ``outbox:<region>`` in a group, one cell per pending tweet (column: the tweet id).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from causal_client import ReadSpec, Session
+from causal_client.errors import CausalError
+from webapp.region import RegionContext
+from webapp.social import Pending, Social, outbox_row
+
+log = logging.getLogger("webapp.fanout")
+
+SWEEP_EVERY_S = 1.0  # how often a region's sweeper looks into its outboxes
+GRACE_S = 2.0  # a cell younger than this is left to its nudge (a sweep would only repeat it)
+SWEEP_PAGE = 100  # cells read per outbox per sweep
+
+Nudge = Callable[[str, str, str], None]  # (region, group, tweet id): ask a region to drain a cell
+
+
+def drain(ctx: RegionContext, group: str, tweet_id: str, send_nudge: Nudge | None = None) -> int:
+    """Delivers the outbox cell ``tweet_id`` of this region in ``group``, if it is still there,
+    and deletes it; returns the timelines written here. ``send_nudge(region, group, tweet_id)``
+    asks another region to drain a part relayed to it (it would find it by its sweeper anyway)."""
+    session = ctx.client.session(ctx.region)
+    pending = read_pending(session, group, tweet_id)
+    if pending is None:
+        return 0  # drained already (by a nudge, the sweeper or a retry)
+    written = deliver(ctx, session, pending, send_nudge)
+    session.delete(group, outbox_row(ctx.region), [tweet_id])
+    return written
+
+
+def read_pending(session: Session, group: str, tweet_id: str) -> Pending | None:
+    """The cell and, where it lives here, the tweet itself, in one read: the session's label is
+    then past both, so whatever it writes next is causally after the tweet."""
+    specs = [
+        ReadSpec(group, outbox_row(session.region), (tweet_id,)),
+        ReadSpec(group, f"tweet:{tweet_id}", ("entry",)),
+    ]
+    cell = session.multi_read(specs)[0].text(tweet_id)
+    return Pending.parse(group, tweet_id, cell) if cell is not None else None
+
+
+def deliver(ctx: RegionContext, session: Session, pending: Pending, send_nudge: Nudge | None = None) -> int:
+    """The fan-out of one pending tweet in ``session`` (at a region replicating its group): the
+    followers homed in groups replicated here get it now; each other group's part goes to the
+    outbox of its closest replica. Returns the timelines written here."""
+    social = Social(ctx, session)
+    entry = pending.entry
+    if pending.followers is None:
+        followers = social.all_names(entry.group, f"followers:{entry.author}")
+        social.publish(entry)  # the public line, again: a post that died before writing it
+    else:
+        followers = dict.fromkeys(pending.followers, pending.group)
+    by_group: dict[str, list[str]] = {}
+    for name, group in followers.items():
+        by_group.setdefault(group, []).append(name)
+    written, relayed = 0, []
+    for group, names in sorted(by_group.items()):
+        if ctx.replicates(group, session.region):
+            written += social.write_timelines(entry, names, group)
+        else:
+            relayed.append(relay(ctx, session, Pending(entry, group, tuple(sorted(names))), send_nudge))
+    log.info("tweet %s by %s: %d timelines at %s%s", entry.id, entry.author, written, session.region,
+             f", relayed to {', '.join(relayed)}" if relayed else "")  # fmt: skip
+    return written
+
+
+def relay(ctx: RegionContext, session: Session, part: Pending, send_nudge: Nudge | None) -> str:
+    """Writes ``part`` into the outbox of the closest region replicating its group, from a
+    session that migrated there from ``session`` (it waits only for what ``session`` had seen);
+    returns that region."""
+    target = ctx.closest_replica(part.group, near=session.region)
+    there = ctx.client.session(target, label=session.token)
+    there.batch([part.mutation(target)])
+    if send_nudge is not None:
+        send_nudge(target, part.group, part.entry.id)
+    return target
+
+
+class Sweeper:
+    """Drains, every SWEEP_EVERY_S, the cells of this region's outboxes that their nudge left
+    (older than GRACE_S), oldest first: the path that makes a lost task cost time, not a tweet."""
+
+    def __init__(self, ctx: RegionContext, send_nudge: Nudge | None = None):
+        self.ctx = ctx
+        self.send_nudge = send_nudge
+        self.groups = sorted(g for g, members in ctx.topology.group_members.items() if ctx.region in members)
+        self.stopped = threading.Event()
+
+    def sweep(self, grace_s: float = GRACE_S) -> int:
+        """One pass over every outbox here; returns the cells drained."""
+        session = self.ctx.client.session(self.ctx.region)
+        row = outbox_row(self.ctx.region)
+        pages = session.multi_read([ReadSpec(g, row, limit=SWEEP_PAGE, reverse=False) for g in self.groups])
+        older_than = time.time_ns() // 1000 - int(grace_s * 1e6)
+        drained = 0
+        for group, page in zip(self.groups, pages, strict=True):
+            for cell in page:
+                if Pending.parse(group, cell.column, cell.text).queued_us <= older_than:
+                    drain(self.ctx, group, cell.column, self.send_nudge)
+                    drained += 1
+        return drained
+
+    def run(self) -> None:
+        while not self.stopped.wait(SWEEP_EVERY_S):
+            try:
+                if drained := self.sweep():
+                    log.info("sweeper: %d pending fan-outs drained at %s", drained, self.ctx.region)
+            except CausalError as exc:  # a region briefly unreachable: the next pass tries again
+                log.warning("sweeper at %s: %s; trying again", self.ctx.region, exc)
+            except Exception:  # a bug must show in the log, not end the sweeper's thread
+                log.exception("sweeper at %s failed; trying again", self.ctx.region)
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.run, name="outbox-sweeper", daemon=True)
+        thread.start()
+        return thread
+
+
+def pending_here(ctx: RegionContext, groups: Iterable[str] | None = None) -> int:
+    """Cells waiting in this region's outboxes (a test, the demo's status)."""
+    session = ctx.client.session(ctx.region)
+    chosen = sorted(groups) if groups is not None else Sweeper(ctx).groups
+    rows = session.multi_read([ReadSpec(g, outbox_row(ctx.region), limit=1) for g in chosen])
+    return sum(row.size for row in rows)
