@@ -41,8 +41,9 @@ class Reply:
 class Browser:
     """One simulated browser: one cookie jar for every region's web app."""
 
-    def __init__(self, deployment: object):
+    def __init__(self, deployment: object, user_agent: str | None = None):
         self.topology = getattr(deployment, "topology", deployment)  # a Cluster, or a Topology
+        self.user_agent = user_agent or f"test-browser/{secrets.token_hex(4)}"  # hand-offs are bound to it
         self.jar = CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect())
 
@@ -54,7 +55,7 @@ class Browser:
 
     def open(self, url: str, data: dict[str, str] | None = None, referer: str | None = None) -> Reply:
         body = urllib.parse.urlencode(data).encode() if data is not None else None
-        request = urllib.request.Request(url, data=body)
+        request = urllib.request.Request(url, data=body, headers={"User-Agent": self.user_agent})
         if referer:
             request.add_header("Referer", referer)
         try:
@@ -78,17 +79,20 @@ class Browser:
         fields = {**fields, "csrfmiddlewaretoken": token}
         return self.open(self.url(region, path), fields, referer=self.url(region, "/"))
 
-    def arrive(self, link: str) -> Reply:
-        """A travel hand-off as a person follows it: the destination's page says who arrives,
-        its button POSTs the token (with the destination's CSRF token). Returns the final reply
-        (a redirect home), or the refusal of either step."""
-        shown = self.open(link)
-        if shown.status != 200:
-            return shown
-        region = next(r for r in self.topology.region_names if link.startswith(self.url(r, "/")))
-        assert 'action="/arrive/"' in shown.text and "Continue" in shown.text, shown.text[:500]
-        token = urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)["t"][0]
-        return self.post(region, "/arrive/", {"t": token})
+    def depart(self, here: str, destination: str) -> Reply:
+        """The travel form's POST: the page that carries the hand-off (200), or a refusal."""
+        return self.post(here, "/travel/", {"region": destination})
+
+    def arrive(self, departure: Reply) -> Reply:
+        """What the departure page's form does: POSTs the hand-off to the destination (no CSRF
+        token: it is another region's page). Returns the arrival (a redirect home) or a refusal."""
+        action, token = handoff_form(departure.text)
+        return self.open(action, {"t": token})
+
+    def travel(self, here: str, destination: str) -> Reply:
+        departure = self.depart(here, destination)
+        assert departure.status == 200, f"{here}->{destination}: {departure.status} {departure.text[:300]}"
+        return self.arrive(departure)
 
     def follow(self, reply: Reply) -> Reply:
         assert reply.status in (301, 302, 303), f"expected a redirect from {reply.url}, got {reply.status}"
@@ -106,6 +110,19 @@ class Browser:
         reply = self.post(region, "/post/", {"body": body, "reply_to": reply_to})
         assert reply.status == 302, f"posting at {region}: {reply.status} {reply.text[:300]}"
         return reply
+
+
+_HANDOFF = re.compile(
+    r'<form method="post" action="([^"]+)" id="handoff"[^>]*>\s*'
+    r'<input type="hidden" name="t" value="([^"]+)">'
+)
+
+
+def handoff_form(page: str) -> tuple[str, str]:
+    """The departure page's form: where it posts, and the hand-off it carries."""
+    found = _HANDOFF.search(page)
+    assert found, f"no hand-off form on the page: {page[:500]}"
+    return html.unescape(found.group(1)), html.unescape(found.group(2))
 
 
 def new_name(prefix: str = "u") -> str:

@@ -36,6 +36,7 @@ from http_browser import (
     Reply,
     Shown,
     find,
+    handoff_form,
     new_name,
     poll,
     tweets_on,
@@ -143,35 +144,26 @@ def partial(clusters) -> Cluster:
 
 
 # -- 1. travel ---------------------------------------------------------------------------------------
-def token_of(link: str) -> str:
-    return urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)["t"][0]
-
-
 def migration_attaches(cluster: Cluster, region: str) -> float:
     """Attaches at ``region`` that presented a migration label to it (the services' metric)."""
     return metric_sum(cluster, region, "causal_attach_wait_seconds_count", region=region, kind="migration")
 
 
-def travel_link(browser: Browser, here: str, destination: str) -> str:
-    reply = browser.post(here, "/travel/", {"region": destination})
-    assert reply.status == 302, f"travel {here}->{destination}: {reply.status} {reply.text[:300]}"
-    link = reply.location
-    assert link.startswith(browser.url(destination, "/arrive/?t=")), link
-    return link
-
-
-def test_travel_shows_the_tweet_at_once_and_links_work_once_and_only_there(demo):
+def test_travel_shows_the_tweet_at_once_and_hand_offs_work_once_only_there_only_for_their_browser(demo):
     browser, name = signed_up(demo, "virginia")
     body = f"leaving virginia {secrets.token_hex(4)}"
     browser.tweet("virginia", body)
     assert find(browser.get("virginia", "/").text, body), "read-your-writes at virginia"
 
-    link = travel_link(browser, "virginia", "ireland")
-    page = browser.open(link)
-    assert page.status == 200 and f"as <strong>@{name}</strong>" in page.text, page.text[:500]
-    assert browser.cookie("session_ireland") is None, "the link alone signs nobody in (a POST does)"
+    departure = browser.depart("virginia", "ireland")
+    assert departure.status == 200 and "Travelling to ireland" in departure.text, departure.text[:500]
+    assert "no-store" in departure.headers.get("cache-control", ""), departure.headers
+    assert departure.headers.get("referrer-policy") == "no-referrer"
+    action, token = handoff_form(departure.text)
+    assert action == browser.url("ireland", "/arrive/") and token not in action, "never in a URL"
+    assert browser.cookie("session_ireland") is None, "the page alone signs nobody in (its POST does)"
     attaches = migration_attaches(demo, "ireland")
-    arrived = browser.arrive(link)
+    arrived = browser.arrive(departure)
     assert arrived.status == 302, f"arrival: {arrived.status} {arrived.text[:500]}"
     # The arrival attached with the migration label (§4.3), which is what makes the next check
     # hold whatever the latency: had it resumed without attaching, this count would not move.
@@ -183,28 +175,46 @@ def test_travel_shows_the_tweet_at_once_and_links_work_once_and_only_there(demo)
     assert "You travelled from virginia to ireland" in home.text
     assert find(home.text, body), "the tweet seen before leaving is on ireland's first page (no polling)"
 
-    used = browser.arrive(link)  # the same hand-off again
+    used = browser.arrive(departure)  # the same hand-off again
     assert used.status == 400 and "already used" in used.text, (used.status, used.text[:500])
-    posted_again = Browser(demo).post("ireland", "/arrive/", {"t": token_of(link)})
-    assert posted_again.status == 400 and "already used" in posted_again.text, posted_again.text[:500]
+    by_url = Browser(demo).open(browser.url("ireland", "/arrive/?t=" + urllib.parse.quote(token)))
+    assert by_url.status == 405, "a hand-off never arrives by GET (a URL)"
 
-    fresh = travel_link(browser, "virginia", "ireland")
-    token = token_of(fresh)
+    fresh = browser.depart("virginia", "ireland")
+    _, token = handoff_form(fresh.text)
     middle = len(token) // 3
     forged = token[:middle] + ("A" if token[middle] != "A" else "B") + token[middle + 1 :]
-    tampered = Browser(demo).open(browser.url("ireland", "/arrive/?t=" + urllib.parse.quote(forged)))
+    tampered = Browser(demo).open(action, {"t": forged})
     assert tampered.status == 400 and "not valid" in tampered.text, (tampered.status, tampered.text[:500])
 
-    stranger = Browser(demo)
-    elsewhere = stranger.open(browser.url("frankfurt", "/arrive/?t=" + urllib.parse.quote(token)))
-    assert elsewhere.status == 400, (elsewhere.status, elsewhere.text[:500])
-    assert "for ireland, not frankfurt" in elsewhere.text, elsewhere.text[:500]
-    assert stranger.cookie("session_frankfurt") is None, "a refused hand-off signs nobody in"
+    thief = Browser(demo)  # another browser with a copy of the hand-off: refused, nothing used up
+    stolen = thief.open(action, {"t": token})
+    assert stolen.status == 400 and "another browser" in stolen.text, (stolen.status, stolen.text[:500])
+    assert thief.cookie("session_ireland") is None, "a refused hand-off signs nobody in"
+    elsewhere = browser.open(browser.url("frankfurt", "/arrive/"), {"t": token})
+    assert elsewhere.status == 400 and "for ireland, not frankfurt" in elsewhere.text, elsewhere.text[:500]
 
-    still = Browser(demo)  # the refusal at frankfurt did not use the link up: ireland accepts it
-    reply = still.arrive(fresh)
+    reply = browser.arrive(fresh)  # the refusals did not use it up: its own browser arrives
     assert reply.status == 302, (reply.status, reply.text[:500])
-    assert find(still.follow(reply).text, body)
+    assert find(browser.follow(reply).text, body)
+
+
+def test_logging_out_ends_the_session_at_every_region_it_travelled_to(demo):
+    """Cookies copied before logging out (at the region left and at the one travelled to) sign
+    nobody in afterwards: at once where the user logged out, and wherever the session travelled
+    as soon as the sign-out has replicated there."""
+    browser, _ = signed_up(demo, "virginia")
+    assert browser.travel("virginia", "ireland").status == 302
+    stolen = Browser(demo, user_agent=browser.user_agent)
+    for cookie in browser.jar:
+        stolen.jar.set_cookie(copy.copy(cookie))
+    for region in ("virginia", "ireland"):
+        assert "Your timeline" in stolen.get(region, "/").text, f"the copy is signed in at {region}"
+    assert browser.post("virginia", "/logout/", {}).status == 302
+    signed_out = lambda region: 'action="/logout/"' not in stolen.get(region, "/").text  # noqa: E731
+    assert signed_out("virginia"), "the copied cookie is refused where the user logged out"
+    poll(lambda: signed_out("ireland"), 20, "the copied cookie refused at ireland")
+    assert 'action="/logout/"' not in browser.get("ireland", "/").text, "the user's own tab there too"
 
 
 # -- 2. one username, two regions, same moment -------------------------------------------------------

@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from html import unescape
+from http.cookies import SimpleCookie
 from urllib.parse import unquote
 
 import pytest
@@ -15,6 +17,7 @@ from django.conf import settings as django_settings
 from django.test import Client
 from web_support import django_region, web_cluster  # noqa: F401  (fixtures)
 
+from causal_client import Label
 from causal_client.client import Session
 from webapp import settings as app_settings
 from webapp import throttle
@@ -989,8 +992,10 @@ def test_an_unexpected_error_gives_the_500_page(django_region, monkeypatch):  # 
 # -- travel hand-offs -------------------------------------------------------------------------------
 def handoff_token(client: Client, destination: str = "ireland") -> str:
     reply = client.post("/travel/", {"region": destination})
-    assert reply.status_code == 302, html(reply)[:500]
-    return unquote(reply["Location"].split("?t=", 1)[1])
+    assert reply.status_code == 200, html(reply)[:500]
+    found = re.search(r'id="handoff"[^>]*>\s*<input type="hidden" name="t" value="([^"]+)">', html(reply))
+    assert found, html(reply)[:800]
+    return unescape(found.group(1))
 
 
 def test_an_expired_handoff_is_refused(django_region, monkeypatch):  # noqa: F811
@@ -1006,29 +1011,32 @@ def test_an_expired_handoff_is_refused(django_region, monkeypatch):  # noqa: F81
     token = handoff_token(client, "ireland")
     monkeypatch.undo()
     with pytest.raises(travel.BadHandoff, match="expired"):
-        travel.read_handoff(token, "ireland")
+        travel.read_handoff(token, "ireland", "any browser")
 
 
-def test_arrival_asks_before_signing_in_and_needs_the_csrf_token(django_region, settings, web_cluster):  # noqa: F811
-    """A hand-off link alone signs nobody in: GET shows who arrives; only the page's POST (with
-    its CSRF token) completes the arrival."""
+def test_a_handoff_signs_in_only_its_own_browser_by_post_only(django_region, settings, web_cluster):  # noqa: F811
+    """The hand-off is bound to the browser that asked for it (address and User-Agent): another
+    address or another User-Agent with a copy is refused without using it up; a GET never
+    arrives; the browser itself arrives once, with no CSRF token (another region's page posts)."""
     from web_support import point_django_at
 
     from webapp.causal import USER_KEY
 
     client, name = new_user("goer")
+    client.defaults.update(HTTP_USER_AGENT="goer's browser", REMOTE_ADDR="10.0.0.7")
     token = handoff_token(client, "ireland")
     point_django_at(settings, web_cluster, "ireland")
-    visitor = Client(enforce_csrf_checks=True)
-    shown = visitor.get("/arrive/", {"t": token})
-    assert shown.status_code == 200 and f"@{name}" in html(shown)
-    assert USER_KEY not in visitor.session
-    forged = visitor.post("/arrive/", {"t": token})  # no CSRF token: refused, nothing used up
-    assert forged.status_code == 403
-    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html(shown)).group(1)
-    arrived = visitor.post("/arrive/", {"t": token, "csrfmiddlewaretoken": csrf})
-    assert arrived.status_code == 302 and visitor.session[USER_KEY] == name
-    again = Client().get("/arrive/", {"t": token})
+    assert Client().get("/arrive/", {"t": token}).status_code == 405
+    for thief in ({"HTTP_USER_AGENT": "goer's browser", "REMOTE_ADDR": "10.0.0.8"},
+                  {"HTTP_USER_AGENT": "another browser", "REMOTE_ADDR": "10.0.0.7"}):  # fmt: skip
+        copy = Client(enforce_csrf_checks=True, **thief)
+        refused = copy.post("/arrive/", {"t": token})
+        assert refused.status_code == 400 and "another browser" in html(refused)
+        assert USER_KEY not in copy.session
+    owner = Client(enforce_csrf_checks=True, HTTP_USER_AGENT="goer's browser", REMOTE_ADDR="10.0.0.7")
+    arrived = owner.post("/arrive/", {"t": token})
+    assert arrived.status_code == 302 and owner.session[USER_KEY] == name
+    again = Client(HTTP_USER_AGENT="goer's browser", REMOTE_ADDR="10.0.0.7").post("/arrive/", {"t": token})
     assert again.status_code == 400 and "already used" in html(again)
 
 
@@ -1131,3 +1139,37 @@ def test_client_errors_are_logged_in_one_line():
         record.status_code = status
         assert check.filter(record)
         assert (record.exc_info is not None) is kept
+
+
+# -- sessions: racing tabs, and the label marks -------------------------------------------------------
+def test_a_racing_tab_cannot_lower_the_sessions_label(django_region):  # noqa: F811
+    """Two tabs of one session: the slower one was sent the older cookie and reads nothing new.
+    Its response still stores a label at least as high as the other tab's (the region's mark
+    for the session family), so the next hand-off covers what either tab saw."""
+    from causal_client import SessionToken
+    from webapp.causal import LABEL_KEY
+
+    def label_of(client: Client) -> Label:
+        return SessionToken.parse(client.session[LABEL_KEY]).label
+
+    tab_one, _ = new_user("tabs")
+    tab_two = Client()
+    tab_two.cookies = SimpleCookie({k: v.value for k, v in tab_one.cookies.items()})
+    assert tab_one.post("/post/", {"body": "seen in tab one only"}).status_code == 302
+    higher = label_of(tab_one)
+    assert tab_two.get("/people/").status_code == 200  # reads the directory, not the new tweet
+    assert higher <= label_of(tab_two)
+
+
+def test_later_token_keeps_the_greater_label():
+    from causal_client import SessionToken
+    from webapp.label_marks import later_token
+
+    low, high = Label(ts=10, src="virginia/0"), Label(ts=20, src="ireland/0")
+    here = lambda label: SessionToken(label, "virginia").encode()  # noqa: E731
+    assert later_token(here(low), here(high)) == here(high)
+    assert later_token(here(high), here(low)) == here(high)
+    assert later_token(None, here(low)) == here(low)
+    assert later_token(here(low), None) == here(low)
+    assert later_token(here(high), low.to_token()) == here(high)
+    assert later_token(here(low), "not a token") == "not a token"

@@ -17,12 +17,14 @@ disappears.
 from __future__ import annotations
 
 import logging
+import secrets
 from datetime import UTC, datetime
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from causal_client import CausalError, InvalidRequest, Label, LabelType, Session, SessionToken, UnknownRegion
+from webapp.label_marks import LabelMarks, later_token
 from webapp.region import RegionContext, current
 from webapp.social import Account, NoSuchUser, Social
 
@@ -31,6 +33,11 @@ log = logging.getLogger("webapp.causal")
 USER_KEY = "user"
 LABEL_KEY = "label"  # the causal session's token (a migration label back here after a move)
 NOTE_KEY = "label_note"  # where the session's label last came from, for the label panel
+FAMILY_KEY = "family"  # one browser session, across the regions it travels to (sign-out ends it)
+
+
+def new_family() -> str:
+    return secrets.token_urlsafe(12)
 
 
 class CausalRequest:
@@ -48,8 +55,24 @@ class CausalRequest:
         return self.request.session.get(USER_KEY)
 
     @property
+    def family(self) -> str:
+        """The browser session's family (made on first use)."""
+        family = self.request.session.get(FAMILY_KEY)
+        if not family:
+            family = self.request.session[FAMILY_KEY] = new_family()
+        return family
+
+    @property
+    def marks(self) -> LabelMarks:
+        return LabelMarks.for_broker(self.ctx.topology.broker_url(self.ctx.region))
+
+    @property
     def stored_token(self) -> str:
-        return self.request.session.get(LABEL_KEY) or ""
+        """The cookie's token, or this region's mark for the session if that is greater (another
+        tab went further)."""
+        token = self.request.session.get(LABEL_KEY) or ""
+        family = self.request.session.get(FAMILY_KEY)
+        return (later_token(self.marks.get(family), token) or "") if family else token
 
     @property
     def stored_label(self) -> Label:
@@ -77,17 +100,36 @@ class CausalRequest:
     def social(self) -> Social:
         return Social(self.ctx, self.session)
 
+    def resume(self, label: Label | str) -> None:
+        """Resumes the session here from ``label`` (a hand-off's), waiting until its past is
+        visible here; replaces whatever this request had."""
+        self._session = self.ctx.client.session(self.ctx.region, label=label)
+
     @property
     def account(self) -> Account | None:
-        """The signed-in user's account (None: signed out, or the account is not here)."""
+        """The signed-in user's account (None: signed out, signed out elsewhere, or the account
+        is not here). A session signed out at any region is forgotten here too."""
         if self._account is False:
             self._account = None
             if self.username:
                 try:
-                    self._account = self.social.account(self.username)
+                    found = self.social.account(self.username, self.family)
                 except NoSuchUser:
-                    self._account = None
+                    found = None
+                if found is not None and found.ended:
+                    log.info("a session of %s that was signed out: forgotten", self.username)
+                    self.sign_out()
+                    found = None
+                self._account = found
         return self._account or None
+
+    @property
+    def known_username(self) -> str | None:
+        """The signed-in user's name as far as this request checked it (the account, once read;
+        else the cookie's claim)."""
+        if self._account is False:
+            return self.username
+        return self._account.username if self._account else None
 
     def remember(self, note: str | None = None) -> None:
         """Keeps the session's token in the cookie (after the request, or now). A session that
@@ -100,6 +142,7 @@ class CausalRequest:
                     note = note or f"a request that moved to {self._session.region} (migration label back)"
                 except CausalError as exc:  # the next request resumes from the token: see session
                     log.warning("no migration label back from %s: %s", self._session.region, exc)
+            token = self.marks.merge(self.family, token)  # racing tabs never lower it
             stored = self.request.session
             if token != stored.get(LABEL_KEY):
                 stored[LABEL_KEY] = token
@@ -107,17 +150,23 @@ class CausalRequest:
         if note:
             self.request.session[NOTE_KEY] = note
 
-    def sign_in(self, username: str, note: str | None = None) -> None:
-        """A fresh session (new cookie) for ``username``, keeping the causal past."""
+    def sign_in(self, username: str, note: str | None = None, family: str | None = None) -> None:
+        """A fresh session (new cookie) for ``username``, keeping the causal past: a new family,
+        or the one a travel hand-off carries (signing out anywhere ends it everywhere)."""
         token = self.current_token
         self.request.session.cycle_key()
+        self.request.session[FAMILY_KEY] = family or new_family()
         self.request.session[USER_KEY] = username
         self.request.session[LABEL_KEY] = token
         self.request.session[NOTE_KEY] = note or f"signed in at {self.ctx.region}"
         self._account = False
 
-    def sign_out(self) -> None:
-        """Forgets the user; the browser keeps its causal past (what it has seen stays seen)."""
+    def sign_out(self, everywhere: bool = False) -> None:
+        """Forgets the user; the browser keeps its causal past (what it has seen stays seen).
+        ``everywhere`` (the log-out button): the session family is ended in the store, so a copy
+        of this cookie, or of the ones it took to other regions, signs nobody in anywhere."""
+        if everywhere and self.username:
+            self.social.end_sessions(self.family)
         token = self.current_token
         self.request.session.flush()
         self.request.session[LABEL_KEY] = token
@@ -166,6 +215,6 @@ def region_context(request: HttpRequest) -> dict:
         "protocol": ctx.topology.protocol,
         "label": describe_label(label),
         "label_note": request.session.get(NOTE_KEY) if hasattr(request, "session") else None,
-        "signed_in_as": causal.username if causal else None,
+        "signed_in_as": causal.known_username if causal else None,
         "region_groups": ctx.topology.groups_at(ctx.region),
     }

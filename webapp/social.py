@@ -5,6 +5,7 @@ Rows (group in brackets; "home" is the user's home group, see RegionContext.home
     account:<user>     [accounts]  password hash, home group, joined (the tweet, follower and
                                    following counts are the sizes of the rows they count)
     directory          [accounts]  "<joined µs>|<user>" -> user: the newest people first
+    sessions-ended     [accounts]  browser session family -> when it was signed out (webapp/causal.py)
     public             [accounts]  tweet id -> entry: the public line
     tweet:<id>         [author's home]  author, body, time, reply-to
     userline:<user>    [home]  tweet id -> entry (the user's own tweets)
@@ -35,6 +36,7 @@ PAGE_SIZE = 40  # as Twissandra
 MAX_TWEET_CHARS = 280
 USERNAME_PATTERN = re.compile(r"^(?=.*[a-z0-9])[a-z0-9_]{2,30}$")  # not underscores alone
 FANOUT_CHUNK = 100  # timeline writes per Batch call (Stream-Framework's fanout_chunk_size)
+ENDED_ROW = "sessions-ended"
 BACKFILL = 20  # a newly followed user's latest tweets copied into the follower's home timeline
 
 
@@ -127,6 +129,7 @@ class Account:
     tweets: int = 0  # the sizes of the rows they count, once read (Social.with_relations)
     followers: int = 0
     following: int = 0
+    ended: bool = False  # the browser session that asked was signed out (Social.account)
 
 
 def entries_of(row: Row) -> list[Entry]:
@@ -153,11 +156,22 @@ class Social:
             username, row.text("password") or "", row.text("home") or "", int(row.text("joined") or 0),
         )  # fmt: skip
 
-    def account(self, username: str) -> Account:
-        found = self.account_from(username, self.session.read(self.accounts, f"account:{username}"))
+    def account(self, username: str, family: str | None = None) -> Account:
+        """The account; with ``family`` (a browser session's), also whether that session was
+        signed out (``Account.ended``), in the same read."""
+        specs = [self.account_spec(username)]
+        if family:
+            specs.append(ReadSpec(self.accounts, ENDED_ROW, (family,)))
+        rows = self.session.multi_read(specs)
+        found = self.account_from(username, rows[0])
         if found is None:
             raise NoSuchUser(username)
-        return found
+        return replace(found, ended=len(rows) > 1 and family in rows[1])
+
+    def end_sessions(self, family: str) -> None:
+        """Signs out a browser session everywhere: every region's copy of its cookie (it travels)
+        is refused once this write is visible there."""
+        self.session.write(self.accounts, ENDED_ROW, {family: str(time.time_ns() // 1000)})
 
     def create_account(self, username: str, password_hash: str, home_group: str) -> Account:
         """The account row and a directory entry (after the username was claimed)."""

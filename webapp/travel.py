@@ -1,27 +1,32 @@
 """Travelling to another region's web app with one's session (paper §4.3's migration).
 
 The region left makes a migration label (above everything the session has seen) and a signed,
-short-lived, single-use hand-off naming the user, the label and the destination. The destination
-shows who is arriving and asks for a click (a POST with its CSRF token: a link alone must not
-sign anybody into an account, or a stranger's hand-off link would sign its visitor into the
-stranger's account); then it attaches with the label, which returns only once the migration
-label has reached it through Saturn's tree, that is, once everything the user had seen is
-visible there: nothing seen disappears, not even an instant after arriving.
+short-lived (30 s), single-use hand-off naming the user, the label, the destination and the
+session family (signing out anywhere ends the family everywhere). The hand-off is never a URL:
+the page the region left answers with a form that the browser POSTs to the destination at once,
+so the token is in no address bar, history, access log or Referer. It is bound to the browser
+that asked for it (a hash of its address and User-Agent, inside the signed token): a copy taken
+by someone else, or a stranger's own hand-off pushed at a victim (login CSRF), signs nobody in.
+The destination attaches with the label, which returns only once the migration label has reached
+it through Saturn's tree, that is, once everything the user had seen is visible there: nothing
+seen disappears, not even an instant after arriving.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from dataclasses import dataclass
 
 import redis
 from django.core import signing
+from django.http import HttpRequest
 
 from causal_client import Label
 from webapp.causal import CausalRequest
 
 SALT = "webapp.travel"
-MAX_AGE_S = 120
+MAX_AGE_S = 30  # a hand-off is used within a second; the rest covers a slow network
 NONCE_TTL_S = 2 * MAX_AGE_S
 
 
@@ -29,7 +34,7 @@ class BadHandoff(Exception):
     """Forged, expired, replayed or meant for another region; the message says which."""
 
 
-ALREADY_USED = "This travel link was already used."
+ALREADY_USED = "This travel hand-off was already used; travel again from where you were."
 
 
 class HandoffUnavailable(Exception):
@@ -43,32 +48,55 @@ class Handoff:
     origin: str
     destination: str
     nonce: str
+    family: str | None = None
 
 
-def leave(causal: CausalRequest, destination: str) -> str:
-    """The URL at ``destination`` that resumes this session there."""
+@dataclass(frozen=True)
+class Departure:
+    """Where the browser POSTs the hand-off, and the hand-off (a form field, never a URL)."""
+
+    url: str
+    token: str
+
+
+def browser_of(request: HttpRequest) -> str:
+    """What binds a hand-off to the browser that asked for it: its address and User-Agent, as
+    every region sees them alike (hashed: the token carries no address)."""
+    seen = f"{request.META.get('REMOTE_ADDR', '')}|{request.META.get('HTTP_USER_AGENT', '')}"
+    return hashlib.sha256(seen.encode()).hexdigest()[:24]
+
+
+def leave(causal: CausalRequest, destination: str) -> Departure:
+    """The hand-off that resumes this session at ``destination``, for this browser only."""
     migration = causal.session.prepare_migration(destination)
     token = signing.dumps(
         {"u": causal.username, "l": migration.to_token(), "from": causal.ctx.region,
-         "to": destination, "n": secrets.token_urlsafe(12)},
+         "to": destination, "n": secrets.token_urlsafe(12), "b": browser_of(causal.request),
+         "f": causal.family},
         salt=SALT, compress=True,
     )  # fmt: skip
-    return f"{causal.ctx.web_url(destination)}/arrive/?t={token}"
+    return Departure(f"{causal.ctx.web_url(destination)}/arrive/", token)
 
 
-def read_handoff(token: str, here: str) -> Handoff:
+def read_handoff(token: str, here: str, browser: str) -> Handoff:
+    """The hand-off, if it is genuine, fresh, for this region and from this browser."""
     try:
         data = signing.loads(token, salt=SALT, max_age=MAX_AGE_S)
     except signing.SignatureExpired:
-        raise BadHandoff("This travel link has expired; travel again from where you were.") from None
+        raise BadHandoff("This travel hand-off has expired; travel again from where you were.") from None
     except signing.BadSignature:
-        raise BadHandoff("This travel link is not valid.") from None
+        raise BadHandoff("This travel hand-off is not valid.") from None
     try:
-        handoff = Handoff(data["u"], Label.from_token(data["l"]), data["from"], data["to"], data["n"])
+        handoff = Handoff(
+            data["u"], Label.from_token(data["l"]), data["from"], data["to"], data["n"], data.get("f")
+        )
+        bound_to = data["b"]
     except Exception:
-        raise BadHandoff("This travel link is not valid.") from None
+        raise BadHandoff("This travel hand-off is not valid.") from None
     if handoff.destination != here:
-        raise BadHandoff(f"This travel link is for {handoff.destination}, not {here}.")
+        raise BadHandoff(f"This travel hand-off is for {handoff.destination}, not {here}.")
+    if not secrets.compare_digest(bound_to, browser):
+        raise BadHandoff("This travel hand-off was made for another browser; travel from where you were.")
     return handoff
 
 
@@ -103,28 +131,20 @@ class Nonces:
         self._call("DEL", self._key(nonce))
 
 
-def check(causal: CausalRequest, token: str) -> Handoff:
-    """The hand-off a token carries, if it can still be used here (without using it)."""
-    handoff = read_handoff(token, causal.ctx.region)
-    if Nonces(causal.ctx.topology.broker_url(causal.ctx.region)).used(handoff.nonce):
-        raise BadHandoff(ALREADY_USED)
-    return handoff
-
-
 def arrive(causal: CausalRequest, token: str) -> Handoff:
     """Checks the hand-off and attaches here with its label (waiting until it is stable)."""
     ctx = causal.ctx
-    handoff = read_handoff(token, ctx.region)
+    handoff = read_handoff(token, ctx.region, browser_of(causal.request))
     nonces = Nonces(ctx.topology.broker_url(ctx.region))
     nonces.claim(handoff.nonce)
     try:
-        causal._session = ctx.client.session(ctx.region, label=handoff.label)
+        causal.resume(handoff.label)
     except Exception:
         nonces.give_back(handoff.nonce)
         raise
     note = f"travelled from {handoff.origin} (migration label)"
     if handoff.username:
-        causal.sign_in(handoff.username, note=note)
+        causal.sign_in(handoff.username, note=note, family=handoff.family)
     else:
         causal.remember(note)
     return handoff

@@ -61,6 +61,6 @@ def login(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def logout(request: HttpRequest) -> HttpResponse:
-    request.causal.sign_out()
+    request.causal.sign_out(everywhere=True)
     messages.info(request, "Signed out.")
     return redirect("public")

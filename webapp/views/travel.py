@@ -1,4 +1,4 @@
-"""Travel to another region's web app, taking the session along."""
+"""Travel to another region's web app, taking the session along (webapp/travel.py says how)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import logging
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
 
 from webapp import travel as handoff
 from webapp.views.errors import ShownBadRequest, page
@@ -17,34 +19,34 @@ log = logging.getLogger("webapp.travel")
 
 @require_POST
 def travel(request: HttpRequest) -> HttpResponse:
+    """A page whose form carries the hand-off to the destination (the browser submits it at
+    once; without scripts, its button does). Never cached, never a Referer."""
     ctx = request.causal.ctx
     destination = request.POST.get("region", "")
     if destination not in ctx.regions:
         raise ShownBadRequest(f"Unknown region {destination[:40]!r}.")
     if destination == ctx.region:
         return redirect("home")
-    return redirect(handoff.leave(request.causal, destination))
+    departure = handoff.leave(request.causal, destination)
+    reply = render(request, "depart.html", {"destination": destination, "departure": departure})
+    add_never_cache_headers(reply)
+    reply["Referrer-Policy"] = "no-referrer"
+    return reply
 
 
-@require_http_methods(["GET", "POST"])
+@csrf_exempt  # posted by another region's page: the hand-off itself is signed, fresh, single use, bound
+@require_POST
 def arrive(request: HttpRequest) -> HttpResponse:
-    """GET: who is arriving, and a button; POST (CSRF-checked): the arrival itself."""
+    """The arrival: checks the hand-off, attaches with its migration label, signs the user in."""
     region = request.causal.ctx.region
-    token = (request.POST if request.method == "POST" else request.GET).get("t", "")
     try:
-        if request.method == "GET":
-            found = handoff.check(request.causal, token)  # checked now, used only by the POST
-            return render(request, "arrive.html", {"handoff": found, "token": token})
-        arrived = handoff.arrive(request.causal, token)
+        arrived = handoff.arrive(request.causal, request.POST.get("t", ""))
     except handoff.BadHandoff as exc:
-        return page(request, 400, "Cannot travel with this link", str(exc))
+        return page(request, 400, "Cannot travel with this hand-off", str(exc))
     except handoff.HandoffUnavailable as exc:
         log.warning("travel to %s unavailable: %s", region, exc)
         return page(
-            request,
-            503,
-            "Travel is unavailable",
-            "Travel is unavailable here right now. Try again in a moment.",
+            request, 503, "Travel is unavailable", "Travel is unavailable here right now. Try again in a moment."
         )
     messages.info(request, f"You travelled from {arrived.origin} to {region}.")
     return redirect("home")
