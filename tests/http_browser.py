@@ -162,15 +162,20 @@ _BODY = re.compile(r'<p class="body">(.*?)</p>', re.S)
 _QUOTE = re.compile(r"<q>(.*?)</q>", re.S)
 
 
+def text_of(fragment: str) -> str:
+    """A tweet body's text as typed: line breaks back, links and mentions as their text."""
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment.replace("<br>", "\n"))).strip()
+
+
 def tweets_on(page: str) -> list[Shown]:
     shown = []
     for tweet_id, inner in _ARTICLE.findall(page):
-        group = re.search(rf'href="/t/([^/"]+)/{tweet_id}/"', inner)
+        group = re.search(r'href="/t/([^/"]+)/[0-9a-f]{22}/"', inner)  # a repost's: its original
         body = _BODY.search(inner)
         quote = _QUOTE.search(inner)
         assert group and body, f"unexpected tweet markup: {inner[:300]}"
         shown.append(Shown(
-            tweet_id, group.group(1), html.unescape(body.group(1)).strip(), 'class="reply-to"' in inner,
+            tweet_id, group.group(1), text_of(body.group(1)), 'class="reply-to"' in inner,
             html.unescape(quote.group(1)) if quote else None, ANOMALY in inner,
         ))  # fmt: skip
     return shown

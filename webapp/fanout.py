@@ -70,9 +70,10 @@ def deliver(ctx: RegionContext, session: Session, pending: Pending, send_nudge: 
     outbox of its closest replica. Returns the timelines written here."""
     social = Social(ctx, session)
     entry = pending.entry
-    if pending.followers is None:
-        followers = social.all_names(entry.group, f"followers:{entry.author}")
-        social.publish(entry)  # the public line, again: a post that died before writing it
+    if pending.followers is None:  # a post's (or a repost's) own cell: in the poster's home group
+        followers = social.all_names(pending.group, f"followers:{entry.poster}")
+        if not entry.reposted_by:
+            social.publish(entry)  # the public line, again: a post that died before writing it
     else:
         followers = dict.fromkeys(pending.followers, pending.group)
     by_group: dict[str, list[str]] = {}
@@ -84,7 +85,7 @@ def deliver(ctx: RegionContext, session: Session, pending: Pending, send_nudge: 
             written += social.write_timelines(entry, names, group)
         else:
             relayed.append(relay(ctx, session, Pending(entry, group, tuple(sorted(names))), send_nudge))
-    log.info("tweet %s by %s: %d timelines at %s%s", entry.id, entry.author, written, session.region,
+    log.info("tweet %s by %s: %d timelines at %s%s", entry.id, entry.poster, written, session.region,
              f", relayed to {', '.join(relayed)}" if relayed else "")  # fmt: skip
     return written
 

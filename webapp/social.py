@@ -13,6 +13,14 @@ Rows (group in brackets; "home" is the user's home group, see RegionContext.home
     following:<user>   [home]  followed user -> their home group
     followers:<user>   [home]  follower -> their home group
     outbox:<region>    [home, or a follower's home]  tweet id -> pending fan-out (webapp/fanout.py)
+    likers:<id>        [the tweet's group]  user -> their home group (a like)
+    reposters:<id>     [the tweet's group]  user -> the id of their repost
+    liked:<user>       [home]  tweet id -> its group
+    reposted:<user>    [home]  tweet id -> the id of the repost
+
+A repost is an entry of its own (a new id, so it sorts by when it was shared) carrying the
+original's author, body and group, and ``reposted_by``; it reaches the reposter's followers
+through the outbox like a tweet. Likes and reposts are counted as the sizes of their rows.
 
 Tweet ids sort by time (hex µs + random), so a row's columns read newest first, and the store's
 exclusive cursor pages through them. Timeline entries carry the tweet (denormalised, as in
@@ -64,21 +72,49 @@ class Entry:
     reply_to: str | None = None
     reply_author: str | None = None
     reply_group: str | None = None
+    reposted_by: str | None = None  # a repost: this user's, of the tweet ``original_id``
+    original_id: str | None = None
 
     @property
     def time_us(self) -> int:
         return tweet_time_us(self.id)
 
+    @property
+    def tweet_id(self) -> str:
+        """The tweet itself (a repost's original): where its page, likes and reposts are."""
+        return self.original_id or self.id
+
+    @property
+    def poster(self) -> str:
+        """Whose followers get this entry: the reposter's for a repost, else the author's."""
+        return self.reposted_by or self.author
+
     def to_json(self) -> str:
         data = {"a": self.author, "b": self.body, "g": self.group}
         if self.reply_to:
             data |= {"r": self.reply_to, "ra": self.reply_author, "rg": self.reply_group}
+        if self.reposted_by:
+            data |= {"rp": self.reposted_by, "o": self.original_id}
         return json.dumps(data, separators=(",", ":"))
 
     @staticmethod
     def from_json(tweet_id: str, text: str) -> Entry:
         data = json.loads(text)
-        return Entry(tweet_id, data["a"], data["b"], data["g"], data.get("r"), data.get("ra"), data.get("rg"))
+        return Entry(
+            tweet_id, data["a"], data["b"], data["g"], data.get("r"), data.get("ra"), data.get("rg"),
+            data.get("rp"), data.get("o"),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Reactions:
+    """A tweet's likes and reposts (the sizes of its likers and reposters rows: exact whatever
+    ran twice or concurrently) and whether the reader did either."""
+
+    likes: int = 0
+    reposts: int = 0
+    liked: bool = False
+    reposted: bool = False
 
 
 def outbox_row(region: str) -> str:
@@ -88,8 +124,8 @@ def outbox_row(region: str) -> str:
 @dataclass(frozen=True)
 class Pending:
     """One outbox cell: a tweet to write into timelines of ``group``. ``followers`` None: all of
-    the author's followers (the cell a post writes); else these, all homed in ``group`` (a part
-    relayed from a region that does not replicate the group)."""
+    the poster's followers (the cell a post or repost writes, in the poster's home group); else
+    these, all homed in ``group`` (a part relayed from a region that does not replicate it)."""
 
     entry: Entry
     group: str
@@ -256,6 +292,58 @@ class Social:
 
     def public(self, after: str | None = None) -> Page:
         return self.line(self.accounts, "public", after)
+
+    # -- likes and reposts -------------------------------------------------------------------
+    def like(self, me: Account, entry: Entry, undo: bool = False) -> None:
+        """Likes (or unlikes) a tweet: the liker's cell in its likers row, where the tweet lives,
+        and the tweet in the liker's own liked row. Idempotent: a double click counts once."""
+        tweet_id = entry.tweet_id
+        if undo:
+            self.session.delete(entry.group, f"likers:{tweet_id}", [me.username])
+            self.session.delete(me.home_group, f"liked:{me.username}", [tweet_id])
+            return
+        self.session.write(entry.group, f"likers:{tweet_id}", {me.username: me.home_group})
+        self.session.write(me.home_group, f"liked:{me.username}", {tweet_id: entry.group})
+
+    def repost(self, me: Account, entry: Entry) -> Entry | None:
+        """Reposts a tweet into the reposter's userline, home timeline and, through the outbox,
+        the reposter's followers' timelines; None if this user reposted it already."""
+        original = replace(entry, reposted_by=None, original_id=None) if entry.reposted_by else entry
+        tweet_id = original.id
+        done = self.session.read(me.home_group, f"reposted:{me.username}", [tweet_id])
+        if tweet_id in done:
+            return None
+        shared = replace(original, id=new_tweet_id(), reposted_by=me.username, original_id=tweet_id)
+        home = me.home_group
+        self.go_where_replicated(home)
+        self.session.batch([
+            Mutation(home, f"userline:{me.username}").set(shared.id, shared.to_json()),
+            Mutation(home, f"timeline:{me.username}").set(shared.id, shared.to_json()),
+            Mutation(home, f"reposted:{me.username}").set(tweet_id, shared.id),
+            Pending(shared, home).mutation(self.session.region),
+        ])  # fmt: skip
+        self.session.write(original.group, f"reposters:{tweet_id}", {me.username: shared.id})
+        return shared
+
+    def react_to(self, entries: Sequence[Entry], me: Account | None) -> dict[str, Reactions]:
+        """Likes and reposts of the tweets that ``entries`` show, in one read: those whose group
+        is replicated here (the others show none)."""
+        tweets = {e.tweet_id: e.group for e in entries if self.ctx.replicates(e.group, self.session.region)}
+        if not tweets:
+            return {}
+        counted = ("likers", "reposters")
+        specs = [ReadSpec(g, f"{which}:{t}", limit=1) for t, g in tweets.items() for which in counted]
+        mine = me is not None and self.ctx.replicates(me.home_group, self.session.region)
+        if me is not None and mine:
+            own = (f"liked:{me.username}", f"reposted:{me.username}")
+            specs += [ReadSpec(me.home_group, row, tuple(tweets)) for row in own]
+        rows = self.session.multi_read(specs)
+        found = {}
+        for i, tweet_id in enumerate(tweets):
+            liked = mine and tweet_id in rows[-2]
+            reposted = mine and tweet_id in rows[-1]
+            found[tweet_id] = Reactions(rows[2 * i].size, rows[2 * i + 1].size, liked, reposted)
+        return found
 
     # -- following ---------------------------------------------------------------------------
     def is_following(self, follower: Account, followed: str) -> bool:

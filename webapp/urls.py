@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from webapp.views import account, health, pages, travel
+from webapp.views import account, health, pages, reactions, travel
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -15,6 +15,10 @@ urlpatterns = [
     path("u/<str:username>/follow/", pages.follow, name="follow"),
     path("u/<str:username>/unfollow/", pages.follow, {"undo": True}, name="unfollow"),
     path("t/<str:group>/<str:tweet_id>/", pages.tweet_page, name="tweet"),
+    path("t/<str:group>/<str:tweet_id>/like/", reactions.like, name="like"),
+    path("t/<str:group>/<str:tweet_id>/unlike/", reactions.like, {"undo": True}, name="unlike"),
+    path("t/<str:group>/<str:tweet_id>/repost/", reactions.repost, name="repost"),
+    path("avatar/<str:username>.svg", reactions.avatar, name="avatar"),
     path("signup/", account.signup, name="signup"),
     path("login/", account.login, name="login"),
     path("logout/", account.logout, name="logout"),

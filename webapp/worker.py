@@ -22,4 +22,5 @@ def start_sweeper(**_: object) -> None:
     """Before the worker connects to its broker: a broker that is down must not stop the sweeps."""
     Sweeper(current(), send_nudge=nudge).start()
 
+
 __all__ = ["app"]

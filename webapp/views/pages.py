@@ -59,11 +59,14 @@ def account_or_404(request: HttpRequest, username: str) -> Account:
         raise Http404("no such user") from None
 
 
-def line_context(page: Page) -> dict:
+def line_context(request: HttpRequest, page: Page) -> dict:
+    """What a line's template needs: its entries, the originals they reply to, and their likes
+    and reposts as the reader sees them."""
     return {
         "page": page,
         "entries": page.entries,
         "originals": page.originals,
+        "reactions": request.causal.social.react_to(page.entries, request.causal.account),
         "next_cursor": page.next_cursor,
     }
 
@@ -75,13 +78,13 @@ def home(request: HttpRequest) -> HttpResponse:
     if me is None:
         return public(request)
     page = request.causal.social.timeline(me, after=cursor(request))
-    return render(request, "home.html", {"me": me, "form": PostForm(), **line_context(page)})
+    return render(request, "home.html", {"me": me, "form": PostForm(), **line_context(request, page)})
 
 
 @require_GET
 def public(request: HttpRequest) -> HttpResponse:
     page = request.causal.social.public(after=cursor(request))
-    return render(request, "public.html", {"me": request.causal.account, **line_context(page)})
+    return render(request, "public.html", {"me": request.causal.account, **line_context(request, page)})
 
 
 @require_GET
@@ -94,7 +97,8 @@ def user_page(request: HttpRequest, username: str) -> HttpResponse:
     following = bool(me and me.username != user.username and social.is_following(me, user.username))
     page = social.userline(user, after=cursor(request))
     user = social.with_relations(user)  # read where the userline was: no second migration
-    context = {"me": me, "user": user, "is_following": following, "form": PostForm(), **line_context(page)}
+    context = {"me": me, "user": user, "is_following": following, "form": PostForm()}
+    context |= line_context(request, page)
     return render(request, "user.html", context)
 
 
@@ -116,10 +120,12 @@ def tweet_page(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
     entry = request.causal.social.tweet(group, tweet_id)
     if entry is None:
         raise Http404("no such tweet")
-    originals = request.causal.social.originals([entry])
+    social, me = request.causal.social, request.causal.account
+    originals = social.originals([entry])
     form = PostForm(initial={"reply_to": f"{group}/{tweet_id}", "body": f"@{entry.author} "})
     return render(request, "tweet.html", {
-        "me": request.causal.account, "entry": entry, "originals": originals, "form": form,
+        "me": me, "entry": entry, "originals": originals, "form": form,
+        "reactions": social.react_to([entry], me),
     })  # fmt: skip
 
 
@@ -130,7 +136,8 @@ def post(request: HttpRequest) -> HttpResponse:
     form = PostForm(request.POST)
     if not form.is_valid():
         page = request.causal.social.timeline(me)
-        return render(request, "home.html", {"me": me, "form": form, **line_context(page)}, status=400)
+        context = {"me": me, "form": form, **line_context(request, page)}
+        return render(request, "home.html", context, status=400)
     social = request.causal.social
     reply_to = None
     if form.cleaned_data["reply_to"]:

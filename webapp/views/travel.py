@@ -46,7 +46,7 @@ def arrive(request: HttpRequest) -> HttpResponse:
     except handoff.HandoffUnavailable as exc:
         log.warning("travel to %s unavailable: %s", region, exc)
         return page(
-            request, 503, "Travel is unavailable", "Travel is unavailable here right now. Try again in a moment."
+            request, 503, "Travel is unavailable", "Travel is unavailable here right now. Try again soon."
         )
     messages.info(request, f"You travelled from {arrived.origin} to {region}.")
     return redirect("home")

@@ -1,0 +1,54 @@
+"""Likes, reposts, and the generated avatars."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.views.decorators.http import require_GET, require_POST
+
+from webapp import tasks
+from webapp.avatars import avatar_svg
+from webapp.forms import CURSOR
+from webapp.social import USERNAME_PATTERN, Entry
+from webapp.views.account import next_url
+from webapp.views.pages import signed_in
+
+
+def tweet_or_404(request: HttpRequest, group: str, tweet_id: str) -> Entry:
+    if group not in request.causal.ctx.topology.group_members or not CURSOR.match(tweet_id):
+        raise Http404("no such tweet")
+    entry = request.causal.social.tweet(group, tweet_id)
+    if entry is None:
+        raise Http404("no such tweet")
+    return entry
+
+
+@require_POST
+@signed_in
+def like(request: HttpRequest, group: str, tweet_id: str, undo: bool = False) -> HttpResponse:
+    entry = tweet_or_404(request, group, tweet_id)
+    request.causal.social.like(request.causal.account, entry, undo=undo)
+    return HttpResponseRedirect(next_url(request))  # back to the page it was on
+
+
+@require_POST
+@signed_in
+def repost(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
+    entry = tweet_or_404(request, group, tweet_id)
+    shared = request.causal.social.repost(request.causal.account, entry)
+    if shared is None:
+        messages.info(request, "You reposted that already.")
+    else:
+        tasks.queue_fan_out(shared, request.causal.session.region)
+        messages.success(request, f"Reposted @{entry.author}'s tweet to your followers.")
+    return HttpResponseRedirect(next_url(request))
+
+
+@require_GET
+def avatar(request: HttpRequest, username: str) -> HttpResponse:
+    """Anybody's avatar (a pure function of the name: no store call, cached a day)."""
+    if not USERNAME_PATTERN.match(username):
+        raise Http404("no such avatar")
+    reply = HttpResponse(avatar_svg(username), content_type="image/svg+xml")
+    reply["Cache-Control"] = "public, max-age=86400"
+    return reply
