@@ -427,3 +427,58 @@ def test_home_timeline_on_a_phone(alice, open_context, urls):
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0, f"the page scrolls sideways by {overflow}px on a 390px-wide screen"
     shoot(page, "home-mobile")
+
+
+def test_like_repost_mentions_links_avatars_and_times(sign_up):
+    """What a Twitter or Mastodon user expects on a tweet: a like that toggles and counts, a
+    repost that reaches the reposter's followers marked as such, @mentions and links as links,
+    an avatar drawn here, a relative time with the exact time on hover."""
+    dora, eve, fay = sign_up("dora"), sign_up("eve"), sign_up("fay")
+    fay.goto(HOME, f"/u/{eve.name}/")
+    submit(fay.page, fay.page.get_by_role("button", name="Follow"))
+    dora.goto(HOME)
+    dora.post(f"hello @{eve.name}, read https://example.org/causal and tell me")
+    tweet = dora.page.locator("section.line article.tweet").first
+    assert tweet.locator("p.body a.mention").inner_text() == f"@{eve.name}"
+    link = tweet.locator('p.body a[href^="https://example.org"]')
+    assert link.get_attribute("rel") == "nofollow ugc noopener noreferrer"
+    time_element = tweet.locator("a.time time")
+    assert time_element.inner_text() in {"now", "5s", "6s", "7s", "8s", "9s"}
+    assert time_element.get_attribute("title").endswith(" UTC")
+    avatar = tweet.locator("img.avatar")
+    assert avatar.evaluate("img => img.complete && img.naturalWidth > 0"), "the avatar is drawn"
+    shoot(dora.page, "tweet-with-mention-and-link")
+
+    eve.goto(HOME, f"/u/{dora.name}/")
+    tweet = eve.page.locator("section.line article.tweet").first
+    submit(eve.page, tweet.locator("button.like"))
+    tweet = eve.page.locator("section.line article.tweet").first
+    assert tweet.locator("button.like").get_attribute("aria-pressed") == "true"
+    assert tweet.locator("button.like .count").inner_text() == "1"
+    submit(eve.page, tweet.locator("button.repost"))
+    assert any("Reposted" in m for m in flashes(eve.page))
+    tweet = eve.page.locator("section.line article.tweet").first
+    assert tweet.locator("button.repost .count").inner_text() == "1"
+    assert tweet.locator("button.repost").is_disabled(), "a second repost is not offered"
+    shoot(eve.page, "liked-and-reposted")
+
+    def on_fays_timeline() -> bool:
+        fay.goto(HOME)
+        return fay.page.locator("article.tweet p.reposted").count() > 0
+
+    deadline = time.monotonic() + FAN_OUT_TIMEOUT_S
+    while not on_fays_timeline():
+        assert time.monotonic() < deadline, "the repost never reached the reposter's follower"
+        time.sleep(0.3)
+    shared = fay.page.locator("article.tweet").filter(has=fay.page.locator("p.reposted")).first
+    assert shared.locator("p.reposted").inner_text().strip() == f"⟲ @{eve.name} reposted"
+    assert shared.locator("a.author").inner_text() == f"@{dora.name}"
+    assert shared.locator("button.like .count").inner_text() == "1"
+    shoot(fay.page, "repost-on-a-followers-timeline")
+
+    eve.goto(HOME, f"/u/{dora.name}/")
+    tweet = eve.page.locator("section.line article.tweet").first
+    submit(eve.page, tweet.locator("button.like"))  # unlike
+    tweet = eve.page.locator("section.line article.tweet").first
+    assert tweet.locator("button.like").get_attribute("aria-pressed") == "false"
+    assert tweet.locator("button.like .count").inner_text() == "0"
