@@ -482,3 +482,24 @@ def test_like_repost_mentions_links_avatars_and_times(sign_up):
     tweet = eve.page.locator("section.line article.tweet").first
     assert tweet.locator("button.like").get_attribute("aria-pressed") == "false"
     assert tweet.locator("button.like .count").inner_text() == "0"
+
+
+def test_the_live_causality_page_moves_an_update_from_ireland_to_virginia(sign_up, open_context, urls):
+    """The page draws the tree, then a tweet posted in ireland shows up as dots travelling to
+    virginia and as a count and a latency in the table (server-sent events from the metrics)."""
+    _, page = open_context()
+    page.goto(urls[HOME] + "/causality/")
+    assert page.locator("main h1").inner_text() == "Causality, live"
+    for region in urls:
+        assert page.locator(f'#tree [data-node="{region}"] circle').count() == 1
+    assert page.locator("#tree .node.serializer").count() >= 1, "saturn: the serializer tree is drawn"
+    page.wait_for_function("document.getElementById('live-status').textContent.startsWith('Live')")
+    poster = sign_up("gus", region=IRELAND)
+    poster.post("seen from virginia, live")
+    page.wait_for_selector("#tree circle.label-dot", timeout=10_000)
+    row = page.locator('tr[data-pair="ireland>virginia"]')
+    page.wait_for_function(
+        "document.querySelector('tr[data-pair=\"ireland>virginia\"] td.mean').textContent.endsWith('ms')"
+    )
+    assert row.locator("th").inner_text() == "ireland → virginia"
+    shoot(page, "causality-live")

@@ -1257,3 +1257,20 @@ def test_avatars_are_generated_here_and_differ_by_name(django_region):  # noqa: 
     assert first.content.startswith(b"<svg") and first.content != second.content
     assert Client().get("/avatar/alice.svg").content == first.content
     assert Client().get("/avatar/No%20Such.svg").status_code == 404
+
+
+def test_the_causality_events_stream_frames_of_every_pair(django_region):  # noqa: F811
+    import json
+
+    reply = Client().get("/causality/events")
+    assert reply.status_code == 200 and reply["Content-Type"] == "text/event-stream"
+    stream = iter(reply.streaming_content)
+    assert next(stream).decode().startswith("retry: ")
+    event = next(stream).decode()
+    assert event.startswith("event: frame\ndata: ")
+    frame = json.loads(event.split("data: ", 1)[1])
+    regions = current().topology.region_names
+    assert set(frame["regions"]) == set(regions) and all(r["up"] for r in frame["regions"].values())
+    reply.close()
+    page = html(Client().get("/causality/"))
+    assert 'id="tree-layout"' in page and "/static/webapp/causality.js" in page

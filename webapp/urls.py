@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from webapp.views import account, health, pages, reactions, travel
+from webapp.views import account, causality, health, pages, reactions, travel
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -24,6 +24,8 @@ urlpatterns = [
     path("logout/", account.logout, name="logout"),
     path("travel/", travel.travel, name="travel"),
     path("arrive/", travel.arrive, name="arrive"),
+    path("causality/", causality.page, name="causality"),
+    path("causality/events", causality.events, name="causality-events"),
     path("healthz", health.healthz, name="healthz"),
 ]
 

@@ -78,3 +78,9 @@ def rich(body: str) -> SafeString:
 @register.filter
 def lookup(mapping: dict | None, key: str):
     return (mapping or {}).get(key)
+
+
+@register.filter
+def arrow(pair: str) -> str:
+    """"origin>region" as "origin → region"."""
+    return pair.replace(">", " → ")

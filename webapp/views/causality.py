@@ -1,0 +1,45 @@
+"""The live causality page: the serializer tree and the regions, remote updates moving along it,
+and the visibility latency per pair of regions, fed by server-sent events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from webapp import causality_feed
+
+FRAME_EVERY_S = 1.0
+FRAMES_PER_STREAM = 30  # then the stream ends and the browser reconnects: no thread held for good
+
+
+@require_GET
+def page(request: HttpRequest) -> HttpResponse:
+    topology = request.causal.ctx.topology
+    context = {
+        "me": request.causal.account,
+        "layout": causality_feed.layout(topology),
+        "tree_ms": {
+            f"{a}>{b}": {"bulk": topology.region_latency_ms(a, b),
+                         "tree": topology.tree_path_ms(a, b) if topology.protocol == "saturn" else None}
+            for a in topology.region_names for b in topology.region_names if a != b
+        },
+    }  # fmt: skip
+    return render(request, "causality.html", context)
+
+
+def event_stream(request: HttpRequest) -> Iterator[str]:
+    yield f"retry: {int(FRAME_EVERY_S * 1000)}\n\n"
+    for frame in causality_feed.frames(request.causal.ctx.topology, FRAMES_PER_STREAM, FRAME_EVERY_S):
+        yield f"event: frame\ndata: {json.dumps(frame, separators=(',', ':'))}\n\n"
+
+
+@require_GET
+def events(request: HttpRequest) -> StreamingHttpResponse:
+    reply = StreamingHttpResponse(event_stream(request), content_type="text/event-stream")
+    reply["Cache-Control"] = "no-cache"
+    reply["X-Accel-Buffering"] = "no"  # a proxy in front must not hold the frames back
+    return reply
