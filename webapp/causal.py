@@ -47,6 +47,7 @@ class CausalRequest:
         self.request = request
         self.ctx = ctx
         self._session: Session | None = None
+        self._resumed_from: str | None = None  # the token the session resumed from (no news: no merge)
         self._account: Account | bool | None = False  # False: not looked up yet
         self.note: str | None = None
 
@@ -90,7 +91,8 @@ class CausalRequest:
     def session(self) -> Session:
         if self._session is None:
             try:
-                self._session = self.ctx.client.session(self.ctx.region, label=self.stored_token or None)
+                self._resumed_from = self.stored_token
+                self._session = self.ctx.client.session(self.ctx.region, label=self._resumed_from or None)
             except (InvalidRequest, UnknownRegion):  # a token this topology does not know
                 log.warning("dropping an unusable label from %s's session", self.username or "a visitor")
                 self._session = self.ctx.client.session(self.ctx.region)
@@ -142,7 +144,8 @@ class CausalRequest:
                     note = note or f"a request that moved to {self._session.region} (migration label back)"
                 except CausalError as exc:  # the next request resumes from the token: see session
                     log.warning("no migration label back from %s: %s", self._session.region, exc)
-            token = self.marks.merge(self.family, token)  # racing tabs never lower it
+            if token != self._resumed_from:  # news: merged with what other tabs stored meanwhile
+                token = self.marks.merge(self.family, token)
             stored = self.request.session
             if token != stored.get(LABEL_KEY):
                 stored[LABEL_KEY] = token
