@@ -895,15 +895,21 @@ def test_posting_with_the_queue_down_leaves_the_fan_out_to_the_sweeper(django_re
     eventually(lambda: pending_here(current()) == 0, timeout=10, interval=0.2)
 
 
-def test_a_post_whose_process_died_before_queueing_still_reaches_followers(django_region):  # noqa: F811
-    """The data layer's post alone, as when the web process dies right after it: no task was
-    ever queued, and the follower still gets the tweet (the sweeper finds its outbox cell)."""
+def star_and_fan(prefix: str) -> tuple[Social, Account, Account]:
+    """Two new accounts, the second following the first (through the data layer)."""
     social = data_layer()
-    star_name, fan_name = username("died"), username("diedfan")
+    star_name, fan_name = username(prefix), username(f"{prefix}fan")
     sign_up(Client(), star_name)
     sign_up(Client(), fan_name)
     star, fan = social.account(star_name), social.account(fan_name)
     social.follow(fan, star)
+    return social, star, fan
+
+
+def test_a_post_whose_process_died_before_queueing_still_reaches_followers(django_region):  # noqa: F811
+    """The data layer's post alone, as when the web process dies right after it: no task was
+    ever queued, and the follower still gets the tweet (the sweeper finds its outbox cell)."""
+    social, star, fan = star_and_fan("died")
     entry = social.post(star, "posted, then the process died")
     eventually(lambda: entry.id in [e.id for e in social.timeline(fan).entries], timeout=20, interval=0.2)
     assert entry.id in [e.id for e in social.public().entries]
@@ -916,12 +922,7 @@ def test_a_drained_cell_is_not_delivered_twice(django_region):  # noqa: F811
     from webapp.fanout import drain
     from webapp.social import Pending
 
-    social = data_layer()
-    star_name, fan_name = username("once"), username("oncefan")
-    sign_up(Client(), star_name)
-    sign_up(Client(), fan_name)
-    star, fan = social.account(star_name), social.account(fan_name)
-    social.follow(fan, star)
+    social, star, fan = star_and_fan("once")
     entry = social.post(star, "exactly once")
     drain(current(), entry.group, entry.id)
     assert drain(current(), entry.group, entry.id) == 0
