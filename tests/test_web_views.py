@@ -1238,7 +1238,7 @@ def test_mentions_and_links_are_links_and_nothing_else_is_markup(django_region):
 
 
 def test_times_are_relative_with_the_exact_time_on_hover(django_region):  # noqa: F811
-    from webapp.templatetags.chirp import relative
+    from webapp.formatting import relative
 
     client, _ = new_user("times")
     assert client.post("/post/", {"body": "what time is it"}).status_code == 302

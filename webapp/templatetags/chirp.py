@@ -1,78 +1,19 @@
-"""Template helpers: tweet times (relative, exact on hover), tweet bodies with @mentions and
-links made safe, and dictionary lookups."""
+"""Template tags and filters: tweets (``{% entry %}``, webapp/entry_html.py), their times and
+text (webapp/formatting.py), dictionary lookups."""
 
 from __future__ import annotations
 
-import re
-import time
-from datetime import UTC, datetime
-
 from django import template
-from django.urls import reverse
-from django.utils.html import escape, format_html
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
+
+from webapp import formatting
+from webapp.entry_html import Reader, entry_html
 
 register = template.Library()
 
-# A link: http(s) only (never javascript: or data:), up to whitespace or a character that would
-# end an attribute; trailing punctuation stays text. A mention: @ and a possible username, not
-# inside a word or an e-mail address.
-LINK = r"https?://[^\s<>\"'`]+[^\s<>\"'`.,;:!?)\]}]"
-MENTION = r"(?<![\w@/])@(?P<name>[a-z0-9_]{2,30})\b"
-TOKENS = re.compile(rf"(?P<link>{LINK})|{MENTION}", re.IGNORECASE)
-
-
-def exact_time(time_us: int) -> str:
-    return datetime.fromtimestamp(time_us / 1e6, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-@register.filter
-def tweet_time(time_us: int) -> str:
-    """µs since the epoch as a short UTC time."""
-    return exact_time(time_us)
-
-
-def relative(time_us: int, now_s: float | None = None) -> str:
-    """How long ago, as Twitter writes it: "now", "42s", "5m", "3h", "6d", then the date."""
-    elapsed = (now_s if now_s is not None else time.time()) - time_us / 1e6
-    if elapsed < 5:
-        return "now"
-    if elapsed < 7 * 86400:
-        units = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
-        unit, seconds = next((u, s) for u, s in units if elapsed >= s)
-        return f"{int(elapsed // seconds)}{unit}"
-    when = datetime.fromtimestamp(time_us / 1e6, tz=UTC)
-    return when.strftime("%b %-d") if elapsed < 365 * 86400 else when.strftime("%b %-d, %Y")
-
-
-@register.filter
-def when(time_us: int) -> SafeString:
-    """A <time> element: relative text, the exact UTC time on hover and in ``datetime``."""
-    iso = datetime.fromtimestamp(time_us / 1e6, tz=UTC).isoformat(timespec="seconds")
-    exact = exact_time(time_us)
-    return format_html('<time datetime="{}" title="{}">{}</time>', iso, exact, relative(time_us))
-
-
-@register.filter
-def rich(body: str) -> SafeString:
-    """A tweet's text as HTML: everything escaped, line breaks kept, http(s) links and @mentions
-    made links (links open without a referrer and carry no ranking: ``nofollow ugc``)."""
-    parts: list[str] = []
-    last = 0
-    for found in TOKENS.finditer(body):
-        parts.append(escape(body[last : found.start()]))
-        if found.group("link"):
-            parts.append(format_html(
-                '<a href="{}" rel="nofollow ugc noopener noreferrer" target="_blank">{}</a>',
-                found.group("link"), found.group("link"),
-            ))  # fmt: skip
-        else:
-            name = found.group("name")
-            href = reverse("user", args=[name.lower()])
-            parts.append(format_html('<a class="mention" href="{}">@{}</a>', href, name))
-        last = found.end()
-    parts.append(escape(body[last:]))
-    return mark_safe("".join(parts).replace("\r\n", "\n").replace("\n", "<br>"))
+register.filter("when", formatting.when)
+register.filter("rich", formatting.rich)
+register.filter("avatar_url", formatting.avatar_url)
 
 
 @register.filter
@@ -82,5 +23,20 @@ def lookup(mapping: dict | None, key: str):
 
 @register.filter
 def arrow(pair: str) -> str:
-    """"origin>region" as "origin → region"."""
+    """ "origin>region" as "origin → region"."""
     return pair.replace(">", " → ")
+
+
+@register.simple_tag(takes_context=True)
+def entry(context: template.Context, shown) -> SafeString:
+    """One tweet of a line or of its own page, as webapp/entry_html.py writes it."""
+    reader = Reader(
+        signed_in=bool(context.get("me")),
+        region=context.get("region", ""),
+        region_groups=frozenset(context.get("region_groups") or ()),
+        here=context.get("here", "/"),
+        csrf_input=str(context.get("csrf_input", "")),
+        on_tweet_page=bool(context.get("on_tweet_page")),
+    )
+    original = (context.get("originals") or {}).get(shown.reply_to) if shown.reply_to else None
+    return entry_html(shown, original, (context.get("reactions") or {}).get(shown.tweet_id), reader)

@@ -8,12 +8,13 @@ from urllib.parse import urlencode, urlsplit
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.backends.utils import csrf_input
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from webapp import tasks
 from webapp.forms import CURSOR, FindForm, PostForm, valid_cursor
-from webapp.social import USERNAME_PATTERN, Account, NoSuchUser, Page
+from webapp.social import USERNAME_PATTERN, Account, Entry, NoSuchUser, Page
 from webapp.views.errors import ShownBadRequest
 
 
@@ -59,14 +60,23 @@ def account_or_404(request: HttpRequest, username: str) -> Account:
         raise Http404("no such user") from None
 
 
-def line_context(request: HttpRequest, page: Page) -> dict:
-    """What a line's template needs: its entries, the originals they reply to, and their likes
-    and reposts as the reader sees them."""
+def entry_context(request: HttpRequest, entries: list[Entry]) -> dict:
+    """What each entry's template needs: likes and reposts as the reader sees them, the page's
+    path (forms come back to it) and one CSRF field for all its forms."""
     return {
+        "reactions": request.causal.social.react_to(entries, request.causal.account),
+        "here": request.get_full_path(),
+        "csrf_input": csrf_input(request),
+    }
+
+
+def line_context(request: HttpRequest, page: Page) -> dict:
+    """What a line's template needs: its entries and the originals they reply to."""
+    return {
+        **entry_context(request, page.entries),
         "page": page,
         "entries": page.entries,
         "originals": page.originals,
-        "reactions": request.causal.social.react_to(page.entries, request.causal.account),
         "next_cursor": page.next_cursor,
     }
 
@@ -124,8 +134,7 @@ def tweet_page(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
     originals = social.originals([entry])
     form = PostForm(initial={"reply_to": f"{group}/{tweet_id}", "body": f"@{entry.author} "})
     return render(request, "tweet.html", {
-        "me": me, "entry": entry, "originals": originals, "form": form,
-        "reactions": social.react_to([entry], me),
+        "me": me, "entry": entry, "originals": originals, "form": form, **entry_context(request, [entry]),
     })  # fmt: skip
 
 
