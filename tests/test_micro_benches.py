@@ -134,3 +134,17 @@ def test_the_idle_bench_shows_what_heartbeats_cost():
     assert rows[1].percent_of_a_core > rows[0].percent_of_a_core
     assert "bulk-sender" in rows[1].by_role
     assert "Idle cluster" in idle.table(rows)
+
+
+def test_the_page_bench_times_a_page_with_and_without_likes_and_reposts():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "loadtest.bench.page", "--rounds", "2"],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = {line.split("  ")[0]: line.split() for line in done.stdout.splitlines() if "  " in line}
+    assert float(rows["as served"][-2]) > 0 and rows["as served"][-1] == "1.000"
+    assert "no likes and reposts at all" in rows
