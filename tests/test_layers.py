@@ -1,0 +1,63 @@
+"""The layers' import rule, checked: each package imports only from the ones below it.
+
+    causal_client  <  services  <  webapp  <  loadtest
+
+The client library must run where only it is installed (a web app, a Locust worker), so it
+imports nothing of the services; the services never depend on the web app; nothing but the load
+test imports the load test. Imports are read from the source (``ast``), lazy ones included.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS = ["causal_client", "services", "webapp", "loadtest"]
+
+
+def imported_packages(source: str) -> set[str]:
+    """The top-level packages a module's source imports (relative imports excluded)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def violations(package: str, files: dict[str, str]) -> list[str]:
+    """``file: imports X`` for every import of a layer above ``package``."""
+    above = set(LAYERS[LAYERS.index(package) + 1 :])
+    return [
+        f"{name}: imports {bad}"
+        for name, source in sorted(files.items())
+        for bad in sorted(imported_packages(source) & above)
+    ]
+
+
+def sources(package: str) -> dict[str, str]:
+    return {
+        str(path.relative_to(ROOT)): path.read_text()
+        for path in (ROOT / package).rglob("*.py")
+        if "_pb2" not in path.name
+    }
+
+
+@pytest.mark.parametrize("package", LAYERS[:-1])
+def test_no_layer_imports_one_above_it(package):
+    assert violations(package, sources(package)) == []
+
+
+def test_the_rule_catches_an_import_from_above_even_a_lazy_one():
+    lazy = "def f():\n    from webapp.social import Social\n    import loadtest.run\n"
+    assert violations("services", {"services/x.py": lazy}) == [
+        "services/x.py: imports loadtest", "services/x.py: imports webapp",
+    ]  # fmt: skip
+    assert violations("causal_client", {"c.py": "from services.topology import Topology\n"}) == [
+        "c.py: imports services"
+    ]
+    assert violations("webapp", {"w.py": "from causal_client import Label\nfrom . import x\n"}) == []
