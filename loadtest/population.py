@@ -91,8 +91,9 @@ def user_mutations(
     own = tweets[user]
     joined = min((t.time_us for t in own), default=0) - 1
     mutations = [
-        Mutation(ACCOUNTS_GROUP, f"account:{name}")
-        .update({"password": hashed, "home": group, "joined": str(joined)}),  # counts: the rows' sizes
+        Mutation(ACCOUNTS_GROUP, f"account:{name}").update(
+            {"password": hashed, "home": group, "joined": str(joined)}
+        ),  # counts: the rows' sizes
         Mutation(ACCOUNTS_GROUP, "directory").set(f"{joined:016d}|{name}", name),
     ]
     relations = {username(f): placement.group_of(f) for f in friends}

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One command: set up, lint, and run the whole test suite (real Redis, real gRPC processes).
-# Extra arguments go to pytest, e.g. `scripts/test.sh -k crash -x`.
+# Extra arguments go to pytest, e.g. `scripts/test.sh -k crash -x`, or `scripts/test.sh -m "not cluster"`
+# for the tests that start no process (seconds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .  # the code as `ruff format` writes it (`# fmt: skip` marks aligned tables)
 exec .venv/bin/python -m pytest "$@"

@@ -34,9 +34,7 @@ def say(message: str) -> None:
 def store(topology) -> None:
     regions = topology.region_names
     group = next(g for g, members in topology.group_members.items() if set(members) == set(regions))
-    client = CausalClient.connect(
-        topology.client_address(regions[0]), endpoints=topology.client_endpoints()
-    )
+    client = CausalClient.connect(topology.client_address(regions[0]), endpoints=topology.client_endpoints())
     with client:
         row, value = f"probe-{secrets.token_hex(4)}", secrets.token_hex(8)
         writer = client.session(regions[0])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from http_browser import poll
+from process_guard import refusing_processes, starts_processes
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
@@ -25,6 +26,16 @@ from services.topology import Topology
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGIES = ROOT / "topologies"
 _port_blocks = itertools.count(0)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Unmarked tests run with process creation refused (tests/process_guard.py)."""
+    if starts_processes(item):
+        yield
+        return
+    with refusing_processes(item.nodeid):
+        yield
 
 
 def _block_free(base: int, span: int = 200) -> bool:

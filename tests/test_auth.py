@@ -18,6 +18,8 @@ from services import auth
 from services.launcher.cluster import Cluster, LaunchError
 from services.proto import saturn_pb2, saturn_pb2_grpc
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 SECRET = 's3cret with spaces & "symbols":/@\\'  # quoted for Redis's config file, escaped in URLs
 
 

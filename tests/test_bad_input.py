@@ -22,6 +22,8 @@ from causal_client import (
 )
 from causal_client.proto import store_pb2, store_pb2_grpc
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 
 @pytest.fixture
 def session(two_regions, client_for):

@@ -17,6 +17,8 @@ from loadtest.bench.results import PhaseResult, ProtocolRun, VisibilityRow
 from services import metrics
 from services.topology import Topology
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 INF = math.inf
 
 

@@ -14,6 +14,8 @@ from services.bulk.tail import GearTail
 from services.region import gears
 from services.region.store import Shard
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 
 def add(url: str, first: int, last: int, group: str = "all") -> None:
     with redis.Redis.from_url(url) as store:

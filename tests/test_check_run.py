@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import TOPOLOGIES
 
 from loadtest.check.nemesis import FAULTS
 from loadtest.cli import main
+
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 
 def run(tmp_path, *args: str) -> tuple[int, dict]:

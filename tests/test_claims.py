@@ -14,6 +14,8 @@ from causal_client.claims import owner_region
 from causal_client.errors import from_rpc_error
 from causal_client.proto import store_pb2, store_pb2_grpc
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 
 def test_owner_region_is_stable_and_spreads_keys():
     regions = ["virginia", "ireland", "frankfurt"]

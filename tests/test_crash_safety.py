@@ -26,6 +26,8 @@ from services.launcher.cluster import Cluster
 from services.region import gears
 from services.region.store import Shard
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 N = 2000  # updates a stream writes at least (it goes on until the test has done its kills)
 LIMIT = 200_000  # a stream never writes more than this
 INC = 3  # each update adds INC to its row's counter

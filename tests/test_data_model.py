@@ -12,6 +12,8 @@ from conftest import eventually, unique
 
 from causal_client import CausalClient, InvalidRequest, Label, Mutation, ReadSpec, Row
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 REGIONS = ("a", "b")
 
 

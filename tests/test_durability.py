@@ -13,6 +13,8 @@ from conftest import eventually, load_topology, unique
 from causal_client import CausalClient, CausalError
 from services.launcher.cluster import Cluster, LaunchError
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 
 class RetryingWriter:
     """Writes n updates at one region, each a distinct column and +1 on a counter, retrying a

@@ -28,6 +28,8 @@ from causal_client.label import Label
 from services.region import gears
 from services.region.store import RegionStore
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 TOPOLOGY = load_topology("demo-3region.toml", groups={"all": ["*"], "eu": ["ireland", "frankfurt"]})
 
 

@@ -104,6 +104,7 @@ def test_the_sink_lingers_only_above_the_busy_rate_and_longer_when_saturated():
     assert tuning.saturated_linger_s > tuning.busy_linger_s > 0
 
 
+@pytest.mark.cluster
 def test_a_migration_label_cuts_the_linger_short(redis_url: str):
     """migrate.lua publishes; a lingering sink wakes at once (a client waits for that label)."""
 

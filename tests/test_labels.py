@@ -202,6 +202,7 @@ def test_from_proto_rejects_impossible_labels(fields, reason):
 
 
 # -- labels made by a real cluster ---------------------------------------------------------------
+@pytest.mark.cluster
 def test_successive_writes_of_a_session_get_strictly_increasing_labels(two_regions, client_for):
     session = client_for(two_regions).session("a")
     row, other = unique("inc"), unique("inc-other")
@@ -216,6 +217,7 @@ def test_successive_writes_of_a_session_get_strictly_increasing_labels(two_regio
     assert session.label == labels[-1]
 
 
+@pytest.mark.cluster
 def test_labels_keep_increasing_across_a_migration(two_regions, client_for):
     session = client_for(two_regions).session("a")
     row = unique("mig")
@@ -226,6 +228,7 @@ def test_labels_keep_increasing_across_a_migration(two_regions, client_for):
     assert after > before and after.src == "b/0"
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize("region", ["a", "b"])
 def test_write_ts_is_above_a_client_label_that_is_ahead_of_physical_time(two_regions, client_for, region):
     ahead = Label(ts=int((time.time() + 30) * 1e6), src="a/0")
@@ -238,6 +241,7 @@ def test_write_ts_is_above_a_client_label_that_is_ahead_of_physical_time(two_reg
     assert fresh.write("all", unique("future-next"), {"c": "y"}).ts > label.ts
 
 
+@pytest.mark.cluster
 def test_labels_from_two_regions_never_collide(two_regions, client_for):
     client = client_for(two_regions)
     row = unique("collide")

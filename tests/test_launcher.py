@@ -20,6 +20,8 @@ from conftest import ROOT, TOPOLOGIES, eventually, free_base_port, load_topology
 from causal_client import CausalClient
 from services.launcher.cluster import STATE_FILE, Cluster, read_state
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 TWO_REGION = TOPOLOGIES / "two-region.toml"
 EXPECTED = {
     "a.redis0", "b.redis0", "a.bulk-receiver", "b.bulk-receiver",

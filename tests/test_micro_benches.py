@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from loadtest import fig8, paper
 from loadtest.bench import failover, fig4, fig5, fig6, idle, proxy, reconfigure, serializer
 from loadtest.bench import synthetic as fig5_synthetic
@@ -14,6 +16,8 @@ from loadtest.bench.report import write_rows
 from loadtest.bench.synthetic import Mix
 from loadtest.cli import main as loadtest_main
 from services.topology import Topology
+
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 
 def test_the_serializer_bench_counts_every_label_through_a_real_serializer():

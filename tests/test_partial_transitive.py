@@ -19,6 +19,8 @@ from conftest import TOPOLOGIES, expect_caught, unique
 from causal_client import CausalClient
 from services.topology import Topology
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 ROUNDS = 8
 
 

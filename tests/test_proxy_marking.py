@@ -8,12 +8,15 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from conftest import load_topology
 
 from services.proto import saturn_pb2
 from services.region import gears
 from services.region.store import RegionStore, RemoteUpdate
 from services.saturn.proxy import RemoteProxy
+
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 TOPOLOGY = load_topology("demo-3region.toml", protocol="saturn")  # virginia, ireland, frankfurt
 

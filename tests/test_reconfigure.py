@@ -21,6 +21,8 @@ from services.saturn import epochs
 from services.saturn.proxy import NAIVE_RECONFIGURATION_ENV
 from services.topology import Topology
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 
 def slow_tree_to_c() -> dict:
     """causality-3region with its serializer's link to c 300 ms slower: x's label (a→c) takes

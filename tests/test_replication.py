@@ -13,6 +13,8 @@ from causal_client import CausalClient, NotReplicatedHere
 from services.launcher.cluster import Cluster
 from services.region import gears
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 REGIONS = ("virginia", "ireland", "frankfurt")
 GROUPS = {
     "all": {"virginia", "ireland", "frankfurt"},

@@ -19,6 +19,8 @@ from causal_client.proto import store_pb2, store_pb2_grpc
 from services.launcher.cluster import Cluster
 from services.proto import saturn_pb2, saturn_pb2_grpc
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 POLL_S = 0.001
 
 

@@ -26,6 +26,8 @@ from causal_client import CausalClient, Session
 from services.launcher.cluster import Cluster
 from services.topology import Topology
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 TOPOLOGY = "causality-3region.toml"
 ROUNDS = 30
 CHAIN_ROUNDS = 12

@@ -15,6 +15,8 @@ from services.launcher.cluster import Cluster
 from services.saturn.proxy import MAX_RUN
 from services.topology import Topology
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 
 def causal_rounds(client: CausalClient, rounds: int) -> tuple[int, float]:
     """x written in a, read in b, answered by y in b; c must never see y without x.

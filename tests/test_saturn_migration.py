@@ -19,6 +19,8 @@ from conftest import cluster_under, connected_client, eventually, expect_caught,
 from causal_client import CausalClient, Session, UnknownRegion
 from services.launcher.cluster import Cluster
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 POLL_S = 0.001
 
 

@@ -19,6 +19,8 @@ from conftest import eventually, load_topology, metric_samples, unique
 from causal_client import CausalClient, NotReplicatedHere
 from services.launcher.cluster import Cluster
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 REGIONS = ("virginia", "ireland", "frankfurt")
 GROUPS = {
     "all": {"virginia", "ireland", "frankfurt"},

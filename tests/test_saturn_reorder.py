@@ -22,6 +22,8 @@ from services.region import gears
 from services.region.store import RegionStore, RemoteUpdate
 from services.saturn.proxy import RemoteProxy
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 REGION = "frankfurt"
 
 

@@ -7,10 +7,13 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from conftest import TOPOLOGIES, eventually, metric_sum
 from test_saturn_faults import Writer, causal_rounds, proxy_mode
 
 from services.topology import Topology
+
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 
 def replicated(replicas: int = 2) -> dict:

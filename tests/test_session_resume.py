@@ -20,6 +20,8 @@ from conftest import cluster_under, connected_client, eventually, expect_caught,
 from causal_client import CausalClient, LabelType, Session
 from services.launcher.cluster import Cluster
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 ROUNDS = 10
 POLL_S = 0.001
 

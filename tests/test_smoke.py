@@ -1,6 +1,9 @@
 """End-to-end: a write in one region becomes visible in the other."""
 
+import pytest
 from conftest import eventually, unique
+
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 
 def test_write_in_a_is_visible_in_b(two_regions, client_for):

@@ -17,6 +17,8 @@ from services import auth
 from services.launcher.cluster import Cluster
 from services.region import gears
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 SECRET = "acl-test-secret"
 
 FORBIDDEN = {

@@ -11,11 +11,14 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import eventually, unique
 
 from services.launcher import supervisor as supervision
 from services.launcher.cluster import STATE_FILE, Cluster
 from services.pids import pid_alive
+
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 VICTIMS = [
     "a.frontend0", "b.label-sink", "c.bulk-sender", "c.bulk-receiver", "serializer.s-b", "a.redis0",

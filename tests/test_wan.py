@@ -3,9 +3,12 @@
 import asyncio
 import time
 
+import pytest
 from conftest import eventually, metric_sum, unique
 
 from causal_client.wan import DelayLine, Link
+
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 
 def test_delay_line_holds_each_item_for_the_latency_and_keeps_order():

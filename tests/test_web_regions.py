@@ -47,6 +47,8 @@ from services.launcher.cluster import Cluster
 from services.topology import Topology
 from webapp.region import RegionContext
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 CAUSALITY_ROUNDS = 10
 # causality-3region's A→C latency is 100 ms, made for store clients that answer within a few ms.
 # Over the web tier the chain A posts → B's page shows the tweet → B's reply POST → the Celery

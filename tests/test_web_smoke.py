@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import eventually, unique
 from web_support import django_region, web_cluster  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 
 def test_sign_up_post_and_see_it_at_once(client, django_region):  # noqa: F811

@@ -26,6 +26,8 @@ from webapp.region import current
 from webapp.social import MAX_TWEET_CHARS, PAGE_SIZE, Account, Entry, Social, new_tweet_id
 from webapp.views.errors import OneLineClientErrors
 
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
 PASSWORD = "pw-123456"
 FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

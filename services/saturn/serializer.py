@@ -102,7 +102,6 @@ def main() -> None:
     runtime.service_main("serializer: forwards labels along the Saturn tree", serve, node_flag="--name")
 
 
-
 async def serve_replica(
     topology: Topology, name: str, index: int, stop: asyncio.Event, router: Router
 ) -> None:
