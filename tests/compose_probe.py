@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from http_browser import Browser, find, new_name, poll
+from helpers.http_browser import Browser, find, new_name, poll
 
 from causal_client import CausalClient
 from services.runtime import load_topology

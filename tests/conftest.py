@@ -1,74 +1,31 @@
-"""Shared fixtures: real topologies started by the project's own launcher (no hand-rolled setup)."""
+"""Shared fixtures: real topologies started by the project's own launcher (no hand-rolled setup).
+Helpers that are not fixtures live in the ``helpers`` package."""
 
 from __future__ import annotations
 
-import contextlib
-import itertools
-import os
 import socket
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from http_browser import poll
-from process_guard import refusing_processes, starts_processes
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.samples import Sample
+from helpers.process_guard import refusing_processes, starts_processes
+from helpers.topologies import load_topology
 
 from causal_client import CausalClient
 from services.launcher.cluster import Cluster
 from services.launcher.redis_binary import find_redis_server
-from services.topology import Topology
-
-ROOT = Path(__file__).resolve().parents[1]
-TOPOLOGIES = ROOT / "topologies"
-_port_blocks = itertools.count(0)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    """Unmarked tests run with process creation refused (tests/process_guard.py)."""
+    """Unmarked tests run with process creation refused (tests/helpers/process_guard.py)."""
     if starts_processes(item):
         yield
         return
     with refusing_processes(item.nodeid):
         yield
-
-
-def _block_free(base: int, span: int = 200) -> bool:
-    for port in range(base, base + span):
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return False
-    return True
-
-
-def free_base_port() -> int:
-    """A base port whose block of 200 ports is unused (one block per cluster in this run).
-
-    Blocks stay below 32768, where Linux's ephemeral ports for outgoing connections start: an
-    outgoing connection (a health check, say) could otherwise take a port a cluster needs."""
-    start = 10000 + (os.getpid() % 20) * 1000
-    while True:
-        base = start + next(_port_blocks) * 200
-        if base + 200 > 32768:
-            base = 10000 + (base % 22000)
-        if _block_free(base):
-            return base
-
-
-def load_topology(name_or_dict: str | dict, **overrides) -> Topology:
-    if isinstance(name_or_dict, dict):
-        data = dict(name_or_dict)
-    else:
-        data = Topology.load(TOPOLOGIES / name_or_dict).model_dump()
-    data.update(overrides)
-    if "base_port" not in overrides:
-        data["base_port"] = free_base_port()
-    return Topology.from_dict(data)
 
 
 @pytest.fixture
@@ -108,63 +65,6 @@ def client_for() -> Iterator[Callable[[Cluster], CausalClient]]:
     yield make
     for client in clients:
         client.close()
-
-
-@contextlib.contextmanager
-def cluster_under(
-    protocol: str, topology: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Cluster]:
-    """A module's cluster: ``topology`` under ``protocol``, stopped when the module is done."""
-    topo = load_topology(topology, protocol=protocol)
-    with Cluster(topo, tmp_path_factory.mktemp(f"{topo.name}-{protocol}")) as cluster:
-        yield cluster
-
-
-@contextlib.contextmanager
-def connected_client(cluster: Cluster, entry: str) -> Iterator[CausalClient]:
-    """A client with a connection to every region up front (rounds then measure no set-up)."""
-    with CausalClient.connect(cluster.topology.client_address(entry)) as client:
-        for region in cluster.topology.region_names:
-            client.session(region)
-        yield client
-
-
-def expect_caught(protocol: str, failures: int, rounds: int, what: str) -> None:
-    """A causal protocol: no failure at all. Eventual: at least one, or the check cannot catch
-    anything."""
-    if protocol == "eventual":
-        assert failures >= 1, f"eventual: {what} never broken in {rounds} rounds; the test cannot fail"
-    else:
-        assert failures == 0, f"{protocol}: {what} broken in {failures} of {rounds} rounds"
-
-
-def eventually(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.01):
-    """Polls until ``predicate()`` is truthy; returns its value or fails with a clear message."""
-    return poll(predicate, timeout, "condition", interval)
-
-
-def unique(prefix: str) -> str:
-    """A key no other test uses (tests share module-scoped clusters)."""
-    return f"{prefix}-{time.monotonic_ns()}"
-
-
-def metric_samples(cluster: Cluster, region: str) -> list[Sample]:
-    """Every sample a region's /metrics serves (all its processes summed, dead ones included)."""
-    url = cluster.topology.metrics_url(region)
-    from services.auth import http_headers
-
-    with urllib.request.urlopen(urllib.request.Request(url, headers=http_headers()), timeout=5) as reply:
-        text = reply.read().decode()
-    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
-
-
-def metric_sum(cluster: Cluster, at: str, name: str, **labels: str) -> float:
-    """The sum of a metric's samples carrying ``labels``, as region ``at`` serves them."""
-    return sum(
-        s.value
-        for s in metric_samples(cluster, at)
-        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ import urllib.request
 import grpc
 import pytest
 import redis
-from conftest import eventually, load_topology, unique
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from helpers.topologies import load_topology
+from helpers.waiting import eventually, unique
 
 from causal_client import AccessDenied, CausalClient
 from services import auth

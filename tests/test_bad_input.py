@@ -7,7 +7,7 @@ import time
 
 import grpc
 import pytest
-from conftest import eventually, unique
+from helpers.waiting import eventually, unique
 
 from causal_client import (
     CausalClient,

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import TOPOLOGIES, free_base_port
+from helpers.topologies import TOPOLOGIES, free_base_port
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import Histogram as PromHistogram
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from conftest import load_topology
+from helpers.topologies import load_topology
 
 from webapp.causality_feed import Counts, frame, layout, parse, tree_path
 

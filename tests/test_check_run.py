@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TOPOLOGIES
+from helpers.topologies import TOPOLOGIES
 
 from loadtest.check.nemesis import FAULTS
 from loadtest.cli import main

@@ -7,7 +7,7 @@ import threading
 
 import grpc
 import pytest
-from conftest import unique
+from helpers.waiting import unique
 
 from causal_client import ClaimResult, InvalidRequest, WrongPlace
 from causal_client.claims import owner_region

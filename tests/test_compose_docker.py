@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from docker_engine import Bridge, Engine, run, unavailable
+from helpers.docker_engine import Bridge, Engine, run, unavailable
 
 from services.compose.__main__ import main as generate_compose
 

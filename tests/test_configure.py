@@ -8,7 +8,7 @@ import json
 import math
 
 import pytest
-from conftest import TOPOLOGIES
+from helpers.topologies import TOPOLOGIES
 
 from services.configure.__main__ import main
 from services.configure.output import simplify

@@ -17,7 +17,9 @@ import time
 
 import pytest
 import redis
-from conftest import eventually, load_topology, metric_sum, unique
+from helpers.clusters import metric_sum
+from helpers.topologies import load_topology
+from helpers.waiting import eventually, unique
 
 from causal_client import CausalClient, Mutation, ReadSpec
 from services.bulk.sender import Trimmer

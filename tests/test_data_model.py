@@ -8,7 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import eventually, unique
+from helpers.waiting import eventually, unique
 
 from causal_client import CausalClient, InvalidRequest, Label, Mutation, ReadSpec, Row
 

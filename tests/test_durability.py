@@ -8,7 +8,8 @@ import threading
 import time
 
 import pytest
-from conftest import eventually, load_topology, unique
+from helpers.topologies import load_topology
+from helpers.waiting import eventually, unique
 
 from causal_client import CausalClient, CausalError
 from services.launcher.cluster import Cluster, LaunchError

@@ -9,7 +9,7 @@ import random
 
 import pytest
 import redis
-from conftest import load_topology
+from helpers.topologies import load_topology
 
 from causal_client import wire
 from causal_client.claims import owner_region

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import load_topology
+from helpers.topologies import load_topology
 
 from causal_client.label import Label
 from services import pressure

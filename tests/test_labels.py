@@ -8,7 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import unique
+from helpers.waiting import unique
 
 from causal_client import (
     CausalClient,

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TOPOLOGIES, eventually, free_base_port, load_topology
+from helpers.topologies import ROOT, TOPOLOGIES, free_base_port, load_topology
+from helpers.waiting import eventually
 
 from causal_client import CausalClient
 from services.launcher.cluster import STATE_FILE, Cluster, read_state
@@ -332,7 +333,7 @@ def test_gauges_of_killed_processes_disappear(launch):
     """`causal_proxy_tree_mode` is one per region: after a SIGKILL and a restart of the process
     that serves it, the region shows the new process's value only (not 2, the dead one's too);
     killed and not restarted, it shows none."""
-    from conftest import metric_samples
+    from helpers.clusters import metric_samples
 
     cluster: Cluster = launch("two-region.toml", protocol="saturn")
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import free_base_port
+from helpers.topologies import free_base_port
 
 from loadtest.bench.report import say
 from loadtest.cli import main

@@ -14,7 +14,8 @@ dependencies (common.lua's ``merge_deps``), not just w's own (b, ts).
 from __future__ import annotations
 
 import pytest
-from conftest import TOPOLOGIES, expect_caught, unique
+from helpers.topologies import TOPOLOGIES
+from helpers.waiting import expect_caught, unique
 
 from causal_client import CausalClient
 from services.topology import Topology

@@ -9,7 +9,7 @@ import asyncio
 import time
 
 import pytest
-from conftest import load_topology
+from helpers.topologies import load_topology
 
 from services.proto import saturn_pb2
 from services.region import gears

@@ -11,7 +11,9 @@ import time
 
 import pytest
 import tomli_w
-from conftest import ROOT, TOPOLOGIES, eventually, free_base_port, metric_sum, unique
+from helpers.clusters import metric_sum
+from helpers.topologies import ROOT, TOPOLOGIES, free_base_port
+from helpers.waiting import eventually, unique
 from test_saturn_faults import Writer, proxy_mode
 
 from causal_client import CausalClient

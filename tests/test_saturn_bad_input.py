@@ -11,8 +11,9 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from conftest import eventually, load_topology, unique
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from helpers.topologies import load_topology
+from helpers.waiting import eventually, unique
 
 from causal_client import CausalClient, InvalidLabel, Label, LabelType, StoreTimeout
 from causal_client.proto import store_pb2, store_pb2_grpc

@@ -20,7 +20,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import TOPOLOGIES, eventually, load_topology, unique
+from helpers.topologies import TOPOLOGIES, load_topology
+from helpers.waiting import eventually, unique
 
 from causal_client import CausalClient, Session
 from services.launcher.cluster import Cluster

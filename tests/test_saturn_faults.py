@@ -8,7 +8,9 @@ import threading
 import time
 
 import pytest
-from conftest import TOPOLOGIES, eventually, metric_sum, unique
+from helpers.clusters import metric_sum
+from helpers.topologies import TOPOLOGIES
+from helpers.waiting import eventually, unique
 
 from causal_client import CausalClient
 from services.launcher.cluster import Cluster
@@ -161,7 +163,7 @@ def test_crash_and_restart_loses_and_doubles_nothing(saturn3, victims):
 
 def test_several_shards_per_region_merge_labels_in_order(launch, client_for):
     """With two shards the sink merges the shards' label streams by heartbeat; order holds."""
-    from conftest import load_topology
+    from helpers.topologies import load_topology
 
     data = load_topology("causality-3region.toml", protocol="saturn").model_dump()
     for region in data["regions"]:

@@ -14,7 +14,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import cluster_under, connected_client, eventually, expect_caught, unique
+from helpers.clusters import cluster_under, connected_client
+from helpers.waiting import eventually, expect_caught, unique
 
 from causal_client import CausalClient, Session, UnknownRegion
 from services.launcher.cluster import Cluster

@@ -14,7 +14,9 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from conftest import eventually, load_topology, metric_samples, unique
+from helpers.clusters import metric_samples
+from helpers.topologies import load_topology
+from helpers.waiting import eventually, unique
 
 from causal_client import CausalClient, NotReplicatedHere
 from services.launcher.cluster import Cluster

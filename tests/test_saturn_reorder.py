@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import load_topology
+from helpers.topologies import load_topology
 
 from services.launcher.redis_binary import find_redis_server
 from services.proto import saturn_pb2

@@ -8,7 +8,9 @@ import threading
 import time
 
 import pytest
-from conftest import TOPOLOGIES, eventually, metric_sum
+from helpers.clusters import metric_sum
+from helpers.topologies import TOPOLOGIES
+from helpers.waiting import eventually
 from test_saturn_faults import Writer, causal_rounds, proxy_mode
 
 from services.topology import Topology

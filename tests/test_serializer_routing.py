@@ -5,7 +5,7 @@ forwarded as it is, without copying its labels."""
 
 from __future__ import annotations
 
-from conftest import load_topology
+from helpers.topologies import load_topology
 
 from services.proto import saturn_pb2
 from services.saturn.serializer import Router

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import cluster_under, connected_client, eventually, expect_caught, unique
+from helpers.clusters import cluster_under, connected_client
+from helpers.waiting import eventually, expect_caught, unique
 
 from causal_client import CausalClient, LabelType, Session
 from services.launcher.cluster import Cluster

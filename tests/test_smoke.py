@@ -1,7 +1,7 @@
 """End-to-end: a write in one region becomes visible in the other."""
 
 import pytest
-from conftest import eventually, unique
+from helpers.waiting import eventually, unique
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 import redis
-from conftest import eventually, load_topology, unique
+from helpers.topologies import load_topology
+from helpers.waiting import eventually, unique
 
 from causal_client import AccessDenied, CausalClient, wire
 from causal_client.credentials import CLIENT_USER, client_password

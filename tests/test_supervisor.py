@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from conftest import eventually, unique
+from helpers.waiting import eventually, unique
 
 from services.launcher import supervisor as supervision
 from services.launcher.cluster import STATE_FILE, Cluster

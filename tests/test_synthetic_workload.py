@@ -7,7 +7,7 @@ import random
 from collections import Counter
 
 import pytest
-from conftest import load_topology
+from helpers.topologies import load_topology
 
 from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, inclusion, write_topology
 from services.topology import Topology

@@ -4,7 +4,8 @@ import asyncio
 import time
 
 import pytest
-from conftest import eventually, metric_sum, unique
+from helpers.clusters import metric_sum
+from helpers.waiting import eventually, unique
 
 from causal_client.wan import DelayLine, Link
 

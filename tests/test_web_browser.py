@@ -21,8 +21,8 @@ import pytest
 if shutil.which("chromium") is None:
     pytest.skip("no chromium on PATH: the browser tests need Debian's chromium", allow_module_level=True)
 
+from helpers.web import start_web_cluster
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, Response, sync_playwright
-from web_support import start_web_cluster
 
 from services.launcher.cluster import Cluster
 

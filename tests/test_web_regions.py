@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import TOPOLOGIES, metric_sum
-from http_browser import (
+from helpers.clusters import metric_sum
+from helpers.http_browser import (
     HTTP_TIMEOUT_S,
     Browser,
     Reply,
@@ -41,7 +41,8 @@ from http_browser import (
     poll,
     tweets_on,
 )
-from web_support import start_web_cluster
+from helpers.topologies import TOPOLOGIES
+from helpers.web import start_web_cluster
 
 from services.launcher.cluster import Cluster
 from services.topology import Topology

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import eventually, unique
-from web_support import django_region, web_cluster  # noqa: F401  (fixtures)
+from helpers.waiting import eventually, unique
+from helpers.web import django_region, web_cluster  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 

@@ -12,10 +12,10 @@ from http.cookies import SimpleCookie
 from urllib.parse import unquote
 
 import pytest
-from conftest import eventually, unique
 from django.conf import settings as django_settings
 from django.test import Client
-from web_support import django_region, web_cluster  # noqa: F401  (fixtures)
+from helpers.waiting import eventually, unique
+from helpers.web import django_region, web_cluster  # noqa: F401  (fixtures)
 
 from causal_client import Label
 from causal_client.client import Session
@@ -1021,7 +1021,7 @@ def test_a_handoff_signs_in_only_its_own_browser_by_post_only(django_region, set
     """The hand-off is bound to the browser that asked for it (address and User-Agent): another
     address or another User-Agent with a copy is refused without using it up; a GET never
     arrives; the browser itself arrives once, with no CSRF token (another region's page posts)."""
-    from web_support import point_django_at
+    from helpers.web import point_django_at
 
     from webapp.causal import USER_KEY
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import load_topology
 
+from helpers.topologies import load_topology
 from services.launcher.cluster import Cluster
 
 
