@@ -184,6 +184,18 @@ class CausalClient:
     def replicas(self, group: str) -> tuple[str, ...]:
         return self.groups.get(group, ())
 
+    def closest_replica(self, group: str, near: str, elsewhere: bool = False) -> str | None:
+        """The region replicating ``group`` nearest to region ``near``: itself if it replicates
+        the group (unless ``elsewhere``: a region that refused the group, its topology newer
+        than ours), None if no region does. Where a session at ``near`` goes for the group."""
+        replicas = [r for r in self.replicas(group) if not (elsewhere and r == near)]
+        if not replicas:
+            return None
+        if near in replicas:
+            return near
+        here = self.region(near).site
+        return min(replicas, key=lambda r: self.latencies_ms.get((here, self.region(r).site), 0))
+
     def session(
         self,
         region: str,
@@ -320,19 +332,12 @@ class Session:
 
     def _move_for(self, group: str, refusal: NotReplicatedHere) -> None:
         """Migrates to the closest replica of ``group``, or raises ``refusal``."""
-        target = self._closest_replica(group) if self.auto_migrate else None
+        if not self.auto_migrate:
+            raise refusal
+        target = self.client.closest_replica(group, self.region, elsewhere=True)
         if target is None:
             raise refusal
         self.migrate(target)
-
-    def _closest_replica(self, group: str) -> str | None:
-        replicas = [r for r in self.client.replicas(group) if r != self.region]
-        if not replicas:
-            return None
-        here = self.client.region(self.region).site
-        return min(
-            replicas, key=lambda r: self.client.latencies_ms.get((here, self.client.region(r).site), 0)
-        )
 
     # -- session -----------------------------------------------------------------------------
     @property

@@ -27,7 +27,7 @@ from causal_client import CausalError
 from loadtest.mix import Action, Mix, Op, draw
 from loadtest.plan import Plan
 from loadtest.population import BODIES, PASSWORD, username
-from webapp.region import RegionContext
+from webapp.context import RegionContext
 from webapp.social import Social
 
 Recorder = Callable[[str, str, float, BaseException | None], None]

@@ -26,7 +26,7 @@ grpc_gevent.init_gevent()  # gRPC's own I/O cooperates with gevent (before any c
 from loadtest.actors import Actor, StoreActor, WebActor  # noqa: E402
 from loadtest.mix import MIXES, mix_named  # noqa: E402
 from loadtest.plan import Plan  # noqa: E402
-from webapp.region import RegionContext  # noqa: E402
+from webapp.context import RegionContext  # noqa: E402
 
 _plan: Plan | None = None
 _contexts: dict[str, RegionContext] = {}

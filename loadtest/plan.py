@@ -17,8 +17,7 @@ from pathlib import Path
 
 from loadtest.graph import SocialGraph, generate
 from loadtest.placement import Placement, place, write_topology
-from services.runtime import load_topology
-from services.topology import Topology
+from services.topology import Topology, load_topology
 
 GRAPH_FILE = "graph.txt.gz"
 PLACEMENT_FILE = "placement.json"

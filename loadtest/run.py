@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from causal_client import CausalClient
-from loadtest.bench.cluster import find_base_port, started, with_overrides
 from loadtest.bench.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
+from loadtest.bench.harness import find_base_port, started, with_overrides
 from loadtest.bench.metrics import Pair, parse_histograms, scrape, scrape_visibility
 from loadtest.bench.stats import Histogram, to_ms
 from loadtest.bench.visibility import visibility_rows
@@ -18,8 +18,7 @@ from loadtest.locust_run import LocustOptions, RequestStats, read_failures, run_
 from loadtest.plan import Plan
 from loadtest.population import seed, username, wait_seeded
 from loadtest.summary import LOAD_GENERATOR, AttachRow, MigrationRow, ProtocolSummary
-from services.runtime import load_topology
-from services.topology import Topology
+from services.topology import Topology, load_topology
 
 ATTACH_METRIC = "causal_attach_wait_seconds"
 SETTLE_S = 2.0  # after Locust stops: updates in flight become visible (and counted)

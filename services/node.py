@@ -18,8 +18,7 @@ from pathlib import Path
 
 from services import auth, plan
 from services.region.calls_module import MODULE_ENV
-from services.runtime import load_topology
-from services.topology import Topology, TopologyError
+from services.topology import Topology, TopologyError, load_topology
 
 PROCESS_ENV = "SATURN_PROCESS"
 TOPOLOGY_FILE = Path(os.environ.get("SATURN_TOPOLOGY_FILE", "/etc/saturn/topology.json"))

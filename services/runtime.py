@@ -5,18 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from services import auth
-from services.topology import Topology
+from services.topology import Topology, load_topology
 
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 64 << 20),
@@ -37,16 +34,6 @@ def parse_args(description: str, node_flag: str = "--region") -> argparse.Namesp
         format=f"%(asctime)s %(levelname)s {description.split(':')[0]} %(name)s: %(message)s",
     )
     return args
-
-
-def load_topology(path: str) -> Topology:
-    """A topology file (.toml, or the launcher's .json), with the node hosts the environment
-    names (``SATURN_HOST_<NODE>``, see ``Topology.with_env_hosts``)."""
-    if path.endswith(".json"):
-        topology = Topology.from_dict(json.loads(Path(path).read_text()), source=path)
-    else:
-        topology = Topology.load(path)
-    return topology.with_env_hosts(os.environ)
 
 
 def new_server(port: int, host: str = "127.0.0.1") -> tuple[grpc.aio.Server, health.HealthServicer]:

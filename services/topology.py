@@ -6,6 +6,8 @@ Everything (launcher, services, tests, benchmark, compose) reads the same TOML f
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import tomllib
 from collections import defaultdict
@@ -496,3 +498,13 @@ def _explain(source: str, exc: ValidationError) -> str:
             message = "unknown field"
         lines.append(f"{loc}: {message}" if loc else message)
     return f"{source}: " + "; ".join(lines)
+
+
+def load_topology(path: str) -> Topology:
+    """A topology file (.toml, or the launcher's .json), with the node hosts the environment
+    names (``SATURN_HOST_<NODE>``, see ``Topology.with_env_hosts``)."""
+    if path.endswith(".json"):
+        topology = Topology.from_dict(json.loads(Path(path).read_text()), source=path)
+    else:
+        topology = Topology.load(path)
+    return topology.with_env_hosts(os.environ)

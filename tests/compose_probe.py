@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers.http_browser import Browser, find, new_name, poll
 
 from causal_client import CausalClient
-from services.runtime import load_topology
+from services.topology import load_topology
 
 WAIT_S = 60.0
 

@@ -16,8 +16,7 @@ from services.compose.__main__ import HEADER, generate, main
 from services.compose.project import LAYOUT, service_name
 from services.compose.reconfigure import main as reconfigure_main
 from services.compose.reconfigure import plan_switch
-from services.runtime import load_topology
-from services.topology import Topology, TopologyError, host_variable
+from services.topology import Topology, TopologyError, host_variable, load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "topologies" / "demo-3region.toml"

@@ -46,7 +46,7 @@ from helpers.web import start_web_cluster
 
 from services.launcher.cluster import Cluster
 from services.topology import Topology
-from webapp.region import RegionContext
+from webapp.context import RegionContext
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 

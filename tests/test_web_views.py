@@ -21,8 +21,8 @@ from causal_client import Label
 from causal_client.client import Session
 from webapp import settings as app_settings
 from webapp import throttle
+from webapp.context import current
 from webapp.forms import FindForm, PostForm, SignupForm, valid_cursor
-from webapp.region import current
 from webapp.social import MAX_TWEET_CHARS, PAGE_SIZE, Account, Entry, Social, new_tweet_id
 from webapp.views.errors import OneLineClientErrors
 
@@ -1006,7 +1006,7 @@ def test_an_expired_handoff_is_refused(django_region, monkeypatch):  # noqa: F81
 
     from django.core import signing
 
-    from webapp import travel
+    from webapp import handoff as travel
 
     client, _ = new_user("late")
     then = int(time.time()) - travel.MAX_AGE_S - 30  # the token is signed as if made back then

@@ -24,8 +24,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from causal_client import CausalError, InvalidRequest, Label, LabelType, Session, SessionToken, UnknownRegion
+from webapp.context import RegionContext, current
 from webapp.label_marks import LabelMarks, later_token
-from webapp.region import RegionContext, current
 from webapp.social import Account, NoSuchUser, Social
 
 log = logging.getLogger("webapp.causal")

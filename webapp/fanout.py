@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 
 from causal_client import ReadSpec, Session
 from causal_client.errors import CausalError
-from webapp.region import RegionContext
+from webapp.context import RegionContext
 from webapp.social import Pending, Social, outbox_row
 
 log = logging.getLogger("webapp.fanout")

@@ -58,7 +58,7 @@ TEMPLATES = [
 ]
 
 # Sessions: signed cookies, one per region (cookies ignore ports, and every region of the demo
-# runs on the same host): travelling hands a session over explicitly (webapp/travel.py).
+# runs on the same host): travelling hands a session over explicitly (webapp/handoff.py).
 _REGION_SUFFIX = "".join(c if c.isalnum() else "_" for c in SATURN_REGION) or "default"
 SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
 SESSION_COOKIE_NAME = f"session_{_REGION_SUFFIX}"

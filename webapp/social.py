@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from causal_client import Mutation, ReadSpec, Row, Session
-from webapp.region import RegionContext
+from webapp.context import RegionContext
 
 PAGE_SIZE = 40  # as Twissandra
 MAX_TWEET_CHARS = 280

@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 
 from causal_client.errors import retryable_errors
 from webapp import fanout
-from webapp.region import current
+from webapp.context import current
 from webapp.social import Entry
 
 log = logging.getLogger("webapp.fanout")

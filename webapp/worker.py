@@ -10,8 +10,8 @@ django.setup()
 
 from celery.signals import worker_init  # noqa: E402
 
+from webapp.context import current  # noqa: E402
 from webapp.fanout import Sweeper  # noqa: E402
-from webapp.region import current  # noqa: E402
 from webapp.tasks import app, nudge  # noqa: E402
 
 app.conf.broker_url = current().topology.broker_url(current().region)  # this region's broker

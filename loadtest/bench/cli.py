@@ -14,15 +14,14 @@ from pathlib import Path
 import redis
 
 from causal_client import CausalError
-from loadtest.bench.cluster import BenchError, find_base_port, running_protocol, started, with_overrides
 from loadtest.bench.compare import comparison, comparison_tables
+from loadtest.bench.harness import BenchError, find_base_port, running_protocol, started, with_overrides
 from loadtest.bench.measure import bench_protocol
 from loadtest.bench.report import report, results_json, say, write_outputs
 from loadtest.bench.results import ProtocolRun, Settings
 from services.launcher.cluster import LaunchError
 from services.launcher.redis_binary import RedisNotFound
-from services.runtime import load_topology
-from services.topology import Topology, TopologyError
+from services.topology import Topology, TopologyError, load_topology
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TOPOLOGY = PROJECT_ROOT / "topologies" / "demo-3region.toml"

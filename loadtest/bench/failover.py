@@ -18,7 +18,7 @@ from pathlib import Path
 
 import grpc
 
-from loadtest.bench.cluster import find_base_port, started, with_overrides
+from loadtest.bench.harness import find_base_port, started, with_overrides
 from loadtest.bench.probing import Prober, wait_flowing
 from loadtest.bench.reconfigure import Recorder
 from loadtest.bench.report import num, render_table, say, write_rows

@@ -14,7 +14,7 @@ import sys
 import time
 
 from loadtest.bench import visibility_figure
-from loadtest.bench.cluster import BenchError
+from loadtest.bench.harness import BenchError
 from loadtest.bench.visibility_figure import Configuration, Figure
 from services import plan
 

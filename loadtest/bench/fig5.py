@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from causal_client import CausalClient
-from loadtest.bench.cluster import find_base_port, started, with_overrides
 from loadtest.bench.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
+from loadtest.bench.harness import find_base_port, started, with_overrides
 from loadtest.bench.loop import run_closed_loop
 from loadtest.bench.metrics import scrape_visibility
 from loadtest.bench.probing import extra

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.bench.cluster import find_base_port, with_overrides
+from loadtest.bench.harness import find_base_port, with_overrides
 from loadtest.bench.metrics import scrape_visibility
 from loadtest.bench.probing import Prober, merged, wait_flowing
 from loadtest.bench.report import num, render_table, say, write_rows

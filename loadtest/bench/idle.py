@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadtest.bench.cluster import find_base_port, started, with_overrides
 from loadtest.bench.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
+from loadtest.bench.harness import find_base_port, started, with_overrides
 from loadtest.bench.report import num, render_table, say, write_rows
 from services.topology import Topology
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from loadtest.bench.cluster import find_base_port, started, with_overrides
+from loadtest.bench.harness import find_base_port, started, with_overrides
 from loadtest.bench.report import render_table, say
 from services.topology import Topology
 
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as run_dir, started(topology, Path(run_dir), web=True) as cluster:
         from django.test import Client
 
-        from webapp import region
+        from webapp import context as region
         from webapp.social import Reactions, Social
 
         settings.SATURN_TOPOLOGY = str(cluster.topology_file)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.bench.cluster import find_base_port, started, with_overrides
+from loadtest.bench.harness import find_base_port, started, with_overrides
 from loadtest.bench.metrics import scrape_visibility
 from loadtest.bench.probing import Prober, extra, p99, wait_flowing
 from loadtest.bench.report import num, render_table, say, write_rows

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from causal_client import CausalClient, Session
-from loadtest.bench.cluster import find_base_port, started, with_overrides
+from loadtest.bench.harness import find_base_port, started, with_overrides
 from loadtest.bench.report import num, render_table, say
 from loadtest.bench.stats import percentile
 from services.topology import Topology

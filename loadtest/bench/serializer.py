@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.bench.cluster import PORT_BLOCKS, find_base_port, with_overrides
 from loadtest.bench.cpu import cpu_seconds
+from loadtest.bench.harness import PORT_BLOCKS, find_base_port, with_overrides
 from loadtest.bench.report import num, render_table, say, write_rows
 from services import runtime
 from services.proto import saturn_pb2, saturn_pb2_grpc

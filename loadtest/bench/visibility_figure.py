@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadtest.bench.cluster import find_base_port, started, with_overrides
+from loadtest.bench.harness import find_base_port, started, with_overrides
 from loadtest.bench.metrics import Pair, scrape_visibility
 from loadtest.bench.probing import Prober, Snapshot, merged, wait_flowing
 from loadtest.bench.report import num, render_table, say, write_rows

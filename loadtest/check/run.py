@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from causal_client import CausalClient
-from loadtest.bench.cluster import find_base_port, with_overrides
+from loadtest.bench.harness import find_base_port, with_overrides
 from loadtest.check import report
 from loadtest.check.causal import check
 from loadtest.check.convergence import check_convergence

@@ -30,7 +30,7 @@ def web_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def point_django_at(settings, cluster: Cluster, region: str) -> None:
     """Makes the in-process Django (pytest-django's ``settings`` fixture) serve ``region`` of
     ``cluster``: its store, its broker (the cluster's Celery workers run the tasks)."""
-    from webapp import region as region_module
+    from webapp import context as region_module
 
     settings.SATURN_TOPOLOGY = str(cluster.topology_file)
     settings.SATURN_REGION = region
@@ -41,7 +41,7 @@ def point_django_at(settings, cluster: Cluster, region: str) -> None:
 @pytest.fixture
 def django_region(settings, web_cluster) -> Iterator[str]:
     """In-process Django serving the cluster's first region; yields the region's name."""
-    from webapp import region as region_module
+    from webapp import context as region_module
 
     region = web_cluster.topology.region_names[0]
     point_django_at(settings, web_cluster, region)

@@ -2,7 +2,7 @@
 
 from django.http import HttpRequest, HttpResponse
 
-from webapp.region import current
+from webapp.context import current
 
 
 def healthz(request: HttpRequest) -> HttpResponse:

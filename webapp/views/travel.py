@@ -1,4 +1,4 @@
-"""Travel to another region's web app, taking the session along (webapp/travel.py says how)."""
+"""Travel to another region's web app, taking the session along (webapp/handoff.py says how)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from webapp import travel as handoff
+from webapp import handoff
 from webapp.views.errors import ShownBadRequest, page
 
 log = logging.getLogger("webapp.travel")

@@ -13,8 +13,8 @@ from django.contrib.auth.hashers import make_password
 from django.core.management.base import BaseCommand
 
 from webapp.accounts import CLAIM_NAMESPACE
+from webapp.context import current
 from webapp.fanout import drain
-from webapp.region import current
 from webapp.social import NoSuchUser, Social
 
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]

@@ -14,8 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from causal_client import CausalClient
-from services.runtime import load_topology
-from services.topology import Topology, TopologyError
+from services.topology import Topology, TopologyError, load_topology
 
 
 @dataclass
@@ -62,12 +61,11 @@ class RegionContext:
 
     def closest_replica(self, group: str, near: str | None = None) -> str:
         """The region replicating ``group`` nearest to ``near`` (this region by default; itself
-        if it replicates the group)."""
-        here = near or self.region
-        members = self.topology.group_members[group]
-        if here in members:
-            return here
-        return min(members, key=lambda r: self.topology.region_latency_ms(here, r))
+        if it replicates the group), as the client library picks it for a migration."""
+        found = self.client.closest_replica(group, near=near or self.region)
+        if found is None:
+            raise ImproperlyConfigured(f"no region replicates group {group!r}")
+        return found
 
     def web_url(self, region: str) -> str:
         return self.topology.web_url(region)
