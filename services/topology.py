@@ -27,9 +27,9 @@ from services.topology_parts import (
     Region,
     RegionPorts,
     Serializer,
+    StrictModel,
     TreeEdge,
-    _no_duplicates,
-    _Strict,
+    no_duplicates,
 )
 from services.tuning import SaturnTuning, StabilizationTuning
 
@@ -45,7 +45,7 @@ class TopologyError(ValueError):
     """The topology file is missing, unreadable or inconsistent; the message says where."""
 
 
-class Topology(_Strict):
+class Topology(StrictModel):
     """A validated topology. Build it with :meth:`load` or :meth:`from_dict`."""
 
     name: str
@@ -95,8 +95,8 @@ class Topology(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> Topology:
         names = [r.name for r in self.regions]
-        _no_duplicates("regions", names)
-        _no_duplicates("serializers", [s.name for s in self.serializers])
+        no_duplicates("regions", names)
+        no_duplicates("serializers", [s.name for s in self.serializers])
         clash = set(names) & {s.name for s in self.serializers}
         if clash:
             raise ValueError(f"names used by both a region and a serializer: {sorted(clash)}")

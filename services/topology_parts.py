@@ -9,11 +9,13 @@ HOST_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.:_-]{0,251}[A-Za-z0-9])?$"  # a DNS nam
 MAX_REPLICAS = 3
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """A part of a topology file: unknown keys are errors (a typo must not pass silently)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class RegionPorts(_Strict):
+class RegionPorts(StrictModel):
     frontend: int | None = Field(default=None, ge=1, le=65535)
     bulk: int | None = Field(default=None, ge=1, le=65535)
     metrics: int | None = Field(default=None, ge=1, le=65535)
@@ -22,7 +24,7 @@ class RegionPorts(_Strict):
     broker: int | None = Field(default=None, ge=1, le=65535, description="the web app's Celery broker")
 
 
-class Region(_Strict):
+class Region(StrictModel):
     name: str = Field(pattern=NAME_PATTERN)
     site: str = Field(pattern=NAME_PATTERN)
     host: str | None = Field(default=None, pattern=HOST_PATTERN, description="where peers reach it")
@@ -31,7 +33,7 @@ class Region(_Strict):
     ports: RegionPorts = RegionPorts()
 
 
-class Serializer(_Strict):
+class Serializer(StrictModel):
     name: str = Field(pattern=NAME_PATTERN)
     site: str = Field(pattern=NAME_PATTERN)
     host: str | None = Field(default=None, pattern=HOST_PATTERN, description="where peers reach it")
@@ -41,13 +43,13 @@ class Serializer(_Strict):
     replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
 
 
-class TreeEdge(_Strict):
+class TreeEdge(StrictModel):
     a: str
     b: str
     delay_ms: float = Field(default=0.0, ge=0)
 
 
-def _no_duplicates(what: str, names: list[str]) -> None:
+def no_duplicates(what: str, names: list[str]) -> None:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ValueError(f"{what}: duplicate names {dupes}")
