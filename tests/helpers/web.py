@@ -47,3 +47,13 @@ def django_region(settings, web_cluster) -> Iterator[str]:
     point_django_at(settings, web_cluster, region)
     yield region
     region_module.reset()
+
+
+FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def fast_hashes(settings):
+    """A cheap password hasher (PBKDF2 costs ~0.5 s a hash on a busy 2-core box); the login test
+    switches back to the app's own hashers."""
+    settings.PASSWORD_HASHERS = FAST_HASHERS

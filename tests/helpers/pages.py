@@ -1,0 +1,74 @@
+"""Shared by the in-process web tests: users signed up through the views, pages read back."""
+
+from __future__ import annotations
+
+import re
+
+from django.test import Client
+
+from helpers.waiting import unique
+from webapp.context import current
+from webapp.social import Social
+
+PASSWORD = "pw-123456"
+
+
+def username(prefix: str = "u") -> str:
+    """A fresh valid username (unique within the module's cluster)."""
+    name = re.sub(r"[^a-z0-9_]", "_", unique(prefix).lower())[-30:]
+    assert re.fullmatch(r"[a-z0-9_]{2,30}", name)
+    return name
+
+
+def sign_up(client: Client, name: str, password: str = PASSWORD) -> None:
+    reply = client.post("/signup/", {"username": name, "password": password, "password_again": password})
+    assert reply.status_code == 302, reply.content[:800]
+    assert reply["Location"] == "/"
+
+
+def new_user(prefix: str = "u") -> tuple[Client, str]:
+    """A new client, signed up and signed in as a new user."""
+    client = Client()
+    name = username(prefix)
+    sign_up(client, name)
+    return client, name
+
+
+def html(reply) -> str:
+    return reply.content.decode()
+
+
+def bodies(page: str) -> list[str]:
+    """The tweet bodies a page shows, in order (as rendered: escaped)."""
+    return re.findall(r'<p class="body">(.*?)</p>', page, flags=re.S)
+
+
+def articles(page: str) -> int:
+    return page.count('<article class="tweet"')
+
+
+def counts(page: str) -> dict[str, int]:
+    """A user page's tweets / followers / following numbers."""
+    found = {
+        what: re.search(rf"<strong>(\d+)</strong> {word}", page)
+        for what, word in (("tweets", "tweets?"), ("followers", "followers?"), ("following", "following"))
+    }
+    assert all(found.values()), page[:2000]
+    return {what: int(m.group(1)) for what, m in found.items()}
+
+
+def older_link(page: str) -> str | None:
+    """The cursor of the "Older tweets" link, if the page has one."""
+    m = re.search(r'<a rel="next" href="\?after=([^"]*)">Older tweets', page)
+    return m.group(1) if m else None
+
+
+def tweet_refs(page: str) -> list[tuple[str, str]]:
+    """(group, tweet id) of each tweet's permalink on a page, in order."""
+    return re.findall(r'<a class="time" href="/t/([a-z0-9_-]+)/([0-9a-f]{22})/">', page)
+
+
+def data_layer() -> Social:
+    """The app's data layer on a fresh session at the region Django serves."""
+    ctx = current()
+    return Social(ctx, ctx.client.session(ctx.region))

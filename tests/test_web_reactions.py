@@ -1,0 +1,122 @@
+"""What a Twitter or Mastodon user expects: likes, reposts, mentions and links, relative times,
+avatars; and the live causality page's event stream (in-process against a launched demo-3region)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+from helpers.pages import (
+    bodies,
+    counts,
+    html,
+    new_user,
+)
+from helpers.waiting import eventually
+from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (fixtures)
+
+from webapp.context import current
+
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
+
+# -- likes, reposts, avatars, times, mentions and links ------------------------------------------------
+def first_tweet_path(page: str) -> str:
+    found = re.search(r'<a class="time" href="(/t/[^"]+/)"', page)
+    assert found, page[:800]
+    return found.group(1)
+
+
+def test_likes_count_each_user_once_and_can_be_undone(django_region):  # noqa: F811
+    author, _author_name = new_user("liked")
+    fans = [new_user("liker") for _ in range(3)]
+    assert author.post("/post/", {"body": "like me"}).status_code == 302
+    path = first_tweet_path(html(author.get("/")))
+    for fan, _ in fans:
+        for _ in range(2):  # a double click counts once
+            assert fan.post(path + "like/", {"next": path}).status_code == 302
+    assert fans[2][0].post(path + "unlike/", {"next": path}).status_code == 302
+    page = html(author.get(path))
+    assert re.search(r'class="like"[^>]*>♥ <span class="count">2</span>', page), page[:3000]
+    mine = html(fans[0][0].get(path))
+    assert 'class="like on" aria-pressed="true"' in mine and "unlike/" in mine
+    assert 'class="like" aria-pressed="false"' in html(fans[2][0].get(path))
+    assert Client().post(path + "like/").status_code == 302, "signed out: to the login page"
+    assert author.post("/t/all/0000000000000000abcdef/like/").status_code == 404
+    assert author.get(path + "like/").status_code == 405
+
+
+def test_a_repost_reaches_the_reposters_followers_once(django_region):  # noqa: F811
+    author, author_name = new_user("orig")
+    reposter, reposter_name = new_user("rp")
+    follower, _ = new_user("rpfan")
+    assert follower.post(f"/u/{reposter_name}/follow/").status_code == 302
+    assert author.post("/post/", {"body": "worth sharing"}).status_code == 302
+    path = first_tweet_path(html(author.get("/")))
+    assert reposter.post(path + "repost/", {"next": "/"}).status_code == 302
+    again = reposter.post(path + "repost/", {"next": "/"}, follow=True)
+    assert "You reposted that already." in html(again)
+
+    def follower_has_it() -> str | None:
+        page = html(follower.get("/"))
+        return page if "worth sharing" in bodies(page) else None
+
+    page = eventually(follower_has_it, timeout=20, interval=0.2)
+    assert bodies(page).count("worth sharing") == 1
+    assert f'<a href="/u/{reposter_name}/">@{reposter_name}</a> reposted' in page
+    assert f'href="/u/{author_name}/">@{author_name}</a>' in page, "shown as the author's tweet"
+    assert re.search(r'class="repost"[^>]*>⟲ <span class="count">1</span>', html(author.get(path)))
+    counts_page = html(reposter.get(f"/u/{reposter_name}/"))
+    assert counts(counts_page)["tweets"] == 1 and "worth sharing" in bodies(counts_page)
+
+
+def test_mentions_and_links_are_links_and_nothing_else_is_markup(django_region):  # noqa: F811
+    client, _name = new_user("links")
+    body = 'hi @Alice_1 see https://example.com/a?b=1&c=2. <b>x</b> javascript:alert(1) "@x'
+    assert client.post("/post/", {"body": body}).status_code == 302
+    shown = bodies(html(client.get("/")))[0]
+    assert '<a class="mention" href="/u/alice_1/">@Alice_1</a>' in shown
+    assert '<a href="https://example.com/a?b=1&amp;c=2" rel="nofollow ugc noopener noreferrer"' in shown
+    assert "&lt;b&gt;x&lt;/b&gt;" in shown and "<b>" not in shown
+    assert 'href="javascript' not in shown
+
+
+def test_times_are_relative_with_the_exact_time_on_hover(django_region):  # noqa: F811
+    from webapp.formatting import relative
+
+    client, _ = new_user("times")
+    assert client.post("/post/", {"body": "what time is it"}).status_code == 302
+    found = re.search(r'<time datetime="([^"]+)" title="([^"]+ UTC)">([^<]+)</time>', html(client.get("/")))
+    assert found and found.group(3) in ("now", "5s", "6s", "7s", "8s", "9s"), found
+    now = 1_800_000_000.0
+    assert [relative(int((now - ago) * 1e6), now) for ago in (2, 42, 300, 7200, 3 * 86400)] == [
+        "now", "42s", "5m", "2h", "3d",
+    ]  # fmt: skip
+    assert relative(int((now - 30 * 86400) * 1e6), now) == "Dec 16"
+
+
+def test_avatars_are_generated_here_and_differ_by_name(django_region):  # noqa: F811
+    first, second = Client().get("/avatar/alice.svg"), Client().get("/avatar/bob.svg")
+    assert first.status_code == 200 and first["Content-Type"] == "image/svg+xml"
+    assert "max-age=86400" in first["Cache-Control"]
+    assert first.content.startswith(b"<svg") and first.content != second.content
+    assert Client().get("/avatar/alice.svg").content == first.content
+    assert Client().get("/avatar/No%20Such.svg").status_code == 404
+
+
+def test_the_causality_events_stream_frames_of_every_pair(django_region):  # noqa: F811
+    import json
+
+    reply = Client().get("/causality/events")
+    assert reply.status_code == 200 and reply["Content-Type"] == "text/event-stream"
+    stream = iter(reply.streaming_content)
+    assert next(stream).decode().startswith("retry: ")
+    event = next(stream).decode()
+    assert event.startswith("event: frame\ndata: ")
+    frame = json.loads(event.split("data: ", 1)[1])
+    regions = current().topology.region_names
+    assert set(frame["regions"]) == set(regions) and all(r["up"] for r in frame["regions"].values())
+    reply.close()
+    page = html(Client().get("/causality/"))
+    assert 'id="tree-layout"' in page and "/static/webapp/causality.js" in page
