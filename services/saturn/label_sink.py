@@ -45,7 +45,7 @@ READ_COUNT = 1000
 # above it they gather for busy_linger_s between reads, and for saturated_linger_s while the
 # machine's CPUs are saturated (services.pressure), where every message saved is CPU given back
 # and queueing dwarfs the wait. A migration label ends the wait at once (MigrationWaker).
-# Measured: docs/ARCHITECTURE.md, "Label batching" (why not at any rate when saturated, too).
+# Why (docs/ARCHITECTURE.md, "Label batching") and measured (docs/MEASUREMENTS.md, undated figures).
 TRIM_EVERY_S = 1.0  # forwarded labels leave the stream, and the cursors are saved, this often
 STORE_RETRY_S = 0.2  # after a store error (a Redis restarting), the next try
 TREE_POLL_S = 0.05  # how often the tree record's epoch is read (a reconfiguration starts within it)
