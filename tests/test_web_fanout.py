@@ -139,3 +139,23 @@ def test_a_broker_that_is_down_costs_a_post_one_try(django_region, monkeypatch):
     finally:
         listener.close()
     assert len(accepted) == 1
+
+
+def test_seed_demo_fills_the_region_and_fans_out_in_process(django_region):  # noqa: F811
+    """`manage.py seed_demo`: demo users who follow each other and tweets, each delivered to the
+    followers' timelines by the command itself (its outbox cells drained there)."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from webapp.fanout import pending_here
+
+    out = StringIO()
+    call_command("seed_demo", "--users", "3", "--tweets", "1", stdout=out)
+    assert "seeded 3 users and 3 tweets" in out.getvalue() or "is taken" in out.getvalue()
+    social = data_layer()
+    alice = social.with_relations(social.account("alice"))
+    assert alice.tweets >= 1 and alice.following >= 1
+    own = {e.author for e in social.timeline(alice).entries}
+    assert own - {"alice"}, "tweets of the people alice follows are on her timeline"
+    assert pending_here(current()) == 0 or eventually(lambda: pending_here(current()) == 0, timeout=10)
