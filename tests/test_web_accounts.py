@@ -221,29 +221,37 @@ def test_an_expired_handoff_is_refused(django_region, monkeypatch):  # noqa: F81
         travel.read_handoff(token, "ireland", "any browser")
 
 
-def test_a_handoff_signs_in_only_its_own_browser_by_post_only(django_region, settings, web_cluster):  # noqa: F811
-    """The hand-off is bound to the browser that asked for it (address and User-Agent): another
-    address or another User-Agent with a copy is refused without using it up; a GET never
-    arrives; the browser itself arrives once, with no CSRF token (another region's page posts)."""
+def test_a_handoff_is_taken_from_our_pages_by_its_own_browser_once(django_region, settings, web_cluster):  # noqa: F811
+    """The hand-off is taken only from the deployment's own pages (``Origin``: a stranger's page
+    pushing its own hand-off at a victim is refused) and only from the browser that asked for it
+    (address and User-Agent): a copy is refused without being used up; a GET never arrives; the
+    browser itself arrives once, with no CSRF token (another region's page posts)."""
     from helpers.web import point_django_at
 
     from webapp.causal import USER_KEY
 
+    browser = {"HTTP_USER_AGENT": "goer's browser", "REMOTE_ADDR": "10.0.0.7"}
+    ours = {"HTTP_ORIGIN": web_cluster.topology.web_url("virginia")}
     client, name = new_user("goer")
-    client.defaults.update(HTTP_USER_AGENT="goer's browser", REMOTE_ADDR="10.0.0.7")
+    client.defaults.update(browser)
     token = handoff_token(client, "ireland")
     point_django_at(settings, web_cluster, "ireland")
     assert Client().get("/arrive/", {"t": token}).status_code == 405
-    for thief in ({"HTTP_USER_AGENT": "goer's browser", "REMOTE_ADDR": "10.0.0.8"},
-                  {"HTTP_USER_AGENT": "another browser", "REMOTE_ADDR": "10.0.0.7"}):  # fmt: skip
-        copy = Client(enforce_csrf_checks=True, **thief)
+    refusals = [
+        ({**browser, "REMOTE_ADDR": "10.0.0.8", **ours}, "another browser"),
+        ({**browser, "HTTP_USER_AGENT": "another browser", **ours}, "another browser"),
+        ({**browser, "HTTP_ORIGIN": "https://evil.example"}, "own pages"),
+        (browser, "own pages"),  # no Origin: not sent by a page of ours
+    ]
+    for headers, why in refusals:
+        copy = Client(enforce_csrf_checks=True, **headers)
         refused = copy.post("/arrive/", {"t": token})
-        assert refused.status_code == 400 and "another browser" in html(refused)
+        assert refused.status_code == 400 and why in html(refused), (headers, html(refused)[:300])
         assert USER_KEY not in copy.session
-    owner = Client(enforce_csrf_checks=True, HTTP_USER_AGENT="goer's browser", REMOTE_ADDR="10.0.0.7")
+    owner = Client(enforce_csrf_checks=True, **browser, **ours)
     arrived = owner.post("/arrive/", {"t": token})
     assert arrived.status_code == 302 and owner.session[USER_KEY] == name
-    again = Client(HTTP_USER_AGENT="goer's browser", REMOTE_ADDR="10.0.0.7").post("/arrive/", {"t": token})
+    again = Client(**browser, **ours).post("/arrive/", {"t": token})
     assert again.status_code == 400 and "already used" in html(again)
 
 
@@ -287,8 +295,8 @@ def test_a_racing_tab_cannot_lower_the_sessions_label(django_region):  # noqa: F
     assert higher <= label_of(tab_two)
 
 
-def test_later_token_keeps_the_greater_label():
-    from causal_client import SessionToken
+def test_later_token_keeps_the_greater_label_and_never_claims_a_past_where_it_may_not_be():
+    from causal_client import LabelType, SessionToken
     from webapp.label_marks import later_token
 
     low, high = Label(ts=10, src="virginia/0"), Label(ts=20, src="ireland/0")
@@ -297,5 +305,10 @@ def test_later_token_keeps_the_greater_label():
     assert later_token(here(high), here(low)) == here(high)
     assert later_token(None, here(low)) == here(low)
     assert later_token(here(low), None) == here(low)
-    assert later_token(here(high), low.to_token()) == here(high)
     assert later_token(here(low), "not a token") == "not a token"
+    # A bare label: nothing says where its past is, so neither token's region is claimed.
+    assert later_token(here(high), low.to_token()) == high.to_token()
+    back = Label(ts=15, src="frankfurt/0", type=LabelType.MIGRATION, target="virginia")
+    assert later_token(here(low), back.to_token()) == back.to_token(), "a migration label here covers it"
+    assert later_token(here(high), back.to_token()) == high.to_token(), "not above the other: plain"
+    assert later_token(SessionToken(low, "ireland").encode(), back.to_token()) == back.as_past().to_token()

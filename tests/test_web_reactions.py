@@ -120,3 +120,20 @@ def test_the_causality_events_stream_frames_of_every_pair(django_region):  # noq
     reply.close()
     page = html(Client().get("/causality/"))
     assert 'id="tree-layout"' in page and "/static/webapp/causality.js" in page
+
+
+def test_the_live_view_takes_a_few_threads_at_most_and_gives_them_back(django_region):  # noqa: F811
+    """Streams beyond STREAMS_PER_PROCESS get a 503 with Retry-After (the page tries again later)
+    instead of every thread of the web app; a stream closed before its first frame gives its
+    slot back."""
+    from webapp.views import causality
+
+    opened = [Client().get("/causality/events") for _ in range(causality.STREAMS_PER_PROCESS)]
+    assert all(reply.status_code == 200 for reply in opened)
+    full = Client().get("/causality/events")
+    assert full.status_code == 503 and full["Retry-After"] == str(causality.RETRY_WHEN_FULL_S)
+    opened[0].close()  # never iterated: the browser left at once
+    again = Client().get("/causality/events")
+    assert again.status_code == 200
+    for reply in [*opened[1:], again]:
+        reply.close()

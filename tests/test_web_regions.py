@@ -161,7 +161,7 @@ def test_travel_shows_the_tweet_at_once_and_hand_offs_work_once_only_there_only_
     departure = browser.depart("virginia", "ireland")
     assert departure.status == 200 and "Travelling to ireland" in departure.text, departure.text[:500]
     assert "no-store" in departure.headers.get("cache-control", ""), departure.headers
-    assert departure.headers.get("referrer-policy") == "no-referrer"
+    assert departure.headers.get("referrer-policy") == "origin", "the destination learns the origin, no path"
     action, token = handoff_form(departure.text)
     assert action == browser.url("ireland", "/arrive/") and token not in action, "never in a URL"
     assert browser.cookie("session_ireland") is None, "the page alone signs nobody in (its POST does)"
@@ -187,14 +187,17 @@ def test_travel_shows_the_tweet_at_once_and_hand_offs_work_once_only_there_only_
     _, token = handoff_form(fresh.text)
     middle = len(token) // 3
     forged = token[:middle] + ("A" if token[middle] != "A" else "B") + token[middle + 1 :]
-    tampered = Browser(demo).open(action, {"t": forged})
+    ours = demo.topology.web_url("virginia")  # the Origin of the departure page
+    tampered = Browser(demo).open(action, {"t": forged}, origin=ours)
     assert tampered.status == 400 and "not valid" in tampered.text, (tampered.status, tampered.text[:500])
 
     thief = Browser(demo)  # another browser with a copy of the hand-off: refused, nothing used up
-    stolen = thief.open(action, {"t": token})
+    stolen = thief.open(action, {"t": token}, origin=ours)
     assert stolen.status == 400 and "another browser" in stolen.text, (stolen.status, stolen.text[:500])
     assert thief.cookie("session_ireland") is None, "a refused hand-off signs nobody in"
-    elsewhere = browser.open(browser.url("frankfurt", "/arrive/"), {"t": token})
+    elsewhere = browser.open(browser.url("frankfurt", "/arrive/"), {"t": token}, origin=ours)
+    pushed = browser.open(action, {"t": token}, origin="http://evil.example")  # a stranger's page
+    assert pushed.status == 400 and "own pages" in pushed.text, pushed.text[:500]
     assert elsewhere.status == 400 and "for ireland, not frankfurt" in elsewhere.text, elsewhere.text[:500]
 
     reply = browser.arrive(fresh)  # the refusals did not use it up: its own browser arrives

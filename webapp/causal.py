@@ -144,8 +144,9 @@ class CausalRequest:
                     note = note or f"a request that moved to {self._session.region} (migration label back)"
                 except CausalError as exc:  # the next request resumes from the token: see session
                     log.warning("no migration label back from %s: %s", self._session.region, exc)
-            if token != self._resumed_from:  # news: merged with what other tabs stored meanwhile
-                token = self.marks.merge(self.family, token)
+            family = self.request.session.get(FAMILY_KEY)  # signed-in sessions have one
+            if family and token != self._resumed_from:  # news: merged with what other tabs stored
+                token = self.marks.merge(family, token)
             stored = self.request.session
             if token != stored.get(LABEL_KEY):
                 stored[LABEL_KEY] = token
@@ -164,17 +165,25 @@ class CausalRequest:
         self.request.session[NOTE_KEY] = note or f"signed in at {self.ctx.region}"
         self._account = False
 
-    def sign_out(self, everywhere: bool = False) -> None:
+    def sign_out(self, everywhere: bool = False) -> bool:
         """Forgets the user; the browser keeps its causal past (what it has seen stays seen).
         ``everywhere`` (the log-out button): the session family is ended in the store, so a copy
-        of this cookie, or of the ones it took to other regions, signs nobody in anywhere."""
+        of this cookie, or of the ones it took to other regions, signs nobody in anywhere.
+        Signed out here whatever happens; returns False if the other regions could not be told
+        (the store did not take the write)."""
+        told = True
         if everywhere and self.username:
-            self.social.end_sessions(self.family)
+            try:
+                self.social.end_sessions(self.family)
+            except CausalError as exc:
+                log.warning("could not end the sessions of %s everywhere: %s", self.username, exc)
+                told = False
         token = self.current_token
         self.request.session.flush()
         self.request.session[LABEL_KEY] = token
         self.request.session[NOTE_KEY] = f"signed out at {self.ctx.region}"
         self._account = None
+        return told
 
 
 class CausalSessionMiddleware:

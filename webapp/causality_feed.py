@@ -10,6 +10,7 @@ Saturn, the direct link otherwise).
 
 from __future__ import annotations
 
+import http.client
 import math
 import time
 import urllib.request
@@ -59,7 +60,7 @@ def scrape(topology: Topology, region: str) -> Counts:
     try:
         with urllib.request.urlopen(request, timeout=SCRAPE_TIMEOUT_S) as reply:
             return parse(reply.read().decode())
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):  # down, or not answering as it should
         return Counts(up=False)
 
 

@@ -21,6 +21,7 @@ Rows: ``outbox:<region>`` in a group, one cell per pending tweet (column: the tw
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -36,6 +37,7 @@ log = logging.getLogger("webapp.fanout")
 SWEEP_EVERY_S = 1.0  # how often a region's sweeper looks into its outboxes
 GRACE_S = 2.0  # a cell younger than this is left to its nudge (a sweep would only repeat it)
 SWEEP_PAGE = 100  # cells read per outbox per sweep
+BACKOFF_MAX_S = 60.0  # a cell that keeps failing is tried at least this often
 
 Nudge = Callable[[str, str, str], None]  # (region, group, tweet id): ask a region to drain a cell
 
@@ -102,15 +104,27 @@ def relay(ctx: RegionContext, session: Session, part: Pending, send_nudge: Nudge
     return target
 
 
+def queued_us(text: str) -> int:
+    """When a cell was queued (0 for a cell that cannot be read: tried at once, and its drain
+    fails and backs off like any other failure)."""
+    try:
+        return int(json.loads(text)["q"])
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
 class Sweeper:
     """Drains, every SWEEP_EVERY_S, the cells of this region's outboxes that their nudge left
-    (older than GRACE_S), oldest first: the path that makes a lost task cost time, not a tweet."""
+    (older than GRACE_S), oldest first: the path that makes a lost task cost time, not a tweet.
+    A cell that fails (its relay's region unreachable, say) waits, doubling up to BACKOFF_MAX_S,
+    while the cells behind it go on."""
 
     def __init__(self, ctx: RegionContext, send_nudge: Nudge | None = None):
         self.ctx = ctx
         self.send_nudge = send_nudge
         self.groups = sorted(g for g, members in ctx.topology.group_members.items() if ctx.region in members)
         self.stopped = threading.Event()
+        self.failing: dict[tuple[str, str], tuple[float, float]] = {}  # cell -> (retry at, back-off)
 
     def sweep(self, grace_s: float = GRACE_S) -> int:
         """One pass over every outbox here; returns the cells drained."""
@@ -118,13 +132,31 @@ class Sweeper:
         row = outbox_row(self.ctx.region)
         pages = session.multi_read([ReadSpec(g, row, limit=SWEEP_PAGE, reverse=False) for g in self.groups])
         older_than = time.time_ns() // 1000 - int(grace_s * 1e6)
-        drained = 0
+        drained, seen = 0, set()
         for group, page in zip(self.groups, pages, strict=True):
             for cell in page:
-                if Pending.parse(group, cell.column, cell.text).queued_us <= older_than:
-                    drain(self.ctx, group, cell.column, self.send_nudge)
-                    drained += 1
+                seen.add((group, cell.column))
+                if queued_us(cell.text) <= older_than:
+                    drained += self.try_drain(group, cell.column)
+        self.failing = {key: value for key, value in self.failing.items() if key in seen}  # drained elsewhere
         return drained
+
+    def try_drain(self, group: str, tweet_id: str) -> int:
+        """Drains one cell unless it is backing off; 1 if it was drained."""
+        key, now = (group, tweet_id), time.monotonic()
+        retry_at, backoff = self.failing.get(key, (0.0, 0.0))
+        if now < retry_at:
+            return 0
+        try:
+            drain(self.ctx, group, tweet_id, self.send_nudge)
+        except Exception as exc:  # this cell waits; the others go on
+            backoff = min(BACKOFF_MAX_S, max(SWEEP_EVERY_S, 2 * backoff))
+            self.failing[key] = (now + backoff, backoff)
+            log.warning("sweeper at %s: tweet %s (%s) failed: %r; again in %.0f s",
+                        self.ctx.region, tweet_id, group, exc, backoff)  # fmt: skip
+            return 0
+        self.failing.pop(key, None)
+        return 1
 
     def run(self) -> None:
         while not self.stopped.wait(SWEEP_EVERY_S):

@@ -4,9 +4,11 @@ The region left makes a migration label (above everything the session has seen) 
 short-lived (30 s), single-use hand-off naming the user, the label, the destination and the
 session family (signing out anywhere ends the family everywhere). The hand-off is never a URL:
 the page the region left answers with a form that the browser POSTs to the destination at once,
-so the token is in no address bar, history, access log or Referer. It is bound to the browser
-that asked for it (a hash of its address and User-Agent, inside the signed token): a copy taken
-by someone else, or a stranger's own hand-off pushed at a victim (login CSRF), signs nobody in.
+so the token is in no address bar, history, access log or Referer. The arrival takes it only
+from one of the deployment's own pages (the request's ``Origin`` is a region's web origin: a
+stranger's page cannot push its own hand-off at a victim, which would sign the victim into the
+stranger's account), and only from the browser that asked for it (a hash of its address and
+User-Agent, inside the signed token: a copy taken by someone else signs nobody in).
 The destination attaches with the label, which returns only once the migration label has reached
 it through Saturn's tree, that is, once everything the user had seen is visible there: nothing
 seen disappears, not even an instant after arriving.
@@ -17,17 +19,20 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import redis
+from django.conf import settings
 from django.core import signing
 from django.http import HttpRequest
 
 from causal_client import Label
 from webapp.causal import CausalRequest
+from webapp.context import RegionContext
 
 SALT = "webapp.travel"
 MAX_AGE_S = 30  # a hand-off is used within a second; the rest covers a slow network
-NONCE_TTL_S = 2 * MAX_AGE_S
+NONCE_TTL_S = 20 * MAX_AGE_S  # outlives the token even with the regions' clocks 9 min apart
 
 
 class BadHandoff(Exception):
@@ -120,9 +125,6 @@ class Nonces:
     def _key(nonce: str) -> str:
         return f"webapp:handoff:{nonce}"
 
-    def used(self, nonce: str) -> bool:
-        return bool(self._call("EXISTS", self._key(nonce)))
-
     def claim(self, nonce: str) -> None:
         if not self._call("SET", self._key(nonce), 1, "NX", "EX", NONCE_TTL_S):
             raise BadHandoff(ALREADY_USED)
@@ -131,9 +133,28 @@ class Nonces:
         self._call("DEL", self._key(nonce))
 
 
+def web_origins(ctx: RegionContext) -> set[str]:
+    """The origins of the deployment's pages: every region's web URL, and each region's port on
+    every host name this app answers to (a browser may have come in as localhost)."""
+    urls = {ctx.web_url(region) for region in ctx.regions}
+    hosts = {h for h in settings.ALLOWED_HOSTS if h and not h.startswith((".", "*"))}
+    ports = {urlsplit(url).port for url in urls}
+    return {url.rstrip("/") for url in urls} | {
+        f"{scheme}://{host}:{port}" for scheme in ("http", "https") for host in hosts for port in ports
+    }
+
+
+def from_our_pages(request: HttpRequest, origins: set[str]) -> bool:
+    """Whether the request was sent by a page of one of ``origins`` (browsers send ``Origin``
+    with every cross-origin POST; a request without one did not come from our page)."""
+    return request.META.get("HTTP_ORIGIN", "") in origins
+
+
 def arrive(causal: CausalRequest, token: str) -> Handoff:
     """Checks the hand-off and attaches here with its label (waiting until it is stable)."""
     ctx = causal.ctx
+    if not from_our_pages(causal.request, web_origins(ctx)):
+        raise BadHandoff("A travel hand-off is taken only from this deployment's own pages.")
     handoff = read_handoff(token, ctx.region, browser_of(causal.request))
     nonces = Nonces(ctx.topology.broker_url(ctx.region))
     nonces.claim(handoff.nonce)

@@ -18,7 +18,7 @@ import time
 
 import redis
 
-from causal_client import CausalError, SessionToken
+from causal_client import CausalError, LabelType, SessionToken
 
 log = logging.getLogger("webapp.label_marks")
 
@@ -28,16 +28,25 @@ OPTIONS = {"socket_connect_timeout": 0.5, "socket_timeout": 1.0}
 
 
 def later_token(stored: str | None, incoming: str | None) -> str | None:
-    """The token with the greater label; two tokens of one region merge (vectors included)."""
+    """A token covering both. Two tokens of one region merge (vectors included). A migration
+    label for region R covers a token of R whose label is not above it (that past is visible at
+    R already, and stays). Otherwise a label says nothing of where its past is visible, so the
+    greater label goes alone, bare and plain (``Label.as_past``): the next request attaches with
+    it and waits until every origin has passed it, never less."""
     if not stored or not incoming or stored == incoming:
         return incoming or stored
     try:
         old, new = SessionToken.parse(stored), SessionToken.parse(incoming)
     except CausalError:
         return incoming
-    if old.region == new.region:
+    if old.region and old.region == new.region:
         return SessionToken(old.label.merge(new.label), old.region).encode()
-    return stored if new.label <= old.label else incoming
+    for migration, other in ((old, new), (new, old)):
+        label = migration.label
+        if (not migration.region and label.type == LabelType.MIGRATION and other.region == label.target
+                and other.label <= label):  # fmt: skip
+            return migration.encode()
+    return old.label.merge(new.label).as_past().to_token()
 
 
 class LabelMarks:

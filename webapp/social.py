@@ -45,6 +45,7 @@ MAX_TWEET_CHARS = 280
 USERNAME_PATTERN = re.compile(r"^(?=.*[a-z0-9])[a-z0-9_]{2,30}$")  # not underscores alone
 FANOUT_CHUNK = 100  # timeline writes per Batch call (Stream-Framework's fanout_chunk_size)
 ENDED_ROW = "sessions-ended"
+REPOST_CLAIMS = "repost"  # claims namespace: "<user>/<tweet id>" -> the repost's id
 BACKFILL = 20  # a newly followed user's latest tweets copied into the follower's home timeline
 
 
@@ -244,7 +245,7 @@ class Social:
             Mutation(home, f"timeline:{author.username}").set(entry.id, entry.to_json()),
             Pending(entry, home).mutation(self.session.region),
         ])  # fmt: skip
-        self.publish(entry)
+        self.publish(entry)  # the accounts group is replicated everywhere: the session stays put
         return entry
 
     def publish(self, entry: Entry) -> None:
@@ -307,22 +308,29 @@ class Social:
 
     def repost(self, me: Account, entry: Entry) -> Entry | None:
         """Reposts a tweet into the reposter's userline, home timeline and, through the outbox,
-        the reposter's followers' timelines; None if this user reposted it already."""
+        the reposter's followers' timelines; None if this user reposted it already. Once per
+        user and tweet, even from two tabs at once: the repost's id is claimed (a strongly
+        consistent compare-and-set at the key's owner region), so a racing second try writes the
+        same cells again, and a try that died before writing is finished with its id."""
         original = replace(entry, reposted_by=None, original_id=None) if entry.reposted_by else entry
         tweet_id = original.id
-        done = self.session.read(me.home_group, f"reposted:{me.username}", [tweet_id])
-        if tweet_id in done:
-            return None
-        shared = replace(original, id=new_tweet_id(), reposted_by=me.username, original_id=tweet_id)
+        repost_id = new_tweet_id()
+        claim = self.session.claim(REPOST_CLAIMS, f"{me.username}/{tweet_id}", repost_id)
+        if not claim.granted:
+            done = self.session.read(me.home_group, f"reposted:{me.username}", [tweet_id])
+            if tweet_id in done:
+                return None
+            repost_id = claim.holder
+        shared = replace(original, id=repost_id, reposted_by=me.username, original_id=tweet_id)
+        self.session.write(original.group, f"reposters:{tweet_id}", {me.username: shared.id})
         home = me.home_group
-        self.go_where_replicated(home)
+        self.go_where_replicated(home)  # last: the session ends where the outbox cell is
         self.session.batch([
             Mutation(home, f"userline:{me.username}").set(shared.id, shared.to_json()),
             Mutation(home, f"timeline:{me.username}").set(shared.id, shared.to_json()),
             Mutation(home, f"reposted:{me.username}").set(tweet_id, shared.id),
             Pending(shared, home).mutation(self.session.region),
         ])  # fmt: skip
-        self.session.write(original.group, f"reposters:{tweet_id}", {me.username: shared.id})
         return shared
 
     def react_to(self, entries: Sequence[Entry], me: Account | None) -> dict[str, Reactions]:

@@ -17,7 +17,6 @@ from redis.exceptions import RedisError
 from causal_client.errors import retryable_errors
 from webapp import fanout
 from webapp.context import current
-from webapp.social import Entry
 
 log = logging.getLogger("webapp.fanout")
 
@@ -67,11 +66,6 @@ def nudge(region: str, group: str, tweet_id: str) -> None:
         send(drain_outbox, region, group, tweet_id)
     except QueueUnavailable as exc:
         log.warning("%s; its sweeper will fan out tweet %s", exc, tweet_id)
-
-
-def queue_fan_out(entry: Entry, region: str) -> None:
-    """Nudges the fan-out of a tweet just posted at ``region`` (where its outbox cell is)."""
-    nudge(region, entry.group, entry.id)
 
 
 # Store errors a retry can help (a region briefly unreachable, a deadline: ``retryable``) are

@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from causal_client import CausalClient, Mutation, ReadSpec
+from causal_client import CausalClient, CausalError, Mutation, ReadSpec
 from causal_client.wire import shard_of
 from loadtest.bench.harness import find_base_port, started, with_overrides
 from loadtest.bench.report import render_table, say
@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     batches = [0]
     tally = {r: [0, 0] for r in regions}  # reads, fractured
+    errors: list[str] = []
 
     with (
         tempfile.TemporaryDirectory() as run_dir,
@@ -96,8 +97,15 @@ def main(argv: list[str] | None = None) -> int:
                 tally[region][0] += 1
                 tally[region][1] += len(values) > 1
 
-        threads = [threading.Thread(target=write, daemon=True)]
-        threads += [threading.Thread(target=read, args=(r,), daemon=True) for r in regions]
+        def recorded(work, *args) -> None:
+            try:
+                work(*args)
+            except CausalError as exc:  # said at the end, not lost with the thread
+                errors.append(f"{work.__name__}{args}: {exc!r}")
+                stop.set()
+
+        threads = [threading.Thread(target=recorded, args=(write,), daemon=True)]
+        threads += [threading.Thread(target=recorded, args=(read, r), daemon=True) for r in regions]
         for thread in threads:
             thread.start()
         say(f"[{args.protocol}] {args.rows} rows over {args.shards} shard(s), {args.seconds:.0f} s")
@@ -114,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         f"Fractured reads: {batches[0]:,} batches of {args.rows} rows, {args.shards} shards ({args.protocol})"
     )
     print(render_table(title, ["region", "reads", "fractured", "share"], table))
-    return 0
+    for error in errors:
+        say(f"error: {error}")
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         say(f"posting {TWEETS} tweets ...")
         for i in range(TWEETS):
-            client.post("/post/", {"body": f"tweet {i} for @someone, see https://example.com/{i}"})
+            posted = client.post("/post/", {"body": f"tweet {i} for @someone, see https://example.com/{i}"})
+            if posted.status_code != 302:
+                say(f"error: posting tweet {i} answered {posted.status_code}")
+                return 1
         page = lambda: client.get("/u/benchpage/")  # noqa: E731
         real = Social.react_to
         full = timed(page, args.rounds)

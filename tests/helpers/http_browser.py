@@ -53,11 +53,19 @@ class Browser:
     def cookie(self, name: str) -> str | None:
         return next((c.value for c in self.jar if c.name == name), None)
 
-    def open(self, url: str, data: dict[str, str] | None = None, referer: str | None = None) -> Reply:
+    def open(
+        self,
+        url: str,
+        data: dict[str, str] | None = None,
+        referer: str | None = None,
+        origin: str | None = None,
+    ) -> Reply:
         body = urllib.parse.urlencode(data).encode() if data is not None else None
         request = urllib.request.Request(url, data=body, headers={"User-Agent": self.user_agent})
         if referer:
             request.add_header("Referer", referer)
+        if origin:
+            request.add_header("Origin", origin)
         try:
             with self.opener.open(request, timeout=HTTP_TIMEOUT_S) as response:
                 status, headers, raw = response.status, response.headers, response.read()
@@ -84,10 +92,13 @@ class Browser:
         return self.post(here, "/travel/", {"region": destination})
 
     def arrive(self, departure: Reply) -> Reply:
-        """What the departure page's form does: POSTs the hand-off to the destination (no CSRF
-        token: it is another region's page). Returns the arrival (a redirect home) or a refusal."""
+        """What the departure page's form does: POSTs the hand-off to the destination, with the
+        departure page's Origin (no CSRF token: it is another region's page). Returns the
+        arrival (a redirect home) or a refusal."""
         action, token = handoff_form(departure.text)
-        return self.open(action, {"t": token})
+        scheme, netloc, *_ = urllib.parse.urlsplit(departure.url)
+        origin = f"{scheme}://{netloc}"
+        return self.open(action, {"t": token}, origin=origin)
 
     def travel(self, here: str, destination: str) -> Reply:
         departure = self.depart(here, destination)

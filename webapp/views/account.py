@@ -61,6 +61,12 @@ def login(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def logout(request: HttpRequest) -> HttpResponse:
-    request.causal.sign_out(everywhere=True)
-    messages.info(request, "Signed out.")
+    if request.causal.sign_out(everywhere=True):
+        messages.info(request, "Signed out.")
+    else:
+        messages.warning(
+            request,
+            "Signed out here; the other regions could not be told yet (the store did "
+            "not answer): log out there too, or again here in a moment.",
+        )
     return redirect("public")

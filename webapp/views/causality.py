@@ -4,6 +4,7 @@ and the visibility latency per pair of regions, fed by server-sent events."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -13,7 +14,10 @@ from django.views.decorators.http import require_GET
 from webapp import causality_feed
 
 FRAME_EVERY_S = 1.0
-FRAMES_PER_STREAM = 30  # then the stream ends and the browser reconnects: no thread held for good
+FRAMES_PER_STREAM = 30  # then the stream ends and the browser reconnects
+STREAMS_PER_PROCESS = 2  # of gunicorn's 4 threads a process: the pages keep the others
+RETRY_WHEN_FULL_S = 15
+streams = threading.BoundedSemaphore(STREAMS_PER_PROCESS)
 
 
 @require_GET
@@ -37,9 +41,42 @@ def event_stream(request: HttpRequest) -> Iterator[str]:
         yield f"event: frame\ndata: {json.dumps(frame, separators=(',', ':'))}\n\n"
 
 
+class Slot:
+    """The stream's iterator, holding a stream slot until it ends or the response is closed
+    (the server closes it when the browser goes away, even before the first frame)."""
+
+    def __init__(self, frames: Iterator[str]):
+        self.frames = frames
+        self.held = True
+
+    def __iter__(self) -> Slot:
+        return self
+
+    def __next__(self) -> str:
+        try:
+            return next(self.frames)
+        except StopIteration:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.held:
+            self.held = False
+            streams.release()
+        self.frames.close()
+
+
 @require_GET
-def events(request: HttpRequest) -> StreamingHttpResponse:
-    reply = StreamingHttpResponse(event_stream(request), content_type="text/event-stream")
+def events(request: HttpRequest) -> HttpResponse:
+    """The stream, if a slot is free: a few viewers must not take every thread of the web app
+    (the page waits and tries again when told 503)."""
+    if not streams.acquire(blocking=False):
+        full = HttpResponse(
+            "The live view is busy; try again shortly.", status=503, content_type="text/plain"
+        )
+        full["Retry-After"] = str(RETRY_WHEN_FULL_S)
+        return full
+    reply = StreamingHttpResponse(Slot(event_stream(request)), content_type="text/event-stream")
     reply["Cache-Control"] = "no-cache"
     reply["X-Accel-Buffering"] = "no"  # a proxy in front must not hold the frames back
     return reply

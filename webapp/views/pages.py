@@ -65,7 +65,7 @@ def entry_context(request: HttpRequest, entries: list[Entry]) -> dict:
     path (forms come back to it) and one CSRF field for all its forms."""
     return {
         "reactions": request.causal.social.react_to(entries, request.causal.account),
-        "here": request.get_full_path(),
+        "here": request.get_full_path() if request.method == "GET" else reverse("home"),
         "csrf_input": csrf_input(request),
     }
 
@@ -157,7 +157,7 @@ def post(request: HttpRequest) -> HttpResponse:
         if reply_to is None:
             raise ShownBadRequest("The tweet you reply to does not exist (here).")
     entry = social.post(me, form.cleaned_data["body"], reply_to)
-    tasks.queue_fan_out(entry, request.causal.session.region)
+    tasks.nudge(request.causal.session.region, me.home_group, entry.id)  # where its outbox cell is
     request.causal.note = f"your tweet at {request.causal.ctx.region}"
     messages.success(request, "Posted." if reply_to is None else f"Replied to @{reply_to.author}.")
     return redirect("home")

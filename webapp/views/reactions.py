@@ -39,7 +39,8 @@ def repost(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
     if shared is None:
         messages.info(request, "You reposted that already.")
     else:
-        tasks.queue_fan_out(shared, request.causal.session.region)
+        me = request.causal.account
+        tasks.nudge(request.causal.session.region, me.home_group, shared.id)  # where its outbox cell is
         messages.success(request, f"Reposted @{entry.author}'s tweet to your followers.")
     return HttpResponseRedirect(next_url(request))
 

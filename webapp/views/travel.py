@@ -20,7 +20,8 @@ log = logging.getLogger("webapp.travel")
 @require_POST
 def travel(request: HttpRequest) -> HttpResponse:
     """A page whose form carries the hand-off to the destination (the browser submits it at
-    once; without scripts, its button does). Never cached, never a Referer."""
+    once; without scripts, its button does). Never cached; the destination learns only which
+    origin sent it."""
     ctx = request.causal.ctx
     destination = request.POST.get("region", "")
     if destination not in ctx.regions:
@@ -30,11 +31,11 @@ def travel(request: HttpRequest) -> HttpResponse:
     departure = handoff.leave(request.causal, destination)
     reply = render(request, "depart.html", {"destination": destination, "departure": departure})
     add_never_cache_headers(reply)
-    reply["Referrer-Policy"] = "no-referrer"
+    reply["Referrer-Policy"] = "origin"  # the arrival checks the Origin; no path is ever sent
     return reply
 
 
-@csrf_exempt  # posted by another region's page: the hand-off itself is signed, fresh, single use, bound
+@csrf_exempt  # another region's page posts it: Origin checked; the hand-off signed, fresh, single use, bound
 @require_POST
 def arrive(request: HttpRequest) -> HttpResponse:
     """The arrival: checks the hand-off, attaches with its migration label, signs the user in."""

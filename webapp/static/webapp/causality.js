@@ -63,10 +63,21 @@
     if (row) { row.querySelector("td." + name).textContent = value; }
   }
 
-  var source = new EventSource("/causality/events");
-  source.addEventListener("open", function () { status.textContent = "Live: a frame a second."; });
-  source.addEventListener("error", function () { status.textContent = "Reconnecting…"; });
-  source.addEventListener("frame", function (event) {
+  function listen() {
+    var source = new EventSource("/causality/events");
+    source.addEventListener("open", function () { status.textContent = "Live: a frame a second."; });
+    source.addEventListener("error", function () {
+      if (source.readyState === EventSource.CLOSED) {  // refused (busy): the browser gives up, we do not
+        status.textContent = "The live view is busy; trying again in 15 s…";
+        setTimeout(listen, 15000);
+      } else {
+        status.textContent = "Reconnecting…";
+      }
+    });
+    source.addEventListener("frame", show);
+  }
+
+  function show(event) {
     var frame = JSON.parse(event.data);
     Object.keys(frame.regions).forEach(function (name) {
       var node = svg.querySelector('[data-node="' + name + '"]');
@@ -81,5 +92,7 @@
       var origin = pair.split(">")[0], duration = 700 + 250 * (path.length - 1);
       for (var k = 0; k < Math.min(p.applied, MAX_DOTS); k++) { travel(path, origin, k * 120, duration); }
     });
-  });
+  }
+
+  listen();
 })();
