@@ -312,3 +312,19 @@ def test_later_token_keeps_the_greater_label_and_never_claims_a_past_where_it_ma
     assert later_token(here(low), back.to_token()) == back.to_token(), "a migration label here covers it"
     assert later_token(here(high), back.to_token()) == high.to_token(), "not above the other: plain"
     assert later_token(SessionToken(low, "ireland").encode(), back.to_token()) == back.as_past().to_token()
+
+
+def test_logging_out_with_the_store_down_still_signs_out_here_and_says_so(django_region, monkeypatch):  # noqa: F811
+    from causal_client import RegionUnavailable
+    from webapp.causal import USER_KEY
+    from webapp.social import Social
+
+    client, _ = new_user("outdown")
+
+    def unavailable(self, family):
+        raise RegionUnavailable("region virginia is unavailable")
+
+    monkeypatch.setattr(Social, "end_sessions", unavailable)
+    reply = client.post("/logout/", follow=True)
+    assert reply.status_code == 200 and USER_KEY not in client.session
+    assert "the other regions could not be told yet" in html(reply)
