@@ -3,6 +3,8 @@
 //   break as one). A textarea's maxlength counts UTF-16 units instead, which capped a tweet of
 //   emoji at 140; the server refuses an overlong tweet with a clear message anyway.
 // - The travel page's hand-off form is submitted at once (its button does it otherwise).
+// - A tweet's like and repost buttons are disabled once clicked (a double click sends one
+//   request; the server counts each user once anyway).
 (function () {
   "use strict";
 
@@ -10,6 +12,13 @@
   if (handoff) {
     handoff.submit();
   }
+
+  document.addEventListener("submit", function (event) {
+    var button = event.target.closest(".tweet") && event.target.querySelector("button[type=submit]");
+    if (button) {
+      setTimeout(function () { button.disabled = true; }, 0);  // after the form has been sent
+    }
+  });
 
   function characters(text) {
     return Array.from(text.replace(/\r\n/g, "\n")).length;
