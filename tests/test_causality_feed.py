@@ -23,17 +23,16 @@ causal_labels_sent_total{{region="virginia",type="update"}} {sent}
 
 
 def test_a_frame_is_the_difference_of_two_scrapes():
-    topology = load_topology("demo-3region.toml")
     before = {"virginia": parse(metrics(10, 10, 0.5, sent=3))}
     now = {"virginia": parse(metrics(14, 14, 0.7, sent=5)), "ireland": Counts(up=False)}
-    shown = frame(topology, before, now)
+    shown = frame(before, now)
     pair = shown["pairs"]["ireland>virginia"]
     assert pair["applied"] == 4 and pair["total"] == 14
     assert pair["visibility_ms"] == 50.0  # 0.2 s over 4 updates
     assert pair["mean_ms"] == 50.0
     assert shown["regions"]["virginia"] == {"up": True, "sent": 2}
     assert shown["regions"]["ireland"]["up"] is False
-    quiet = frame(topology, now, now)["pairs"]["ireland>virginia"]
+    quiet = frame(now, now)["pairs"]["ireland>virginia"]
     assert quiet["applied"] == 0 and quiet["visibility_ms"] is None
 
 

@@ -21,7 +21,7 @@ import pytest
 if shutil.which("chromium") is None:
     pytest.skip("no chromium on PATH: the browser tests need Debian's chromium", allow_module_level=True)
 
-from helpers.web import start_web_cluster
+from helpers.web import web_cluster  # noqa: F401  (a fixture)
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, Response, sync_playwright
 
 from services.launcher.cluster import Cluster
@@ -108,12 +108,8 @@ class User:
 
 # -- fixtures ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    started = start_web_cluster(tmp_path_factory.mktemp("browser"))
-    try:
-        yield started
-    finally:
-        started.stop()
+def cluster(web_cluster: Cluster) -> Cluster:  # noqa: F811  (the fixture it takes)
+    return web_cluster
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 """What the live causality page shows: the tree's layout, and frames of what moved.
 
 Every region's services publish Prometheus counters (services/metrics.py): remote updates made
-visible here by origin, the sum and count of their visibility latency, labels the tree delivered
-and the sink sent. A frame is the difference between two scrapes of every region, a second apart:
+visible here by origin, the sum and count of their visibility latency, and the labels the sink
+sent. A frame is the difference between two scrapes of every region, a second apart:
 per ordered pair of regions, the updates that became visible and their mean visibility latency
 in that second; the page animates them along the path a label takes (the serializer tree under
 Saturn, the direct link otherwise).
@@ -29,7 +29,6 @@ WATCHED = {
     "causal_remote_updates_applied_total": "applied",
     "causal_visibility_seconds_sum": "visibility_sum",
     "causal_visibility_seconds_count": "visibility_count",
-    "causal_labels_received_total": "labels",
 }
 
 
@@ -121,7 +120,7 @@ def tree_path(neighbours: dict[str, tuple[str, ...]], a: str, b: str) -> list[st
     return path[::-1]
 
 
-def frame(topology: Topology, before: dict[str, Counts], now: dict[str, Counts]) -> dict:
+def frame(before: dict[str, Counts], now: dict[str, Counts]) -> dict:
     """What changed between two scrapes: per pair, updates made visible and their mean latency."""
     pairs = {}
     for region, counts in now.items():
@@ -157,5 +156,5 @@ def frames(topology: Topology, count: int, every_s: float, sleep=None) -> Iterat
         for _ in range(count):
             sleep(every_s)
             now = scrape_all(topology, pool)
-            yield frame(topology, before, now)
+            yield frame(before, now)
             before = now

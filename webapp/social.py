@@ -237,16 +237,22 @@ class Social:
             reply_to.group if reply_to else None,
         )  # fmt: skip
         fields = {"author": author.username, "body": body, "entry": entry.to_json()}
-        home = author.home_group
-        self.go_where_replicated(home)
-        self.session.batch([
-            Mutation(home, f"tweet:{entry.id}").update(fields),
-            Mutation(home, f"userline:{author.username}").set(entry.id, entry.to_json()),
-            Mutation(home, f"timeline:{author.username}").set(entry.id, entry.to_json()),
-            Pending(entry, home).mutation(self.session.region),
-        ])  # fmt: skip
+        self.share(author, entry, Mutation(author.home_group, f"tweet:{entry.id}").update(fields))
         self.publish(entry)  # the accounts group is replicated everywhere: the session stays put
         return entry
+
+    def share(self, poster: Account, entry: Entry, *also: Mutation) -> None:
+        """``entry`` into the poster's userline and home timeline with its pending fan-out (an
+        outbox cell) and ``also``, in one batch where the poster's home group is replicated; the
+        session ends there, where the outbox cell is."""
+        home = poster.home_group
+        self.go_where_replicated(home)
+        self.session.batch([
+            *also,
+            Mutation(home, f"userline:{poster.username}").set(entry.id, entry.to_json()),
+            Mutation(home, f"timeline:{poster.username}").set(entry.id, entry.to_json()),
+            Pending(entry, home).mutation(self.session.region),
+        ])  # fmt: skip
 
     def publish(self, entry: Entry) -> None:
         """The entry on the public line (idempotent: the same cell set again)."""
@@ -323,14 +329,7 @@ class Social:
             repost_id = claim.holder
         shared = replace(original, id=repost_id, reposted_by=me.username, original_id=tweet_id)
         self.session.write(original.group, f"reposters:{tweet_id}", {me.username: shared.id})
-        home = me.home_group
-        self.go_where_replicated(home)  # last: the session ends where the outbox cell is
-        self.session.batch([
-            Mutation(home, f"userline:{me.username}").set(shared.id, shared.to_json()),
-            Mutation(home, f"timeline:{me.username}").set(shared.id, shared.to_json()),
-            Mutation(home, f"reposted:{me.username}").set(tweet_id, shared.id),
-            Pending(shared, home).mutation(self.session.region),
-        ])  # fmt: skip
+        self.share(me, shared, Mutation(me.home_group, f"reposted:{me.username}").set(tweet_id, shared.id))
         return shared
 
     def react_to(self, entries: Sequence[Entry], me: Account | None) -> dict[str, Reactions]:

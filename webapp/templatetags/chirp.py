@@ -30,13 +30,20 @@ def arrow(pair: str) -> str:
 @register.simple_tag(takes_context=True)
 def entry(context: template.Context, shown) -> SafeString:
     """One tweet of a line or of its own page, as webapp/entry_html.py writes it."""
-    reader = Reader(
-        signed_in=bool(context.get("me")),
-        region=context.get("region", ""),
-        region_groups=frozenset(context.get("region_groups") or ()),
-        here=context.get("here", "/"),
-        csrf_input=str(context.get("csrf_input", "")),
-        on_tweet_page=bool(context.get("on_tweet_page")),
-    )
     original = (context.get("originals") or {}).get(shown.reply_to) if shown.reply_to else None
-    return entry_html(shown, original, (context.get("reactions") or {}).get(shown.tweet_id), reader)
+    return entry_html(shown, original, (context.get("reactions") or {}).get(shown.tweet_id), reader(context))
+
+
+def reader(context: template.Context) -> Reader:
+    """The page's reader, made once per render (a line draws 40 tweets with it)."""
+    made = context.render_context.get("chirp_reader")
+    if made is None:
+        made = context.render_context["chirp_reader"] = Reader(
+            signed_in=bool(context.get("me")),
+            region=context.get("region", ""),
+            region_groups=frozenset(context.get("region_groups") or ()),
+            here=context.get("here", "/"),
+            csrf_input=str(context.get("csrf_input", "")),
+            on_tweet_page=bool(context.get("on_tweet_page")),
+        )
+    return made

@@ -122,14 +122,19 @@ def relations(request: HttpRequest, username: str, which: str) -> HttpResponse:
     })  # fmt: skip
 
 
-@require_GET
-def tweet_page(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
-    ctx = request.causal.ctx
-    if group not in ctx.topology.group_members or not CURSOR.match(tweet_id):
+def tweet_or_404(request: HttpRequest, group: str, tweet_id: str) -> Entry:
+    """The tweet a URL names, or a 404 (a group the topology lacks, a malformed id, no tweet)."""
+    if group not in request.causal.ctx.topology.group_members or not CURSOR.match(tweet_id):
         raise Http404("no such tweet")
     entry = request.causal.social.tweet(group, tweet_id)
     if entry is None:
         raise Http404("no such tweet")
+    return entry
+
+
+@require_GET
+def tweet_page(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
+    entry = tweet_or_404(request, group, tweet_id)
     social, me = request.causal.social, request.causal.account
     originals = social.originals([entry])
     form = PostForm(initial={"reply_to": f"{group}/{tweet_id}", "body": f"@{entry.author} "})

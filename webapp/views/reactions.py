@@ -8,19 +8,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from webapp import tasks
 from webapp.avatars import avatar_svg
-from webapp.forms import CURSOR
-from webapp.social import USERNAME_PATTERN, Entry
+from webapp.social import USERNAME_PATTERN
 from webapp.views.account import next_url
-from webapp.views.pages import signed_in
-
-
-def tweet_or_404(request: HttpRequest, group: str, tweet_id: str) -> Entry:
-    if group not in request.causal.ctx.topology.group_members or not CURSOR.match(tweet_id):
-        raise Http404("no such tweet")
-    entry = request.causal.social.tweet(group, tweet_id)
-    if entry is None:
-        raise Http404("no such tweet")
-    return entry
+from webapp.views.pages import signed_in, tweet_or_404
 
 
 @require_POST
