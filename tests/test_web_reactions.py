@@ -137,3 +137,35 @@ def test_the_live_view_takes_a_few_threads_at_most_and_gives_them_back(django_re
     assert again.status_code == 200
     for reply in [*opened[1:], again]:
         reply.close()
+
+
+def test_reposts_from_tabs_racing_give_one_repost(django_region):  # noqa: F811
+    """Five tabs of one user repost the same tweet at the same moment: the repost's id is
+    claimed once, so the userline holds one repost of it (a check-then-write would give several)."""
+    import threading
+
+    from helpers.pages import data_layer
+
+    _, author_name = new_user("racedorig")
+    _, reposter_name = new_user("racer")
+    social = data_layer()
+    original = social.post(social.account(author_name), "shared by many tabs")
+    reposter = social.account(reposter_name)
+    start = threading.Barrier(5)
+    results = []
+
+    def tab() -> None:
+        mine = data_layer()
+        start.wait()
+        results.append(mine.repost(reposter, original))
+
+    threads = [threading.Thread(target=tab) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    userline = [
+        e for e in social.userline(social.account(reposter_name)).entries if e.original_id == original.id
+    ]
+    assert len(userline) == 1, userline
+    assert {r.id for r in results if r is not None} == {userline[0].id}
