@@ -94,7 +94,10 @@ def test_a_session_resumed_at_its_own_region_needs_no_call(cluster, client, stor
     resumed = client.session("b", label=session.token)
     assert store_calls == []
     assert (resumed.region, resumed.label) == ("b", session.label)
-    assert resumed.read("all", x).text("v") == "x"
+    if cluster.topology.protocol == "eventual":  # its migration waited for nothing: x may lag
+        eventually(lambda: resumed.read("all", x).text("v") == "x", interval=POLL_S)
+    else:
+        assert resumed.read("all", x).text("v") == "x"
 
 
 @pytest.mark.parametrize("way", ["token", "migrate"])
