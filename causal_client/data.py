@@ -62,7 +62,8 @@ class Row:
         sums, cursor), and the greatest label among its cells, tombstones included (a read
         that saw a delete has seen its label); with ``vectors`` (Cure), its vector covers them
         all."""
-        columns, raw_cells, partial_sums, cursor, size, *deps = reply  # deps: the row's, under Cure
+        # evt, lvt: when this state is valid (causal_client/transactions.py); deps: under Cure
+        columns, raw_cells, partial_sums, cursor, size, _evt, _lvt, *deps = reply
         totals: dict[str, int] = {}
         for name, value in zip(partial_sums[::2], partial_sums[1::2], strict=True):
             column = name.split(b"|", 1)[1].decode()
@@ -158,6 +159,10 @@ class Mutation:
 
     def gear_args(self) -> list:
         return wire.mutation_args(self.group, self.row, self.ops)
+
+    def increments(self) -> bool:
+        """Whether it increments a counter (an atomic batch's coordinator shard is the one that does)."""
+        return any(kind == "i" for kind, _, _ in self.ops)
 
     def to_proto(self) -> store_pb2.Mutation:
         ops = []

@@ -15,17 +15,18 @@ import inspect
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from causal_client import wire
+from causal_client import transactions, wire
 from causal_client.credentials import CLIENT_USER
-from causal_client.data import Mutation, ReadSpec, Row
+from causal_client.data import Mutation, ReadSpec
 from causal_client.errors import AccessDenied, OutcomeUnknown, StoreTimeout, from_redis_error
-from causal_client.label import Label, LabelType, observed
+from causal_client.label import Label, LabelType
+from causal_client.transactions import ReadResult
 from causal_client.transport import Transport
 
 CALL, READ = "SATURN.CALL", "SATURN.READ"  # the stores' gateway commands (services/region/module)
@@ -74,34 +75,20 @@ class DirectTransport(Transport):
             where=lambda: f"region {region} store {self.stores_of(region)[shard]}",
         )  # fmt: skip
 
-    def _by_shard(self, region: str, rows: Iterable[tuple[str, str]]) -> dict[int, list[int]]:
-        return wire.by_shard(rows, len(self.stores_of(region)))
+    def _run(self, region: str, plan: transactions.Plan):
+        """Runs a transaction's plan against the region's shards (transactions.py)."""
+        return transactions.run_sync(
+            plan, lambda c: self._gear(region, c.shard, c.function, c.args, read_only=c.read_only)
+        )
 
-    def read(self, region: str, label: Label, specs: Sequence[ReadSpec]) -> tuple[list[Row], Label]:
-        results: list[Row | None] = [None] * len(specs)
-        best = Label.zero()
-        for shard, idx in self._by_shard(region, ((s.group, s.row) for s in specs)).items():
-            args = wire.call_args(label, [specs[i].gear_args() for i in idx])
-            for i, reply in zip(idx, self._gear(region, shard, wire.READ, args, read_only=True), strict=True):
-                results[i], seen = Row.from_gear(specs[i].group, specs[i].row, reply, self.vectors)
-                best = best.merge(seen)
-        return results, best  # type: ignore[return-value]
+    def read(self, region: str, label: Label, specs: Sequence[ReadSpec], floor: int = 0) -> ReadResult:
+        shards = len(self.stores_of(region))
+        return self._run(region, transactions.read_plan(label, specs, shards, floor, self.vectors))
 
-    def write(self, region: str, label: Label, mutations: Sequence[Mutation]) -> Label:
-        """A batch over several shards is first checked at each of them (so that a bad mutation
-        anywhere writes nothing anywhere), then written shard by shard."""
-        best = Label.zero()
-        parts = self._by_shard(region, ((m.group, m.row) for m in mutations))
-        calls = {k: wire.call_args(label, [mutations[i].gear_args() for i in ix]) for k, ix in parts.items()}
-        if len(calls) > 1:
-            for shard, args in calls.items():
-                self._gear(region, shard, wire.CHECK_WRITE, args, read_only=True)
-        for shard, idx in parts.items():
-            ts = self._gear(region, shard, wire.WRITE, calls[shard])
-            last = mutations[idx[-1]] if idx else None
-            target = f"{last.group}/{last.row}" if last else ""
-            best = best.merge(observed(int(ts), f"{region}/{shard}", target, self.vectors))
-        return best
+    def write(self, region: str, label: Label, mutations: Sequence[Mutation], atomic: bool = True) -> Label:
+        gear_ids = [f"{region}/{k}" for k in range(len(self.stores_of(region)))]
+        plan = transactions.write_plan(label, mutations, len(gear_ids), gear_ids, atomic, self.vectors)
+        return self._run(region, plan)
 
     def migrate(self, region: str, label: Label, target: str) -> Label:
         ts = self._gear(region, 0, wire.MIGRATE, [wire.GEARS_API, *wire.label_args(label), target])

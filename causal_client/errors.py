@@ -68,6 +68,14 @@ class VersionMismatch(CausalError):
     """The region's gears speak another API version than this client library."""
 
 
+class TransactionAborted(CausalError):
+    """An atomic batch over several shards was aborted before it committed (its client took so
+    long that the region's sweeper gave up on it): nothing of it was written, anywhere. It may
+    be sent again."""
+
+    retryable = True
+
+
 class WrongPlace(InvalidRequest):
     """A row or claim sent to a shard or region that does not hold it (a client routing bug)."""
 
@@ -101,6 +109,8 @@ GEAR_ERRORS: dict[str, type[CausalError]] = {
     "NOTOWNER": WrongPlace,
     "VERSION": VersionMismatch,
     "UNCONFIGURED": RegionUnavailable,  # the store is up, its region's services not yet
+    "ABORTED": TransactionAborted,
+    "TOOOLD": StoreTimeout,  # a read-only transaction outlived the versions it reads (it restarts)
 }
 
 

@@ -12,6 +12,7 @@ from causal_client.data import Mutation, ReadSpec, Row
 from causal_client.errors import from_rpc_error
 from causal_client.label import Label
 from causal_client.proto import store_pb2, store_pb2_grpc
+from causal_client.transactions import ReadResult
 from causal_client.transport import Transport
 
 OPTIONS = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
@@ -44,22 +45,24 @@ class GatewayTransport(Transport):
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
-    def read(self, region: str, label: Label, specs: Sequence[ReadSpec]) -> tuple[list[Row], Label]:
+    def read(self, region: str, label: Label, specs: Sequence[ReadSpec], floor: int = 0) -> ReadResult:
         if len(specs) == 1:
-            request = store_pb2.ReadRequest(label=label.to_proto(), op=specs[0].to_proto())
+            request = store_pb2.ReadRequest(label=label.to_proto(), op=specs[0].to_proto(), floor=floor)
             reply = self._call(region, "Read", request)
             rows = [reply.row]
         else:
-            request = store_pb2.MultiReadRequest(label=label.to_proto(), ops=[s.to_proto() for s in specs])
+            ops = [s.to_proto() for s in specs]
+            request = store_pb2.MultiReadRequest(label=label.to_proto(), ops=ops, floor=floor)
             reply = self._call(region, "MultiRead", request)
             rows = list(reply.rows)
-        return [Row.from_proto(r) for r in rows], Label.from_proto(reply.label)
+        return ReadResult([Row.from_proto(r) for r in rows], Label.from_proto(reply.label), reply.floor)
 
-    def write(self, region: str, label: Label, mutations: Sequence[Mutation]) -> Label:
+    def write(self, region: str, label: Label, mutations: Sequence[Mutation], atomic: bool = True) -> Label:
         if len(mutations) == 1:
             request = store_pb2.WriteRequest(label=label.to_proto(), mutation=mutations[0].to_proto())
             return Label.from_proto(self._call(region, "Write", request).label)
-        request = store_pb2.BatchRequest(label=label.to_proto(), mutations=[m.to_proto() for m in mutations])
+        muts = [m.to_proto() for m in mutations]
+        request = store_pb2.BatchRequest(label=label.to_proto(), mutations=muts, not_atomic=not atomic)
         return Label.from_proto(self._call(region, "Batch", request).label)
 
     def migrate(self, region: str, label: Label, target: str) -> Label:

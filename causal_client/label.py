@@ -94,6 +94,13 @@ class Label:
                 best = replace(best, vector=merged)
         return best
 
+    def at_least(self, ts: int, src: str) -> Label:
+        """The label as a write's gear reads it, its ts raised to ``ts`` (a time the session has
+        read at: the write's ts goes above it). ``src`` stands in for a zero label's source."""
+        if ts <= self.ts:
+            return self
+        return replace(self, ts=ts, src=self.src or src, type=LabelType.UPDATE)
+
     def with_vector(self, vector: Vector) -> Label:
         """This label with ``vector`` merged into its own."""
         return replace(self, vector=merge_vectors([self.vector, vector])) if vector else self

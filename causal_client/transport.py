@@ -14,18 +14,21 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from causal_client.data import Mutation, ReadSpec, Row
+from causal_client.data import Mutation, ReadSpec
 from causal_client.label import Label
+from causal_client.transactions import ReadResult
 
 
 class Transport(ABC):
     @abstractmethod
-    def read(self, region: str, label: Label, specs: Sequence[ReadSpec]) -> tuple[list[Row], Label]:
-        """The rows, in order, and the greatest label among what was read."""
+    def read(self, region: str, label: Label, specs: Sequence[ReadSpec], floor: int = 0) -> ReadResult:
+        """The rows, in order, as one snapshot at or after ``floor`` (a read-only transaction),
+        the greatest label among them and the snapshot's time."""
 
     @abstractmethod
-    def write(self, region: str, label: Label, mutations: Sequence[Mutation]) -> Label:
-        """Applies the mutations (each row its own label); returns the greatest label made."""
+    def write(self, region: str, label: Label, mutations: Sequence[Mutation], atomic: bool = True) -> Label:
+        """Applies the mutations, all or none visible (``atomic``: one label; else each row its
+        own); returns the greatest label made."""
 
     @abstractmethod
     def migrate(self, region: str, label: Label, target: str) -> Label:

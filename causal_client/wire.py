@@ -10,12 +10,15 @@ from collections.abc import Iterable
 from causal_client.label import Label
 
 # Raised when an argument list or a reply changes shape (2: labels carry a vector; 3: every read
-# says its row's size).
-GEARS_API = "3"
+# says its row's size; 4: transactions, reads as of a time, writes say whether they are atomic).
+GEARS_API = "4"
 # The functions a client calls (DESCRIBE: what any one region tells of the whole topology).
 DESCRIBE = "saturn_describe"
 WRITE, READ, MIGRATE = "saturn_write", "saturn_read", "saturn_migrate"
 CHECK_WRITE = "saturn_check_write"  # a write's checks alone
+READ_AT = "saturn_read_at"  # a read as of a time (a read-only transaction's later rounds)
+STAGE, COMMIT, SETTLE = "saturn_stage", "saturn_commit", "saturn_settle"  # write-only transactions
+TXN_CHECK = "saturn_check"  # a transaction's decision, asked at its coordinator
 ATTACH, CLAIM = "saturn_attach", "saturn_claim"
 
 # Limits the gears enforce (a client may check them first to fail without a round trip).

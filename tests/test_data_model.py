@@ -414,18 +414,26 @@ def test_read_of_a_missing_row_is_empty(sessions):
 
 
 # -- batches -------------------------------------------------------------------------------------
-def test_batch_writes_several_rows_each_with_its_own_label(sessions):
+@pytest.mark.parametrize("atomic", [True, False], ids=["atomic", "each its own"])
+def test_batch_writes_several_rows(sessions, atomic):
+    """An atomic batch is one update under one label; with atomic=False each row gets its own
+    label, in order."""
     rows = [unique(f"batch{i}") for i in range(4)]
     mutations = [Mutation("all", r).set("i", str(i)).increment("n", i + 1) for i, r in enumerate(rows)]
     mutations.append(Mutation("all", rows[0]).set("extra", "e"))
-    label = sessions["a"].batch(mutations)
+    label = sessions["a"].batch(mutations, atomic=atomic)
     assert sessions["a"].label == label
     cells = [sessions["a"].read("all", r).cell("i") for r in rows]
     labels = [cell.label for cell in cells if cell]
-    assert len(labels) == 4 and all(x < y for x, y in itertools.pairwise(labels))
     extra = sessions["a"].read("all", rows[0]).cell("extra")
-    assert extra and extra.label.sort_key() == label.sort_key() and label.target == f"all/{rows[0]}"
-    assert all(x.sort_key() < label.sort_key() for x in labels)
+    assert len(labels) == 4 and extra
+    if atomic:
+        assert {x.sort_key() for x in [*labels, extra.label]} == {label.sort_key()}
+        assert label.target == f"all/{rows[0]}"
+    else:
+        assert all(x < y for x, y in itertools.pairwise(labels))
+        assert extra.label.sort_key() == label.sort_key() and label.target == f"all/{rows[0]}"
+        assert all(x.sort_key() < label.sort_key() for x in labels)
 
     def arrived():
         got = sessions["b"].multi_read([ReadSpec("all", r) for r in rows])

@@ -13,7 +13,7 @@ from helpers.topologies import load_topology
 
 from causal_client import wire
 from causal_client.claims import owner_region
-from causal_client.data import ReadSpec
+from causal_client.data import Mutation, ReadSpec
 from causal_client.errors import (
     CausalError,
     InvalidLabel,
@@ -25,6 +25,7 @@ from causal_client.errors import (
     WrongPlace,
 )
 from causal_client.label import Label
+from causal_client.transactions import write_args
 from services.region import gears
 from services.region.store import RegionStore
 
@@ -41,8 +42,8 @@ def store_at(url: str, region: str = "virginia") -> RegionStore:
     return RegionStore(TOPOLOGY, region, urls=[url])
 
 
-def mutation(group: str, row: str, *ops: wire.ColumnOp) -> tuple[str, str, list]:
-    return group, row, wire.mutation_args(group, row, list(ops))
+def mutation(group: str, row: str, *ops: wire.ColumnOp) -> Mutation:
+    return Mutation(group, row, list(ops))
 
 
 def snapshot(url: str) -> dict[bytes, bytes]:
@@ -194,8 +195,8 @@ def test_rows_and_claims_are_routed_by_the_same_hash_in_lua_and_python(redis_url
                 topology.gear_ids("virginia"), "{}",
             )  # fmt: skip
             for key in keys:
-                args = wire.mutation_args("all", key, [("s", "c", b"v")])
-                call = store.shards[k].write(Label.zero(), [args])
+                args = write_args(Label.zero(), ["1"], [mutation("all", key, ("s", "c", b"v"))])
+                call = store.shards[k].call(wire.WRITE, args)
                 if topology.shard_of("virginia", "all", key) == k:
                     await call
                 else:

@@ -61,4 +61,4 @@ def failed(causal: CausalRequest, username: str, address: str, now: float | None
     now = time.time() if now is None else now
     group = causal.ctx.accounts_group
     rows = _rows(username, address, int(now // WINDOW_S))
-    causal.session.batch([Mutation(group, row).increment(COLUMN) for row in rows])
+    causal.session.batch([Mutation(group, row).increment(COLUMN) for row in rows], atomic=False)

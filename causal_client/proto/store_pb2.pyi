@@ -108,36 +108,44 @@ class Mutation(_message.Message):
     def __init__(self, group: _Optional[str] = ..., row: _Optional[str] = ..., ops: _Optional[_Iterable[_Union[ColumnOp, _Mapping]]] = ...) -> None: ...
 
 class ReadRequest(_message.Message):
-    __slots__ = ("label", "op")
+    __slots__ = ("label", "op", "floor")
     LABEL_FIELD_NUMBER: _ClassVar[int]
     OP_FIELD_NUMBER: _ClassVar[int]
+    FLOOR_FIELD_NUMBER: _ClassVar[int]
     label: Label
     op: ReadOp
-    def __init__(self, label: _Optional[_Union[Label, _Mapping]] = ..., op: _Optional[_Union[ReadOp, _Mapping]] = ...) -> None: ...
+    floor: int
+    def __init__(self, label: _Optional[_Union[Label, _Mapping]] = ..., op: _Optional[_Union[ReadOp, _Mapping]] = ..., floor: _Optional[int] = ...) -> None: ...
 
 class ReadReply(_message.Message):
-    __slots__ = ("label", "row")
+    __slots__ = ("label", "row", "floor")
     LABEL_FIELD_NUMBER: _ClassVar[int]
     ROW_FIELD_NUMBER: _ClassVar[int]
+    FLOOR_FIELD_NUMBER: _ClassVar[int]
     label: Label
     row: RowResult
-    def __init__(self, label: _Optional[_Union[Label, _Mapping]] = ..., row: _Optional[_Union[RowResult, _Mapping]] = ...) -> None: ...
+    floor: int
+    def __init__(self, label: _Optional[_Union[Label, _Mapping]] = ..., row: _Optional[_Union[RowResult, _Mapping]] = ..., floor: _Optional[int] = ...) -> None: ...
 
 class MultiReadRequest(_message.Message):
-    __slots__ = ("label", "ops")
+    __slots__ = ("label", "ops", "floor")
     LABEL_FIELD_NUMBER: _ClassVar[int]
     OPS_FIELD_NUMBER: _ClassVar[int]
+    FLOOR_FIELD_NUMBER: _ClassVar[int]
     label: Label
     ops: _containers.RepeatedCompositeFieldContainer[ReadOp]
-    def __init__(self, label: _Optional[_Union[Label, _Mapping]] = ..., ops: _Optional[_Iterable[_Union[ReadOp, _Mapping]]] = ...) -> None: ...
+    floor: int
+    def __init__(self, label: _Optional[_Union[Label, _Mapping]] = ..., ops: _Optional[_Iterable[_Union[ReadOp, _Mapping]]] = ..., floor: _Optional[int] = ...) -> None: ...
 
 class MultiReadReply(_message.Message):
-    __slots__ = ("label", "rows")
+    __slots__ = ("label", "rows", "floor")
     LABEL_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
+    FLOOR_FIELD_NUMBER: _ClassVar[int]
     label: Label
     rows: _containers.RepeatedCompositeFieldContainer[RowResult]
-    def __init__(self, label: _Optional[_Union[Label, _Mapping]] = ..., rows: _Optional[_Iterable[_Union[RowResult, _Mapping]]] = ...) -> None: ...
+    floor: int
+    def __init__(self, label: _Optional[_Union[Label, _Mapping]] = ..., rows: _Optional[_Iterable[_Union[RowResult, _Mapping]]] = ..., floor: _Optional[int] = ...) -> None: ...
 
 class WriteRequest(_message.Message):
     __slots__ = ("label", "mutation")
@@ -148,12 +156,14 @@ class WriteRequest(_message.Message):
     def __init__(self, label: _Optional[_Union[Label, _Mapping]] = ..., mutation: _Optional[_Union[Mutation, _Mapping]] = ...) -> None: ...
 
 class BatchRequest(_message.Message):
-    __slots__ = ("label", "mutations")
+    __slots__ = ("label", "mutations", "not_atomic")
     LABEL_FIELD_NUMBER: _ClassVar[int]
     MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    NOT_ATOMIC_FIELD_NUMBER: _ClassVar[int]
     label: Label
     mutations: _containers.RepeatedCompositeFieldContainer[Mutation]
-    def __init__(self, label: _Optional[_Union[Label, _Mapping]] = ..., mutations: _Optional[_Iterable[_Union[Mutation, _Mapping]]] = ...) -> None: ...
+    not_atomic: bool
+    def __init__(self, label: _Optional[_Union[Label, _Mapping]] = ..., mutations: _Optional[_Iterable[_Union[Mutation, _Mapping]]] = ..., not_atomic: _Optional[bool] = ...) -> None: ...
 
 class WriteReply(_message.Message):
     __slots__ = ("label",)

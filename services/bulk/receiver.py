@@ -19,6 +19,7 @@ from services import metrics, runtime
 from services.proto import bulk_pb2, bulk_pb2_grpc
 from services.protocols import Protocol, ReceivingSide, protocol_for
 from services.region.store import RegionStore, RemoteUpdate
+from services.region.sweeper import sweep_forever
 from services.topology import Topology
 
 log = logging.getLogger("bulk-receiver")
@@ -83,11 +84,12 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
             try:
                 async for message in request_iterator:
                     batch = message.batch
-                    updates = [RemoteUpdate.unpack(p.body) for p in batch.payloads]
-                    foreign = [u for u in updates if u.group not in self.local_groups]
-                    if foreign:
-                        log.error("%s sent %d updates of groups not replicated here", gear, len(foreign))
-                        updates = [u for u in updates if u.group in self.local_groups]
+                    unpacked = [RemoteUpdate.unpack(p.body) for p in batch.payloads]
+                    # An atomic batch may span groups: each region applies the rows it replicates.
+                    updates = [u for u in (x.only(self.local_groups) for x in unpacked) if u is not None]
+                    if len(updates) < len(unpacked):
+                        foreign = len(unpacked) - len(updates)
+                        log.error("%s sent %d updates of groups not replicated here", gear, foreign)
                     received.inc(len(updates))
                     # Shielded: if the sender goes away mid-apply (the stream is cancelled), the
                     # batch the store may already have applied is still counted as applied.
@@ -136,7 +138,7 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
         # A failure of the protocol's work (Saturn's proxy) ends the process (crash-only: the
         # supervisor starts it again, and it resumes from its watermarks), never a receiver that
         # acknowledges and applies nothing.
-        await asyncio.gather(stop.wait(), *background)
+        await asyncio.gather(stop.wait(), sweep_forever(store, stop), *background)
     finally:
         await server.stop(grace=1)
         await store.close()

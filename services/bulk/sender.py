@@ -52,6 +52,11 @@ class GearShipper:
         self.link = topology.wan_link(region, destination)
         self.heartbeats = False  # the receiver wants them (it says so on the ack stream)
 
+    def wants(self, groups: bytes) -> bool:
+        """Whether an entry of ``groups`` (an atomic batch's are several, space-separated) has
+        rows that the destination replicates."""
+        return groups in self.groups or (b" " in groups and not self.groups.isdisjoint(groups.split()))
+
     async def run(self, stop: asyncio.Event) -> None:
         backoff = runtime.Backoff(self.topology.saturn.bulk_retry_s)
         while not stop.is_set():
@@ -125,7 +130,7 @@ class GearShipper:
             wait_s = max(0.0, last_sent + quiet_s - time.monotonic()) if cursor > sent_through else quiet_s
             found = await self.tail.after(self, cursor, wait_s)
             entries, through = found if found is not None else await self.tail.catch_up(cursor)
-            mine = [(ts, payload) for ts, group, payload in entries if group in self.groups]
+            mine = [(ts, payload) for ts, group, payload in entries if self.wants(group)]
             due = through > sent_through and time.monotonic() - last_sent >= quiet_s
             cursor = through
             if not mine and not due:

@@ -89,11 +89,6 @@ def _groups(request) -> list[str]:
     return [item.group for item in items]
 
 
-def _mutation(msg: store_pb2.Mutation) -> tuple[str, str, list]:
-    mutation = Mutation.from_proto(msg)
-    return mutation.group, mutation.row, mutation.gear_args()
-
-
 class StoreServicer(store_pb2_grpc.StoreServicer):
     def __init__(self, topology: Topology, region: str, store: RegionStore, protocol: Protocol):
         self.topology = topology
@@ -145,18 +140,20 @@ class StoreServicer(store_pb2_grpc.StoreServicer):
     @rpc("read")
     async def Read(self, request: store_pb2.ReadRequest, context):
         client = _label(request.label)
-        rows, seen = await self.store.read(client, [ReadSpec.from_proto(request.op)])
-        return store_pb2.ReadReply(label=client.merge(seen).to_proto(), row=rows[0].to_proto())
+        result = await self.store.read(client, [ReadSpec.from_proto(request.op)], request.floor)
+        merged = client.merge(result.seen).to_proto()
+        return store_pb2.ReadReply(label=merged, row=result.rows[0].to_proto(), floor=result.floor)
 
     @rpc("multi_read")
     async def MultiRead(self, request: store_pb2.MultiReadRequest, context):
         client = _label(request.label)
-        rows, seen = await self.store.read(client, [ReadSpec.from_proto(op) for op in request.ops])
-        rows_pb = [row.to_proto() for row in rows]
-        return store_pb2.MultiReadReply(label=client.merge(seen).to_proto(), rows=rows_pb)
+        result = await self.store.read(client, [ReadSpec.from_proto(op) for op in request.ops], request.floor)
+        rows_pb = [row.to_proto() for row in result.rows]
+        merged = client.merge(result.seen).to_proto()
+        return store_pb2.MultiReadReply(label=merged, rows=rows_pb, floor=result.floor)
 
-    async def _write(self, client: Label, mutations) -> store_pb2.WriteReply:
-        label = await self.store.write(client, [_mutation(m) for m in mutations])
+    async def _write(self, client: Label, mutations, atomic: bool = True) -> store_pb2.WriteReply:
+        label = await self.store.write(client, [Mutation.from_proto(m) for m in mutations], atomic)
         return store_pb2.WriteReply(label=client.merge(label).to_proto())
 
     @rpc("write")
@@ -165,7 +162,7 @@ class StoreServicer(store_pb2_grpc.StoreServicer):
 
     @rpc("batch")
     async def Batch(self, request: store_pb2.BatchRequest, context):
-        return await self._write(_label(request.label), list(request.mutations))
+        return await self._write(_label(request.label), list(request.mutations), not request.not_atomic)
 
     @rpc("claim")
     async def Claim(self, request: store_pb2.ClaimRequest, context):

@@ -21,7 +21,7 @@ LUA_DIR = Path(__file__).with_name("lua")
 LIBRARY = "saturn"
 # The library's parts, in load order: helpers first, registrations last.
 LUA_PARTS = (
-    "common", "checks", "write", "read", "migrate", "attach", "claim",  # what clients call
+    "common", "versions", "cells", "checks", "write", "txn", "read", "migrate", "attach", "claim",
     "apply", "deliver", "heartbeat",  # what the region's own services call
     "library",
 )  # fmt: skip
@@ -49,6 +49,13 @@ CONFIG_KEY = "saturn:config"  # the region's settings the gears check calls agai
 GROUPS_KEY = "saturn:groups"  # group → its replicas, space-separated
 GEARS_KEY = "saturn:gears"  # every gear's id (a label's source must be one)
 DESCRIBE_KEY = "saturn:describe"  # what a client learns of the topology here (JSON)
+STAGE_PREFIX = "stage:"  # a transaction's part staged here, invisible until settled (txn.lua)
+STAGED_KEY = "txns:staged"  # the staged parts' ids by when they were staged (the sweeper's index)
+DECISION_PREFIX = "txn:"  # at a transaction's coordinator shard: its decision (txn.lua)
+DECISION_TTL_S = 86_400  # a decision is kept a day: the sweeper settles every part long before
+#: Versions of rows are kept this long (versions.lua): a read-only transaction that takes longer
+#: starts again (Eiger's "timeout"); reads as of an earlier time are refused.
+RETAIN_US = 5_000_000
 ATTACH_WAITS_KEY = "saturn:attach_waits"  # attaches' waits, counted by the attach gear (attach.lua)
 ATTACH_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -71,7 +78,8 @@ def _constants() -> dict[str, str | int | float | list]:
         "MAX_KEY_BYTES": wire.MAX_KEY_BYTES, "MAX_OPS": wire.MAX_OPS,
         "MAX_SLICE": wire.MAX_SLICE, "MAX_ROW_COLUMNS": wire.MAX_ROW_COLUMNS,
         "DEFAULT_SLICE": wire.DEFAULT_SLICE, "MAX_FUTURE_S": wire.MAX_FUTURE_S,
-        "MAX_TARGET_BYTES": MAX_TARGET_BYTES,
+        "MAX_TARGET_BYTES": MAX_TARGET_BYTES, "STAGE_PREFIX": STAGE_PREFIX, "STAGED_KEY": STAGED_KEY,
+        "DECISION_PREFIX": DECISION_PREFIX, "DECISION_TTL_S": DECISION_TTL_S, "RETAIN_US": RETAIN_US,
     }  # fmt: skip
     return names | {f"CODE_{code}": code for code in GEAR_ERRORS}
 

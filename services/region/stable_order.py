@@ -142,13 +142,14 @@ class StableOrder:
 
     async def apply_in_order(self, updates: list[RemoteUpdate], marks: dict[str, int]) -> list[RemoteUpdate]:
         """Consecutive updates of the same shard go in one call; shards one after the other, so
-        nothing becomes visible before what precedes it. Each call raises its shard's watermarks
+        nothing becomes visible before what precedes it; an update across shards (an atomic
+        batch) all at once (``RegionStore.apply_across_shards``). Each call raises its shard's watermarks
         to what it applied (exactly once, per shard); the last, on shard 0, to ``marks``."""
-        topology, region = self.store.topology, self.region
-        segments: list[tuple[int, list[RemoteUpdate]]] = []
+        segments: list[tuple[int | None, list[RemoteUpdate]]] = []  # None: an update across shards
         for update in updates:
-            shard = topology.shard_of(region, update.group, update.row)
-            if segments and segments[-1][0] == shard:
+            shards = self.store.shards_of(update)
+            shard = shards[0] if len(shards) == 1 else None
+            if segments and shard is not None and segments[-1][0] == shard:
                 segments[-1][1].append(update)
             else:
                 segments.append((shard, [update]))
@@ -156,6 +157,10 @@ class StableOrder:
             segments.append((0, []))  # the watermarks live in shard 0
         applied: set[str] = set()
         for i, (shard, part) in enumerate(segments):
+            if shard is None:
+                await self.store.apply_across_shards(part[0])
+                applied.add(part[0].key)
+                continue
             done = {u.origin_region: u.ts for u in part}  # per origin, the last (greatest) ts
             if i == len(segments) - 1:
                 done = {o: max(ts, marks.get(o, 0)) for o, ts in done.items()} | {

@@ -5,31 +5,40 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import msgpack
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from causal_client import wire
-from causal_client.data import ReadSpec, Row
+from causal_client import errors, transactions, wire
+from causal_client.data import Mutation, ReadSpec
 from causal_client.errors import gear_error
-from causal_client.label import Label, LabelType, merge_vectors, observed, parse_vector
+from causal_client.label import Label, LabelType, merge_vectors, parse_vector
 from services.region import gears
 from services.topology import Topology
 
 
 @dataclass(frozen=True, slots=True)
+class RowChange:
+    """What one update does to one row."""
+
+    group: str
+    row: str
+    changes: tuple[gears.ColumnChange, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RemoteUpdate:
-    """One payload as the origin gear packed it (see write.lua)."""
+    """One payload as the origin gear packed it (see write.lua): one label, one or more rows
+    (an atomic batch's), which become visible together."""
 
     ts: int
     src: str
     origin_time_us: int
-    group: str
-    row: str
-    changes: tuple[gears.ColumnChange, ...]
+    rows: tuple[RowChange, ...]
     #: Cure only (None otherwise): the writer's vector (per region, the greatest ts it had observed)
     deps: tuple[tuple[str, int], ...] | None = None
 
@@ -42,12 +51,30 @@ class RemoteUpdate:
         """What names it in the remote proxy until its label comes: its label's "src|ts"."""
         return f"{self.src}|{self.ts}"
 
+    @property
+    def groups(self) -> set[str]:
+        return {r.group for r in self.rows}
+
+    def only(self, groups: set[str] | frozenset[str]) -> RemoteUpdate | None:
+        """The update restricted to rows of ``groups`` (those replicated here), None if none is."""
+        rows = tuple(r for r in self.rows if r.group in groups)
+        if len(rows) == len(self.rows):
+            return self
+        return replace(self, rows=rows) if rows else None
+
     @staticmethod
     def unpack(body: bytes) -> RemoteUpdate:
-        ts, src, origin_time, group, row, ops, *rest = msgpack.unpackb(body, raw=True)
-        changes = tuple(gears.ColumnChange(k.decode(), c.decode(), a) for k, c, a in ops)
+        ts, src, origin_time, rows, *rest = msgpack.unpackb(body, raw=True)
+        changes = tuple(
+            RowChange(
+                g.decode(),
+                r.decode(),
+                tuple(gears.ColumnChange(k.decode(), c.decode(), a) for k, c, a in ops),
+            )
+            for g, r, ops in rows
+        )
         deps = parse_vector(rest[0].decode()) if rest else None  # a vector under Cure (write.lua)
-        return RemoteUpdate(ts, src.decode(), origin_time, group.decode(), row.decode(), changes, deps)
+        return RemoteUpdate(ts, src.decode(), origin_time, changes, deps)
 
 
 def _deps_text(update: RemoteUpdate) -> str:
@@ -56,6 +83,23 @@ def _deps_text(update: RemoteUpdate) -> str:
     if update.deps is None:
         return ""
     return " ".join(f"{r}:{t}" for r, t in merge_vectors([update.deps, ((update.origin_region, update.ts),)]))
+
+
+def _rows_args(update: RemoteUpdate, keys: list[str], args: list) -> None:
+    """An update's rows as apply.lua and deliver.lua read them (n_rows, then per row n_ops and
+    the ops; three keys per row)."""
+    args.append(len(update.rows))
+    for row in update.rows:
+        keys += gears.row_keys(row.group, row.row)
+        args += [len(row.changes), *gears.change_args(row.changes)]
+
+
+def _staged_rows(update: RemoteUpdate, rows: list[RowChange]) -> list:
+    """A remote stage's tail (txn.lua): deps, n_rows, then per row group, row, n_ops, ops."""
+    args: list = [_deps_text(update), len(rows)]
+    for row in rows:
+        args += [row.group, row.row, len(row.changes), *gears.change_args(row.changes)]
+    return args
 
 
 def _entries(raw: list) -> list[tuple[int, dict[bytes, bytes]]]:
@@ -131,19 +175,8 @@ class Shard:
                 raise gear_error(str(exc)) from None
         raise AssertionError("unreachable")
 
-    async def write(self, client: Label, mutations: list[list]) -> int:
-        """``mutations``: each one's arguments (``causal_client.wire.mutation_args``)."""
-        return int(await self.call(wire.WRITE, wire.call_args(client, mutations)))
-
-    async def check_write(self, client: Label, mutations: list[list]) -> None:
-        await self.call(wire.CHECK_WRITE, wire.call_args(client, mutations))
-
     async def migrate(self, client: Label, target: str) -> int:
         return int(await self.call(wire.MIGRATE, [wire.GEARS_API, *wire.label_args(client), target]))
-
-    async def read(self, client: Label, reads: list[list]) -> list:
-        """Any number of reads of this shard's rows (``causal_client.wire.read_args``) in one call."""
-        return await self.call(wire.READ, wire.call_args(client, reads))
 
     async def visible(self, client: Label, waited_s: float) -> tuple[bool, bytes]:
         """Whether the client's past is visible here (``waited_s``: how long its attach has
@@ -161,8 +194,8 @@ class Shard:
         keys: list[str] = []
         args: list = [origin_gear, origin_gear.split("/", 1)[0], through_ts, len(updates)]
         for update in updates:
-            keys += gears.row_keys(update.group, update.row)
-            args += [update.ts, update.src, len(update.changes), *gears.change_args(update.changes)]
+            args += [update.ts, update.src]
+            _rows_args(update, keys, args)
         return [int(ts) for ts in await self.call("saturn_apply", args, keys)]
 
     async def deliver(self, updates: list[RemoteUpdate], marks: dict[str, int]) -> set[str]:
@@ -172,9 +205,8 @@ class Shard:
         keys: list[str] = []
         args: list = [len(updates)]
         for u in updates:
-            keys += gears.row_keys(u.group, u.row)
-            args += [u.ts, u.src, u.origin_region, _deps_text(u), len(u.changes)]
-            args += gears.change_args(u.changes)
+            args += [u.ts, u.src, u.origin_region, _deps_text(u)]
+            _rows_args(u, keys, args)
         args.append(len(marks))
         for origin, ts in marks.items():
             args += [origin, ts]
@@ -299,38 +331,37 @@ class RegionStore:
             *(s.install({**settings, "shard": k}, groups, gear_ids, about) for k, s in enumerate(self.shards))
         )
 
-    async def write(self, client: Label, mutations: list[tuple[str, str, list]]) -> Label:
-        """``mutations``: (group, row, its arguments) each; returns the greatest label made."""
-        parts = self._by_shard([(group, row) for group, row, _ in mutations])
-        if len(parts) > 1:  # every shard checks its part before any writes (nothing half-written)
-            part_args = {k: [mutations[i][2] for i in ix] for k, ix in parts.items()}
-            await asyncio.gather(*(self.shards[k].check_write(client, a) for k, a in part_args.items()))
-        results = await asyncio.gather(
-            *(self.shards[k].write(client, [mutations[i][2] for i in idx]) for k, idx in parts.items())
-        )
-        best = Label.zero()
-        for (k, idx), ts in zip(parts.items(), results, strict=True):
-            group, row, _ = mutations[idx[-1]] if idx else ("", "", None)
-            best = best.merge(observed(ts, self.shards[k].gear_id, f"{group}/{row}", self.vectors))
-        return best
+    async def write(self, client: Label, mutations: list[Mutation], atomic: bool = True) -> Label:
+        """Writes a batch (all or none visible unless not ``atomic``): causal_client/transactions.py's
+        plan, run here; returns the greatest label made."""
+        gear_ids = [s.gear_id for s in self.shards]
+        plan = transactions.write_plan(client, mutations, len(self.shards), gear_ids, atomic, self.vectors)
+        return await self.run_plan(plan)
+
+    async def run_plan(self, plan: transactions.Plan):
+        """Runs a transaction's plan, each round's calls at once (asyncio)."""
+
+        async def one(c: transactions.ShardCall):
+            try:
+                return await self.shards[c.shard].call(c.function, c.args)
+            except errors.CausalError as exc:
+                return exc
+
+        try:
+            round_ = next(plan)
+            while True:
+                round_ = plan.send(list(await asyncio.gather(*(one(c) for c in round_))))
+        except StopIteration as done:
+            return done.value
 
     async def migrate(self, client: Label, target_region: str) -> Label:
         shard = self.shards[0]
         ts = await shard.migrate(client, target_region)
         return Label(ts=ts, src=shard.gear_id, type=LabelType.MIGRATION, target=target_region)
 
-    async def read(self, client: Label, ops: list[ReadSpec]) -> tuple[list[Row], Label]:
-        parts = self._by_shard([(op.group, op.row) for op in ops])
-        replies = await asyncio.gather(
-            *(self.shards[k].read(client, [ops[i].gear_args() for i in idx]) for k, idx in parts.items())
-        )
-        results: list[Row | None] = [None] * len(ops)
-        best = Label.zero()
-        for idx, reply in zip(parts.values(), replies, strict=True):
-            for i, raw in zip(idx, reply, strict=True):
-                results[i], label = Row.from_gear(ops[i].group, ops[i].row, raw, self.vectors)
-                best = best.merge(label)
-        return results, best  # type: ignore[return-value]
+    async def read(self, client: Label, ops: list[ReadSpec], floor: int = 0) -> transactions.ReadResult:
+        """A read-only transaction (causal_client/transactions.py): one snapshot at or after ``floor``."""
+        return await self.run_plan(transactions.read_plan(client, ops, len(self.shards), floor, self.vectors))
 
     async def wait_visible(self, label: Label, timeout: float | None = None) -> None:
         """Paper Alg. 1's wait: the gears decide whether the label's past is visible here (by
@@ -349,19 +380,57 @@ class RegionStore:
                 raise TimeoutError(f"label {label} not stable at {self.region} within {timeout:.1f}s")
             await shard.wait_watermark_event(last_event, left)  # the proxy raised them, or time
 
+    def shards_of(self, update: RemoteUpdate) -> list[int]:
+        """The local shards holding the update's rows, in order."""
+        return sorted({self.topology.shard_of(self.region, r.group, r.row) for r in update.rows})
+
+    async def apply_across_shards(self, update: RemoteUpdate) -> None:
+        """Applies an update whose rows span shards all at once (a remote atomic batch): staged on
+        each shard, decided at the first, settled at the others (txn.lua), so that a reader never
+        sees part of it. Idempotent (a cell is last-writer-wins, a counter's partial sum a state),
+        so applying it again after a crash is harmless; a crash midway leaves staged parts that
+        the region's sweeper settles."""
+        parts: dict[int, list[RowChange]] = {}
+        for row in update.rows:
+            parts.setdefault(self.topology.shard_of(self.region, row.group, row.row), []).append(row)
+        coordinator = min(parts)
+        for _ in range(3):
+            txid = f"{update.src}|{update.ts}|{uuid.uuid4().hex[:12]}"
+            head = [txid, self.shards[coordinator].gear_id, update.ts, update.src, update.origin_region]
+            proposals = await asyncio.gather(
+                *(
+                    self.shards[k].call("saturn_stage_remote", [*head, *_staged_rows(update, rows)])
+                    for k, rows in parts.items()
+                )
+            )
+            try:
+                stamp = await self.shards[coordinator].call("saturn_decide", [txid, max(map(int, proposals))])
+            except errors.TransactionAborted:
+                continue  # the sweeper gave up on it (this took long): its parts are dropped
+            await asyncio.gather(
+                *(self.shards[k].call("saturn_settle", [txid, "c", stamp]) for k in parts if k != coordinator)
+            )
+            return
+        raise errors.TransactionAborted(f"update {update.key} was aborted three times while applied here")
+
     async def apply_remote(
         self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]
     ) -> list[RemoteUpdate]:
         """Applies one origin gear's updates; each local shard records ``through_ts`` atomically
-        with its part, so a re-sent batch is skipped shard by shard. Returns those applied."""
-        return await self._per_shard(Shard.apply, origin_gear, through_ts, updates)
+        with its part, so a re-sent batch is skipped shard by shard (an update spanning shards is
+        applied first, across them: applying it again is harmless). Returns those applied."""
+        spanning = [u for u in updates if len(self.shards_of(u)) > 1]
+        for update in spanning:
+            await self.apply_across_shards(update)
+        single = [u for u in updates if len(self.shards_of(u)) == 1]
+        return spanning + await self._per_shard(Shard.apply, origin_gear, through_ts, single)
 
     async def _per_shard(self, method, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]):
         """Runs ``method`` on every shard with its part of ``updates`` (every shard, even with
         none: each keeps its own position); returns the updates whose ts it reported done."""
         parts: list[list[RemoteUpdate]] = [[] for _ in self.shards]
         for update in updates:
-            parts[self.topology.shard_of(self.region, update.group, update.row)].append(update)
+            parts[self.shards_of(update)[0]].append(update)
         done_per_shard = await asyncio.gather(
             *(
                 method(shard, origin_gear, through_ts, part)

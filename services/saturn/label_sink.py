@@ -52,15 +52,25 @@ TREE_POLL_S = 0.05  # how often the tree record's epoch is read (a reconfigurati
 
 
 def parse_entry(raw: bytes) -> saturn_pb2.TreeLabel:
-    """A label-stream entry: 'u|ts|src|group/row' (update) or 'm|ts|src|region' (migration); the
-    kind in capitals when made outside the tree's order (common.lua's label_kind)."""
+    """A label-stream entry: 'u|ts|src|group/row' (update), 't|ts|src|groups|group/row' (an
+    atomic batch over several groups, space-separated: serializers route it to every region that
+    replicates one of them) or 'm|ts|src|region' (migration); the kind in capitals when made
+    outside the tree's order (common.lua's label_kind)."""
     kind, ts, src, target = raw.decode().split("|", 3)
     label = saturn_pb2.TreeLabel(src=src, ts=int(ts), target=target, outside_order=kind.isupper())
     if kind.lower() == "u":
         label.type, label.group = saturn_pb2.TREE_UPDATE, target.split("/", 1)[0]
+    elif kind.lower() == "t":
+        label.type = saturn_pb2.TREE_UPDATE
+        label.group, label.target = target.split("|", 1)
     else:
         label.type = saturn_pb2.TREE_MIGRATION
     return label
+
+
+def any_of(groups: str, wanted: set[str] | frozenset[str]) -> bool:
+    """Whether a label's group (an atomic batch's: several, space-separated) is one of ``wanted``."""
+    return groups in wanted or (" " in groups and not wanted.isdisjoint(groups.split()))
 
 
 class RateMeter:
@@ -187,7 +197,7 @@ class LabelSink:
 
     def wanted(self, label: saturn_pb2.TreeLabel) -> bool:
         if label.type == saturn_pb2.TREE_UPDATE:
-            return label.group in self.shipped_groups
+            return any_of(label.group, self.shipped_groups)
         return label.target != self.region
 
     def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
@@ -196,7 +206,7 @@ class LabelSink:
         labels = [label for label in labels if self.wanted(label)]
         if labels:
             self.link.send(labels)
-            if any(x.type == saturn_pb2.TREE_UPDATE and x.group in self.everywhere for x in labels):
+            if any(x.type == saturn_pb2.TREE_UPDATE and any_of(x.group, self.everywhere) for x in labels):
                 self.last_heard_everywhere = time.monotonic()
             kinds = Counter("update" if x.type == saturn_pb2.TREE_UPDATE else "migration" for x in labels)
             for kind, count in kinds.items():  # one metric update per kind and batch: they cost

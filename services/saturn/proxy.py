@@ -52,6 +52,7 @@ from services.proto import saturn_pb2
 from services.region.stable_order import MAX_RUN, Applied, StableOrder
 from services.region.store import RegionStore, RemoteUpdate
 from services.saturn import epochs
+from services.saturn.label_sink import any_of
 from services.saturn.proxy_trees import SINK_POLL_S, TreeEpochs
 from services.topology import Topology
 
@@ -347,7 +348,7 @@ class RemoteProxy(StableOrder, TreeEpochs):
                 skipped += 1
                 continue
             if label.ts > seen and label.type == saturn_pb2.TREE_UPDATE:
-                if label.group not in self.local_groups:
+                if not any_of(label.group, self.local_groups):
                     log.error("label of group %s, not replicated here: %s", label.group, label)
                 else:
                     update = self.ready.get(f"{label.src}|{label.ts}")

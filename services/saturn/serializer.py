@@ -31,7 +31,7 @@ class Router:
     def wants(self, neighbour: str, label: saturn_pb2.TreeLabel) -> bool:
         behind = self.behind[neighbour]
         if label.type == saturn_pb2.TREE_UPDATE:
-            return not behind.isdisjoint(self.replicas.get(label.group, ()))
+            return any(not behind.isdisjoint(self.replicas.get(g, ())) for g in label.group.split())
         if label.type == saturn_pb2.TREE_MIGRATION:
             return label.target in behind
         return True  # heartbeats and gaps go everywhere

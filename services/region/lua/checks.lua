@@ -123,6 +123,12 @@ local function whole(text)
   return tonumber(text)
 end
 
+-- A time in µs (as labels carry them: up to 17 digits), or nil.
+local function whole_time(text)
+  if type(text) ~= 'string' or not string.match(text, '^%d+$') or #text > 17 then return nil end
+  return tonumber(text)
+end
+
 -- Every argument was read: a caller that sends more than it describes has a bug; refuse it
 -- rather than drop what it meant.
 local function check_consumed(args, next_index)
@@ -131,8 +137,14 @@ local function check_consumed(args, next_index)
   end
 end
 
--- The group is replicated here, and the row is this shard's: returns the group's replicas.
-local function check_row(cfg, group, row)
+local function owns_row(cfg, group, row)
+  local shards = tonumber(cfg.shards)
+  return shards == 1 or crc32(group .. '/' .. row) % shards == tonumber(cfg.shard)
+end
+
+-- The group is replicated here, and the row is this shard's (any shard's with any_shard: the
+-- coordinator of a transaction ships the other shards' rows too): returns the group's replicas.
+local function check_row(cfg, group, row, any_shard)
   if group == nil or group == '' then fail(CODE_INVALID, 'group must not be empty') end
   local members = redis.call('HGET', GROUPS_KEY, group)
   if not members then fail(CODE_INVALID, 'unknown group ' .. q(group)) end
@@ -145,7 +157,7 @@ local function check_row(cfg, group, row)
   end
   check_name('row key', row)
   local shards = tonumber(cfg.shards)
-  if shards > 1 and crc32(group .. '/' .. row) % shards ~= tonumber(cfg.shard) then
+  if shards > 1 and not any_shard and not owns_row(cfg, group, row) then
     fail(CODE_WRONGSHARD, 'row ' .. q(row) .. ' of group ' .. q(group) .. ' belongs to another shard of '
       .. cfg.region .. ' than ' .. cfg.gear)
   end

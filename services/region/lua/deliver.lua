@@ -4,10 +4,11 @@
 -- skipped. On shard 0 the watermarks are the proxy's: attaches wait on them and bulk transfer
 -- resumes from them. When a watermark rises, an entry goes to the events stream (capped), on
 -- which attaches that wait for the watermarks block (XREAD) instead of polling them.
--- keys: per update: data hash, column index, counters.
+-- keys: per row of each update: data hash, column index, counters.
 -- args: n_updates, then per update: ts, src, origin_region, deps (Cure's vector of the update,
---       "" under other protocols: common.lua's merge_deps), n_ops, then per op: kind, column,
---       arg; then n_marks, then per mark: origin_region, ts.
+--       "" under other protocols: common.lua's merge_deps), n_rows, then per row: n_ops, then per
+--       op: kind, column, arg; then n_marks, then per mark: origin_region, ts. An update's rows
+--       become visible at one stamp (versions.lua).
 -- Returns "src|ts" of each update applied.
 local function gear_deliver(keys, args)
   local n = tonumber(args[1])
@@ -15,19 +16,25 @@ local function gear_deliver(keys, args)
   local through = {}
   local a, k = 2, 1
   for u = 1, n do
-    local ts, src, origin, deps, nops = tonumber(args[a]), args[a + 1], args[a + 2], args[a + 3], tonumber(args[a + 4])
+    local ts, src, origin, deps, nrows = tonumber(args[a]), args[a + 1], args[a + 2], args[a + 3], tonumber(args[a + 4])
     local p = a + 5
     if through[origin] == nil then
       through[origin] = tonumber(redis.call('HGET', WATERMARK_KEY, origin) or '0')
     end
-    if ts > through[origin] then
-      p = apply_ops(args, keys[k], keys[k + 1], keys[k + 2], origin, ts, src, p, nops)
-      if deps ~= '' then merge_deps(keys[k], deps, origin, ts) end
-      applied[#applied + 1] = src .. '|' .. I(ts)
-    else
-      p = p + 3 * nops
+    local fresh = ts > through[origin]
+    local stamp = fresh and next_stamp(ts)
+    for _ = 1, nrows do
+      local nops = tonumber(args[p])
+      if fresh then
+        p = apply_ops(args, keys[k], keys[k + 1], keys[k + 2], origin, ts, src, p + 1, nops, stamp)
+        if deps ~= '' then merge_deps(keys[k], deps, origin, ts) end
+      else
+        p = p + 1 + 3 * nops
+      end
+      k = k + 3
     end
-    a, k = p, k + 3
+    if fresh then applied[#applied + 1] = src .. '|' .. I(ts) end
+    a = p
   end
   local marks = tonumber(args[a])
   local raised = false

@@ -2,7 +2,17 @@
 -- is for the region's own services. `guarded` turns a failed check into an error reply.
 redis.register_function('saturn_write', guarded(gear_write))
 redis.register_function{function_name = 'saturn_check_write', callback = guarded(gear_check_write), flags = {'no-writes'}}
-redis.register_function{function_name = 'saturn_read', callback = guarded(gear_read), flags = {'no-writes'}}
+-- A read now changes nothing (FCALL_RO); one as of a time raises the clock and settles parts.
+redis.register_function{function_name = 'saturn_read', flags = {'no-writes'}, callback = guarded(
+  function(keys, args)
+    if args[7] ~= '0' or args[8] ~= '0' then fail(CODE_INVALID, 'a read as of a time is saturn_read_at') end
+    return gear_read(keys, args)
+  end)}
+redis.register_function('saturn_read_at', guarded(gear_read))
+redis.register_function('saturn_stage', guarded(gear_stage))
+redis.register_function('saturn_commit', guarded(gear_commit))
+redis.register_function('saturn_settle', guarded(gear_settle))
+redis.register_function('saturn_check', guarded(gear_check))
 redis.register_function('saturn_migrate', guarded(gear_migrate))
 redis.register_function('saturn_attach', guarded(gear_attach))
 redis.register_function('saturn_claim', guarded(gear_claim))
@@ -19,6 +29,9 @@ redis.register_function{function_name = 'saturn_describe', flags = {'no-writes'}
   end)}
 
 redis.register_function('saturn_apply', gear_apply)
+redis.register_function('saturn_stage_remote', guarded(gear_stage_remote))
+redis.register_function('saturn_decide', guarded(gear_decide))
+redis.register_function('saturn_stuck', gear_stuck)
 redis.register_function('saturn_deliver', gear_deliver)
 redis.register_function('saturn_outside_order', gear_outside_order)
 redis.register_function('saturn_heartbeat', gear_heartbeat)

@@ -1,13 +1,16 @@
 -- Gear UPDATE (paper Alg. 2): label generation, write, bulk and label stream appends, atomically.
--- args: api, label (5), n_mutations, then per mutation: group, row, n_ops, then per op:
---       kind ('s' set, 'd' delete, 'i' increment), column, arg.
--- Returns the label's ts (the last mutation's; each mutation gets its own ts, consecutive).
+-- args: api, label (5), atomic ('1'/'0'), n_mutations, then per mutation: group, row, n_ops,
+--       then per op: kind ('s' set, 'd' delete, 'i' increment), column, arg.
+-- Returns the label's ts: an atomic write's one ts; else the last mutation's (each mutation gets
+-- its own, consecutive).
 local MAX_INCREMENT = 2 ^ 53  -- counters are Lua numbers (doubles): exact up to here
 
 -- Every check of a write, before anything is written: returns the client's ts, the mutations
 -- ({group, row, replicate, first op index, n_ops, keys...}), the settings and the client's
 -- vector as it came (checked).
-local function check_write(args)
+-- With any_shard (a transaction's coordinator), rows of other shards pass too: each mutation
+-- says whether it is this shard's (its 9th field).
+local function check_write(args, any_shard)
   check_api(args[1])
   local cfg = config()
   local client_ts = check_label(cfg, args, 2)
@@ -19,7 +22,7 @@ local function check_write(args)
   local a = 8
   for m = 1, n do
     local group, row, nops = args[a], args[a + 1], whole(args[a + 2])
-    local replicas = check_row(cfg, group, row)
+    local replicas = check_row(cfg, group, row, any_shard)
     if nops == nil or nops < 1 then fail(CODE_INVALID, 'a mutation needs at least one column operation') end
     if nops > MAX_OPS then fail(CODE_INVALID, 'at most ' .. MAX_OPS .. ' column operations per mutation') end
     local dkey, ikey, ckey = row_keys(group, row)
@@ -52,62 +55,111 @@ local function check_write(args)
       end
       p = p + 3
     end
-    mutations[m] = {group, row, #replicas > 1, a + 3, nops, dkey, ikey, ckey}
+    mutations[m] = {group, row, #replicas > 1, a + 3, nops, dkey, ikey, ckey, owns_row(cfg, group, row)}
     a = p
   end
   check_consumed(args, a)
   return client_ts, mutations, cfg, args[6]
 end
 
+-- A write's atomic flag (args[7]), taken out of args so that check_write reads the rest.
+local function take_atomic(args)
+  local atomic = args[7]
+  if atomic ~= '1' and atomic ~= '0' then fail(CODE_INVALID, 'a write says whether it is atomic') end
+  table.remove(args, 7)
+  return atomic == '1'
+end
+
 -- The checks alone (a batch over several shards is checked at every shard before any writes).
 local function gear_check_write(keys, args)
+  take_atomic(args)
   check_write(args)
   return 1
 end
 
+-- One bulk entry: the label's ts and source, the origin's time, the rows ([group, row, ops]),
+-- and under cure the writer's vector. GROUP_FIELD names every group the rows are of.
+local function ship(cfg, ts, src, now, groups, rows, vector)
+  local body
+  if cfg.protocol == 'cure' then
+    body = cmsgpack.pack({ts, src, now, rows, vector})
+  else
+    body = cmsgpack.pack({ts, src, now, rows})
+  end
+  redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, table.concat(groups, ' '), PAYLOAD_FIELD, body)
+end
+
+-- One label: 'u' for rows of one group, 't' (with the groups) for several (label_sink.py).
+local function emit_label(kind, ts, src, groups, target)
+  if #groups > 1 then
+    kind = (kind == 'U') and 'T' or 't'
+    target = table.concat(groups, ' ') .. '|' .. target
+  end
+  redis.call('XADD', LABEL_STREAM, I(ts) .. '-0', LABEL_FIELD, kind .. '|' .. I(ts) .. '|' .. src .. '|' .. target)
+end
+
+-- The mutations' writes at ts (and stamp ts), each row's versions folded; returns the row's
+-- replicated ops ({group, row, ops}).
+local function write_mutation(cfg, args, mutation, ts, vector)
+  local group, row, replicate, p, nops, dkey, ikey, ckey = unpack(mutation)
+  local src, region = cfg.gear, cfg.region
+  local ops = {}
+  for o = 1, nops do
+    local kind, column, arg = args[p], args[p + 1], args[p + 2]
+    if kind == 's' then
+      put_value(dkey, ikey, column, ts, src, arg, ts)
+      ops[#ops + 1] = {'s', column, arg}
+    elseif kind == 'd' then
+      put_tombstone(dkey, ikey, column, ts, src, ts)
+      ops[#ops + 1] = {'d', column, ''}
+    else
+      local partial = I(partial_of(ckey, region, column) + tonumber(arg))
+      put_partial(dkey, ikey, ckey, column, region, ts, src, partial, ts)
+      -- Replicas receive the new partial sum (state), so a re-delivery cannot double-count.
+      ops[#ops + 1] = {'p', column, partial}
+    end
+    p = p + 3
+  end
+  fold_versions(dkey)
+  if cfg.protocol == 'cure' then merge_deps(dkey, vector, region, ts) end
+  return {group, row, ops}
+end
+
+-- args: api, label (5), atomic ('1': every mutation at one ts, under one label, shipped as one
+-- update; '0': each its own), n_mutations, then the mutations (as check_write reads them).
 local function gear_write(keys, args)
+  local atomic = take_atomic(args)
   local client_ts, mutations, cfg, vector = check_write(args)
   local n = #mutations
   local now = now_us()
   local last, outside = unpack(redis.call('HMGET', GEAR_KEY, 'last_ts', OUTSIDE_ORDER_FIELD))
   local ts = math.max(client_ts + 1, now, tonumber(last or '0') + 1)
-  local src, region, emit_label = cfg.gear, cfg.region, cfg.emits == '1'
+  local src, emits = cfg.gear, cfg.emits == '1'
   local kind = label_kind('u', outside)
-  for m = 1, n do
-    local group, row, replicate, p, nops, dkey, ikey, ckey = unpack(mutations[m])
-    local ops = {}
-    for o = 1, nops do
-      local kind, column, arg = args[p], args[p + 1], args[p + 2]
-      if kind == 's' then
-        put_value(dkey, ikey, column, ts, src, arg)
-        ops[#ops + 1] = {'s', column, arg}
-      elseif kind == 'd' then
-        put_tombstone(dkey, ikey, column, ts, src)
-        ops[#ops + 1] = {'d', column, ''}
-      else
-        local partial = I(partial_of(ckey, region, column) + tonumber(arg))
-        put_partial(dkey, ikey, ckey, column, region, ts, src, partial)
-        -- Replicas receive the new partial sum (state), so a re-delivery cannot double-count.
-        ops[#ops + 1] = {'p', column, partial}
+  if atomic then
+    -- Under cure the payload carries the writer's vector: receivers apply it once every update
+    -- it names is applied there (services/protocols/cure.py).
+    local shipped, groups, seen, all_groups, seen_all = {}, {}, {}, {}, {}
+    for m = 1, n do
+      local row = write_mutation(cfg, args, mutations[m], ts, vector)
+      local group = row[1]
+      if not seen_all[group] then all_groups[#all_groups + 1] = group; seen_all[group] = true end
+      if mutations[m][3] then
+        shipped[#shipped + 1] = row
+        if not seen[group] then groups[#groups + 1] = group; seen[group] = true end
       end
-      p = p + 3
     end
-    if cfg.protocol == 'cure' then merge_deps(dkey, vector, region, ts) end
-    if replicate then
-      -- Under cure the payload carries the writer's vector: receivers apply it once every
-      -- update it names is applied there (services/protocols/cure.py).
-      local body
-      if cfg.protocol == 'cure' then
-        body = cmsgpack.pack({ts, src, now, group, row, ops, vector})
-      else
-        body = cmsgpack.pack({ts, src, now, group, row, ops})
-      end
-      redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, group, PAYLOAD_FIELD, body)
+    if #shipped > 0 then ship(cfg, ts, src, now, groups, shipped, vector) end
+    if emits then
+      emit_label(kind, ts, src, all_groups, mutations[1][1] .. '/' .. mutations[1][2])
     end
-    if emit_label then
-      redis.call('XADD', LABEL_STREAM, I(ts) .. '-0', LABEL_FIELD, kind .. '|' .. I(ts) .. '|' .. src .. '|' .. group .. '/' .. row)
+  else
+    for m = 1, n do
+      local row = write_mutation(cfg, args, mutations[m], ts, vector)
+      if mutations[m][3] then ship(cfg, ts, src, now, {row[1]}, {row}, vector) end
+      if emits then emit_label(kind, ts, src, {row[1]}, row[1] .. '/' .. row[2]) end
+      if m < n then ts = ts + 1 end
     end
-    if m < n then ts = ts + 1 end
   end
   redis.call('HSET', GEAR_KEY, 'last_ts', I(ts))
   return ts

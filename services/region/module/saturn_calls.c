@@ -41,7 +41,8 @@ static const char *(*StringPtrLen)(const RedisModuleString *string, size_t *leng
 
 /* The gears a client may call; kept in step with causal_client/wire.py. */
 static const char *CLIENT_GEARS[] = {
-    "saturn_write", "saturn_check_write", "saturn_read", "saturn_migrate", "saturn_attach",
+    "saturn_write", "saturn_check_write", "saturn_read", "saturn_read_at", "saturn_stage",
+    "saturn_commit", "saturn_settle", "saturn_check", "saturn_migrate", "saturn_attach",
     "saturn_claim", "saturn_describe", "saturn_version", NULL,
 };
 

@@ -1,0 +1,208 @@
+"""Atomic batches (write-only transactions) and multi-reads as read-only transactions, across
+shards, groups and regions, on every protocol; the death of a writer, of a shard's store.
+
+The experiment that showed the problem: a writer batches rows on different shards, readers at
+every region multi-read them; a read that sees part of a batch is fractured. With atomic=False
+(each row its own update, as every batch was before) readers do see fractured batches: the count
+bites; with transactions, none.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import threading
+import time
+
+import pytest
+from helpers.transactions import (
+    count_fractured,
+    rows_on_shards,
+    sharded,
+    staged_parts,
+    start_stopping_writer,
+)
+from helpers.waiting import eventually, unique
+
+from causal_client import CausalClient, InvalidRequest, Mutation, NotReplicatedHere, ReadSpec, wire
+from services.launcher.cluster import Cluster
+
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
+SECONDS = 3.0
+
+
+@pytest.fixture(scope="module", params=["eventual", "saturn", "gentlerain", "cure"])
+def two_shards(request, tmp_path_factory):
+    topology = sharded("two-region.toml", request.param, 2)
+    with (
+        Cluster(topology, tmp_path_factory.mktemp(f"txn-{request.param}")) as cluster,
+        CausalClient.connect(topology.client_address("a")) as client,
+    ):
+        yield cluster, client
+
+
+def the_rows(shards: int, count: int = 2) -> list[tuple[str, str]]:
+    names = rows_on_shards(["all"] * count, shards, unique("t"))
+    return [("all", name) for name in names]
+
+
+@pytest.mark.parametrize("atomic", [True, False], ids=["atomic", "non-atomic"])
+def test_no_read_sees_part_of_a_batch_at_any_region(two_shards, atomic):
+    _, client = two_shards
+    rows = the_rows(2)
+    written, tally = count_fractured(client, "a", rows, {"a": rows, "b": rows}, SECONDS, atomic=atomic)
+    assert written > 20 and all(reads > 20 for reads, _ in tally.values()), tally
+    fractured = sum(bad for _, bad in tally.values())
+    if atomic:
+        assert fractured == 0, tally
+    else:  # the count can see what atomicity prevents (at the remote region above all)
+        assert fractured > 0, tally
+
+
+def test_an_acknowledged_batch_is_whole_for_the_writer_and_everywhere(two_shards):
+    _, client = two_shards
+    rows = the_rows(2)
+    session = client.session("a")
+    for n in range(20):
+        session.batch([Mutation(g, r).update({"v": str(n)}) for g, r in rows])
+        assert {row.text("v") for row in session.multi_read([ReadSpec(g, r) for g, r in rows])} == {str(n)}
+    reader = client.session("b")
+    eventually(lambda: {r.text("v") for r in reader.multi_read([ReadSpec(g, r) for g, r in rows])} == {"19"})
+
+
+def test_a_read_never_shows_a_row_without_the_causal_past_of_another(two_shards):
+    """A writer sets x (one shard), then y (another) to n, again and again; a multi-read of
+    [x, y] (x's shard read first) must never return a y newer than its x: that y's past
+    includes x = n. Reads shard by shard (no snapshot) do return that."""
+    _, client = two_shards
+    (_, x), (_, y) = the_rows(2)
+    stop = threading.Event()
+
+    def write() -> None:
+        writer = client.session("a")
+        for n in itertools.count():
+            if stop.is_set():
+                return
+            writer.write("all", x, {"v": str(n)})
+            writer.write("all", y, {"v": str(n)})
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    reader, broken, reads = client.session("a"), 0, 0
+    deadline = time.monotonic() + SECONDS
+    try:
+        while time.monotonic() < deadline:
+            got_x, got_y = reader.multi_read([ReadSpec("all", x), ReadSpec("all", y)])
+            broken += int(got_y.text("v") or -1) > int(got_x.text("v") or -1)
+            reads += 1
+    finally:
+        stop.set()
+        thread.join(10)
+    assert reads > 50 and broken == 0, (reads, broken)
+
+
+def test_bad_batches_are_refused_and_write_nothing(two_shards):
+    cluster, client = two_shards
+    rows = the_rows(2)
+    session = client.session("a")
+    with pytest.raises(InvalidRequest, match="at least one mutation"):
+        session.batch([])
+    too_many = [Mutation("all", f"{rows[0][1]}-{i}").set("v", "x") for i in range(wire.MAX_OPS + 1)]
+    with pytest.raises(InvalidRequest, match=f"at most {wire.MAX_OPS}"):
+        session.batch(too_many)
+    bad = [Mutation(g, r).set("v", "x") for g, r in rows] + [Mutation("all", rows[0][1] + "b").set("", "x")]
+    with pytest.raises(InvalidRequest):
+        session.batch(bad)
+    spread = [Mutation(g, r).increment("n") for g, r in rows]  # counters on two shards
+    with pytest.raises(InvalidRequest, match="increments counters of one shard only"):
+        session.batch(spread)
+    found = session.multi_read([ReadSpec(g, r) for g, r in [*rows, ("all", f"{rows[0][1]}-0")]])
+    assert all(len(row) == 0 for row in found)
+    assert staged_parts(cluster.topology, "a") == 0
+    session.batch([*spread[:1], Mutation(*rows[1]).set("v", "ok")])  # counters on one shard: fine
+
+
+@pytest.fixture(scope="module")
+def partial(tmp_path_factory):
+    topology = sharded("demo-3region-partial.toml", "saturn", 3)
+    with (
+        Cluster(topology, tmp_path_factory.mktemp("txn-partial")) as cluster,
+        CausalClient.connect(topology.client_address("ireland")) as client,
+    ):
+        yield cluster, client
+
+
+def test_a_batch_over_three_groups_and_shards_appears_at_once_where_each_part_lives(partial):
+    """Ireland writes rows of all, atlantic and europe (one per shard); virginia replicates all
+    and atlantic, frankfurt all and europe: each sees its part of every batch whole."""
+    _, client = partial
+    groups = ["all", "atlantic", "europe"]
+    rows = list(zip(groups, rows_on_shards(groups, 3, unique("p")), strict=True))
+    readers = {
+        "ireland": rows,
+        "virginia": [r for r in rows if r[0] in ("all", "atlantic")],
+        "frankfurt": [r for r in rows if r[0] in ("all", "europe")],
+    }
+    written, tally = count_fractured(client, "ireland", rows, readers, SECONDS)
+    assert written > 20 and all(reads > 20 for reads, _ in tally.values()), tally
+    assert sum(bad for _, bad in tally.values()) == 0, tally
+    for region, mine in readers.items():
+        reader = client.session(region, auto_migrate=False)
+        eventually(lambda r=reader, m=mine: {x.text("v") for x in r.multi_read([ReadSpec(*p) for p in m])}
+                   == {str(written)}, timeout=20)  # fmt: skip
+
+
+def test_a_batch_touching_a_group_not_here_is_refused_whole(partial):
+    _, client = partial
+    session = client.session("virginia", auto_migrate=False)
+    row = unique("nothere")
+    with pytest.raises(NotReplicatedHere):
+        session.batch([Mutation("all", row).set("v", "x"), Mutation("europe", row).set("v", "x")])
+    assert len(session.read("all", row)) == 0
+
+
+@pytest.mark.parametrize("stage", ["before-commit", "before-settle"])
+@pytest.mark.parametrize("protocol", ["eventual", "saturn"])
+def test_a_writer_killed_in_the_middle_of_a_batch_leaves_it_whole_or_absent(
+    launch, client_for, protocol, stage
+):
+    """The writer is SIGKILLed with its batch staged on a shard: before the coordinator decided
+    (the batch must vanish) or after (it must appear whole). Readers at both regions see the
+    old value everywhere or the new one everywhere, at once and after the sweeper settled it."""
+    cluster = launch(sharded("two-region.toml", protocol, 2).model_dump())
+    client = client_for(cluster)
+    rows = rows_on_shards(["all"] * 2, 2, unique("k"))
+    pairs = [("all", r) for r in rows]
+    child = start_stopping_writer(cluster.topology.client_address("a"), "a", pairs, stage)
+    child.send_signal(signal.SIGKILL)
+    child.wait(10)
+    expected = "1" if stage == "before-commit" else "2"
+    specs = [ReadSpec(g, r) for g, r in pairs]
+    for region in ("a", "b"):
+        reader = client.session(region)
+        eventually(lambda r=reader: {x.text("v") for x in r.multi_read(specs)} == {expected}, timeout=20)
+    eventually(lambda: staged_parts(cluster.topology, "a") == 0, timeout=15)
+    for region in ("a", "b"):
+        assert {x.text("v") for x in client.session(region).multi_read(specs)} == {expected}
+
+
+def test_a_shard_killed_between_commit_and_settle_comes_back_with_its_part(launch, client_for):
+    """The cohort shard's store is SIGKILLed right after the coordinator committed (its part is
+    staged, on disk): the batch is acknowledged; once the store is back, its part is there."""
+    cluster = launch(sharded("two-region.toml", "saturn", 2).model_dump())
+    client = client_for(cluster)
+    rows = rows_on_shards(["all"] * 2, 2, unique("s"))
+    pairs = [("all", r) for r in rows]
+    child = start_stopping_writer(cluster.topology.client_address("a"), "a", pairs, "before-settle")
+    cohort = next(k for k in range(2) if staged_parts(cluster.topology, "a", k))
+    cluster.kill(f"a.redis{cohort}")
+    child.send_signal(signal.SIGKILL)
+    child.wait(10)
+    time.sleep(0.3)
+    cluster.restart(f"a.redis{cohort}")
+    specs = [ReadSpec(g, r) for g, r in pairs]
+    for region in ("a", "b"):
+        reader = client.session(region)
+        eventually(lambda r=reader: {x.text("v") for x in r.multi_read(specs)} == {"2"}, timeout=30)
+    eventually(lambda: staged_parts(cluster.topology, "a") == 0, timeout=15)
