@@ -73,7 +73,9 @@ def preload(client: CausalClient, db: redis.Redis, region: str, work: Workload) 
     session = client.session(region)
     for start in range(0, work.keys, PRELOAD_BATCH):
         indexes = range(start, min(start + PRELOAD_BATCH, work.keys))
-        session.batch([Mutation(work.group, work.row(i)).set(COLUMN, work.value) for i in indexes], atomic=False)
+        session.batch(
+            [Mutation(work.group, work.row(i)).set(COLUMN, work.value) for i in indexes], atomic=False
+        )
     pipe = db.pipeline(transaction=False)
     for i in range(work.keys):
         pipe.hset(work.raw_key(i), COLUMN, work.value)
