@@ -188,7 +188,13 @@ class CausalClient:
         """The region replicating ``group`` nearest to region ``near``: itself if it replicates
         the group (unless ``elsewhere``: a region that refused the group, its topology newer
         than ours), None if no region does. Where a session at ``near`` goes for the group."""
-        replicas = [r for r in self.replicas(group) if not (elsewhere and r == near)]
+        return self.closest_with([group], near, elsewhere)
+
+    def closest_with(self, groups: Sequence[str], near: str, elsewhere: bool = False) -> str | None:
+        """The region replicating every one of ``groups`` nearest to ``near`` (as
+        :meth:`closest_replica`): where a transaction over them can run."""
+        common = set(self.replicas(groups[0])).intersection(*(self.replicas(g) for g in groups[1:]))
+        replicas = [r for r in self.regions if r in common and not (elsewhere and r == near)]
         if not replicas:
             return None
         if near in replicas:
@@ -317,7 +323,7 @@ class Session:
         known = self.client.groups  # a group it does not know, the region names in its refusal
         missing = [g for g in groups if g in known and self.region not in known[g]]
         if missing:
-            self._move_for(missing[0], NotReplicatedHere(
+            self._move_for([g for g in dict.fromkeys(groups) if g in known], NotReplicatedHere(
                 f"group {missing[0]!r} is not replicated at region {self.region!r} "
                 f"(replicas: {','.join(self.client.replicas(missing[0])) or 'none'})",
                 group=missing[0], region=self.region,
@@ -328,15 +334,18 @@ class Session:
             if not exc.group:  # the gears say why in words; which group, the topology tells
                 unknown = [g for g in groups if self.region not in self.client.replicas(g)]
                 exc.group, exc.region = (unknown or list(groups))[0], self.region
-            self._move_for(exc.group, exc)
+            self._move_for([exc.group], exc)
             return action()
 
-    def _move_for(self, group: str, refusal: NotReplicatedHere) -> None:
-        """Migrates to the closest replica of ``group``, or raises ``refusal``."""
+    def _move_for(self, groups: Sequence[str], refusal: NotReplicatedHere) -> None:
+        """Migrates to the closest region replicating all of ``groups`` (one transaction's), or
+        raises ``refusal`` (with auto_migrate=False, or where no region replicates them all)."""
         if not self.auto_migrate:
             raise refusal
-        target = self.client.closest_replica(group, self.region, elsewhere=True)
+        target = self.client.closest_with(groups, self.region, elsewhere=True)
         if target is None:
+            if len(groups) > 1:
+                refusal.args = (f"{refusal} and no region replicates all of {', '.join(groups)}",)
             raise refusal
         self.migrate(target)
 

@@ -16,6 +16,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import redis
 from redis.backoff import NoBackoff
@@ -38,6 +39,7 @@ NO_SETINFO = (
     else {"lib_name": None, "lib_version": None}
 )
 IDLE_CHECK_S = 1  # a pooled connection idle this long is PINGed before it is used again
+ROUND_THREADS = 8  # calls of a transaction's round made at once, per client
 
 
 class DirectTransport(Transport):
@@ -57,6 +59,9 @@ class DirectTransport(Transport):
         self.vectors = vectors  # Cure: the labels it returns carry what they saw per region
         self._pools: dict[str, list[redis.Redis]] = {}
         self._lock = threading.Lock()
+        # A transaction's round calls its shards at once (their waits overlap; redis-py's pools
+        # are thread-safe).
+        self._rounds = ThreadPoolExecutor(max_workers=ROUND_THREADS, thread_name_prefix="shard-calls")
 
     def _shards(self, region: str) -> list[redis.Redis]:
         with self._lock:
@@ -78,7 +83,9 @@ class DirectTransport(Transport):
     def _run(self, region: str, plan: transactions.Plan):
         """Runs a transaction's plan against the region's shards (transactions.py)."""
         return transactions.run_sync(
-            plan, lambda c: self._gear(region, c.shard, c.function, c.args, read_only=c.read_only)
+            plan,
+            lambda c: self._gear(region, c.shard, c.function, c.args, read_only=c.read_only),
+            self._rounds,
         )
 
     def read(self, region: str, label: Label, specs: Sequence[ReadSpec], floor: int = 0) -> ReadResult:
@@ -120,6 +127,7 @@ class DirectTransport(Transport):
         return granted == 1, current.decode()
 
     def close(self) -> None:
+        self._rounds.shutdown(wait=False)
         with self._lock:
             for shards in self._pools.values():
                 for store in shards:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from causal_client import wire
@@ -55,18 +56,23 @@ Reply = object  # a gear's reply, or the CausalError the call raised
 Plan = Generator[list[ShardCall], list[Reply], object]
 
 
-def run_sync(plan: Plan, call: Callable[[ShardCall], object]):
-    """Runs a plan with ``call`` (one gear call; raises CausalError), a round's calls one after
-    the other; returns the plan's result."""
+def run_sync(plan: Plan, call: Callable[[ShardCall], object], pool: Executor | None = None):
+    """Runs a plan with ``call`` (one gear call; raises CausalError), a round's calls at once on
+    ``pool`` (one after the other without); returns the plan's result."""
+
+    def one(shard_call: ShardCall) -> Reply:
+        try:
+            return call(shard_call)
+        except CausalError as exc:
+            return exc
+
     try:
         round_ = next(plan)
         while True:
-            replies: list[Reply] = []
-            for shard_call in round_:
-                try:
-                    replies.append(call(shard_call))
-                except CausalError as exc:
-                    replies.append(exc)
+            if pool is not None and len(round_) > 1:
+                replies = list(pool.map(one, round_))
+            else:
+                replies = [one(c) for c in round_]
             round_ = plan.send(replies)
     except StopIteration as done:
         return done.value

@@ -33,6 +33,7 @@ from loadtest import paper
 from loadtest.bench.report import say
 from loadtest.check.nemesis import FAULTS
 from loadtest.check.run import CheckSettings, passed, run_check
+from loadtest.check.workload import Mix
 from loadtest.graph import generate, statistics
 from loadtest.locust_run import LocustOptions
 from loadtest.mix import MIXES
@@ -125,6 +126,11 @@ def parser() -> argparse.ArgumentParser:
     checked.add_argument("--interval", type=positive(float), default=6.0, help="seconds between faults")
     checked.add_argument("--fault-seconds", type=positive(float), default=2.0, help="how long a fault lasts")
     checked.add_argument("--seed", type=int, default=1)
+    checked.add_argument(
+        "--non-atomic",
+        action="store_true",
+        help="batches with atomic=False: the read-atomicity check must then find fractured reads",
+    )
     checked.add_argument(
         "--running",
         help="check a deployment that runs already (a directory with its topology.json, e.g. a compose "
@@ -234,7 +240,7 @@ def check_command(args: argparse.Namespace) -> int:
     settings = CheckSettings(
         topology=Path(args.topology), protocol=protocol, duration=args.duration,
         sessions=args.sessions, keys_per_group=args.keys, faults=faults, interval_s=args.interval,
-        fault_s=args.fault_seconds, seed=args.seed, out=out,
+        fault_s=args.fault_seconds, seed=args.seed, out=out, mix=Mix(atomic=not args.non_atomic),
         running=Path(args.running) if args.running else None,
     )  # fmt: skip
     return 0 if passed(run_check(settings, say)) else 1

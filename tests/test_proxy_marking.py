@@ -13,7 +13,7 @@ from helpers.topologies import load_topology
 
 from services.proto import saturn_pb2
 from services.region import gears
-from services.region.store import RegionStore, RemoteUpdate
+from services.region.store import RegionStore, RemoteUpdate, RowChange
 from services.saturn.proxy import RemoteProxy
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
@@ -22,7 +22,9 @@ TOPOLOGY = load_topology("demo-3region.toml", protocol="saturn")  # virginia, ir
 
 
 def update(origin: str, ts: int, row: str) -> RemoteUpdate:
-    return RemoteUpdate(ts, f"{origin}/0", ts, "all", row, (gears.ColumnChange("s", "v", b"x"),))
+    return RemoteUpdate(
+        ts, f"{origin}/0", ts, (RowChange("all", row, (gears.ColumnChange("s", "v", b"x"),)),)
+    )
 
 
 def label(origin: str, ts: int, row: str = "", outside: bool = False, kind=saturn_pb2.TREE_UPDATE):

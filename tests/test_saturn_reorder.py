@@ -19,7 +19,7 @@ from helpers.topologies import load_topology
 from services.launcher.redis_binary import find_redis_server
 from services.proto import saturn_pb2
 from services.region import gears
-from services.region.store import RegionStore, RemoteUpdate
+from services.region.store import RegionStore, RemoteUpdate, RowChange
 from services.saturn.proxy import RemoteProxy
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
@@ -56,7 +56,7 @@ def redis_url(topology) -> Iterator[str]:
 
 def update(origin: str, ts: int, row: str) -> RemoteUpdate:
     change = gears.ColumnChange("s", "v", f"{origin}@{ts}")
-    return RemoteUpdate(ts, f"{origin}/0", ts, "all", row, (change,))
+    return RemoteUpdate(ts, f"{origin}/0", ts, (RowChange("all", row, (change,)),))
 
 
 def label(origin: str, ts: int, kind: int = saturn_pb2.TREE_UPDATE) -> saturn_pb2.TreeLabel:
@@ -187,7 +187,7 @@ def test_a_resent_payload_at_or_below_the_watermark_is_not_applied_again(topolog
         await h.deliver()
         await h.payload(u)  # resent
         h.after_resend = dict(h.proxy.ready)
-        h.again = await h.store.shards[0].deliver([u], {"ireland": 90})
+        h.again, _ = await h.store.shards[0].deliver([u], {"ireland": 90})
 
     h = run(topology, True, scenario)
     assert h.applied == [("ireland", 90)]

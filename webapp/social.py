@@ -37,7 +37,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from causal_client import Mutation, ReadSpec, Row, Session
+from causal_client import Mutation, NotReplicatedHere, ReadSpec, Row, Session
 from webapp.context import RegionContext
 
 PAGE_SIZE = 40  # as Twissandra
@@ -157,6 +157,15 @@ class Page:
     )  # reply-to id -> original (None: not here)
 
 
+@dataclass
+class Profile:
+    """What a user's page shows, read at one moment (``Social.profile``)."""
+
+    user: Account
+    page: Page
+    is_following: bool
+
+
 @dataclass(frozen=True)
 class Account:
     username: str
@@ -228,25 +237,26 @@ class Social:
     # -- tweets ------------------------------------------------------------------------------
     def post(self, author: Account, body: str, reply_to: Entry | None = None) -> Entry:
         """The tweet, the author's userline and timeline (read-your-writes: the poster sees it at
-        once) and its pending fan-out (an outbox cell, webapp/fanout.py) in one batch, where the
-        author's home group is replicated; then the public line (the fan-out writes it again, in
-        case this process dies first)."""
+        once), the public line and its pending fan-out (an outbox cell, webapp/fanout.py) in one
+        atomic batch, where the author's home group is replicated: all of it or none, whenever
+        this process dies."""
         entry = Entry(
             new_tweet_id(), author.username, body, author.home_group,
             reply_to.id if reply_to else None, reply_to.author if reply_to else None,
             reply_to.group if reply_to else None,
         )  # fmt: skip
         fields = {"author": author.username, "body": body, "entry": entry.to_json()}
-        self.share(author, entry, Mutation(author.home_group, f"tweet:{entry.id}").update(fields))
-        self.publish(entry)  # the accounts group is replicated everywhere: the session stays put
+        tweet = Mutation(author.home_group, f"tweet:{entry.id}").update(fields)
+        # the accounts group is replicated everywhere: wherever the home group is, so is it
+        self.share(author, entry, tweet, Mutation(self.accounts, "public").set(entry.id, entry.to_json()))
         return entry
 
     def share(self, poster: Account, entry: Entry, *also: Mutation) -> None:
         """``entry`` into the poster's userline and home timeline with its pending fan-out (an
-        outbox cell) and ``also``, in one batch where the poster's home group is replicated; the
-        session ends there, where the outbox cell is."""
+        outbox cell) and ``also``, in one atomic batch where the poster's home group and the
+        groups of ``also`` are replicated; the session ends there, where the outbox cell is."""
         home = poster.home_group
-        self.go_where_replicated(home)
+        self.go_where_replicated(home, *(m.group for m in also))
         self.session.batch([
             *also,
             Mutation(home, f"userline:{poster.username}").set(entry.id, entry.to_json()),
@@ -254,14 +264,29 @@ class Social:
             Pending(entry, home).mutation(self.session.region),
         ])  # fmt: skip
 
+    def together(self, mutations: Sequence[Mutation]) -> None:
+        """One atomic batch where every group it touches is replicated (migrating there if need
+        be). Where no region replicates them all (partial replication), each group's part is a
+        batch of its own, in order, and the parts may be seen apart."""
+        groups = list(dict.fromkeys(m.group for m in mutations))
+        if self.ctx.client.closest_with(groups, self.session.region) is not None:
+            self.go_where_replicated(*groups)
+            self.session.batch(mutations)
+            return
+        for group in groups:
+            self.session.batch([m for m in mutations if m.group == group])
+
     def publish(self, entry: Entry) -> None:
         """The entry on the public line (idempotent: the same cell set again)."""
         self.session.write(self.accounts, "public", {entry.id: entry.to_json()})
 
-    def go_where_replicated(self, group: str) -> str:
-        """Migrates the session, if it must, to the closest region replicating ``group``."""
-        if not self.ctx.replicates(group, self.session.region):
-            self.session.migrate(self.ctx.closest_replica(group, near=self.session.region))
+    def go_where_replicated(self, *groups: str) -> str:
+        """Migrates the session, if it must, to the closest region replicating all ``groups``."""
+        if not all(self.ctx.replicates(g, self.session.region) for g in groups):
+            target = self.ctx.client.closest_with(list(groups), self.session.region)
+            if target is None:
+                raise NotReplicatedHere(f"no region replicates all of {', '.join(groups)}", groups[0])
+            self.session.migrate(target)
         return self.session.region
 
     def tweet(self, group: str, tweet_id: str) -> Entry | None:
@@ -271,7 +296,14 @@ class Social:
 
     def line(self, group: str, row: str, after: str | None = None, limit: int = PAGE_SIZE) -> Page:
         """A page of a line; one entry more is read to know whether an older page exists."""
-        entries = entries_of(self.session.slice(group, row, limit=limit + 1, after=after))
+        return self.page_of(self.session.slice(group, row, limit=limit + 1, after=after), limit)
+
+    @staticmethod
+    def line_spec(group: str, row: str, after: str | None = None, limit: int = PAGE_SIZE) -> ReadSpec:
+        return ReadSpec(group, row, limit=limit + 1, after=after)
+
+    def page_of(self, row: Row, limit: int = PAGE_SIZE) -> Page:
+        entries = entries_of(row)
         more = len(entries) > limit
         entries = entries[:limit]
         result = Page(entries, entries[-1].id if more else None)
@@ -305,12 +337,14 @@ class Social:
         """Likes (or unlikes) a tweet: the liker's cell in its likers row, where the tweet lives,
         and the tweet in the liker's own liked row. Idempotent: a double click counts once."""
         tweet_id = entry.tweet_id
+        likers, liked = (
+            Mutation(entry.group, f"likers:{tweet_id}"),
+            Mutation(me.home_group, f"liked:{me.username}"),
+        )
         if undo:
-            self.session.delete(entry.group, f"likers:{tweet_id}", [me.username])
-            self.session.delete(me.home_group, f"liked:{me.username}", [tweet_id])
-            return
-        self.session.write(entry.group, f"likers:{tweet_id}", {me.username: me.home_group})
-        self.session.write(me.home_group, f"liked:{me.username}", {tweet_id: entry.group})
+            self.together([likers.delete(me.username), liked.delete(tweet_id)])
+        else:
+            self.together([likers.set(me.username, me.home_group), liked.set(tweet_id, entry.group)])
 
     def repost(self, me: Account, entry: Entry) -> Entry | None:
         """Reposts a tweet into the reposter's userline, home timeline and, through the outbox,
@@ -328,8 +362,13 @@ class Social:
                 return None
             repost_id = claim.holder
         shared = replace(original, id=repost_id, reposted_by=me.username, original_id=tweet_id)
-        self.session.write(original.group, f"reposters:{tweet_id}", {me.username: shared.id})
-        self.share(me, shared, Mutation(me.home_group, f"reposted:{me.username}").set(tweet_id, shared.id))
+        reposted = Mutation(me.home_group, f"reposted:{me.username}").set(tweet_id, shared.id)
+        reposters = Mutation(original.group, f"reposters:{tweet_id}").set(me.username, shared.id)
+        if self.ctx.client.closest_with([me.home_group, original.group], self.session.region) is None:
+            self.session.write(original.group, reposters.row, {me.username: shared.id})
+            self.share(me, shared, reposted)  # partial replication: no region has both groups
+        else:
+            self.share(me, shared, reposted, reposters)
         return shared
 
     def react_to(self, entries: Sequence[Entry], me: Account | None) -> dict[str, Reactions]:
@@ -358,15 +397,16 @@ class Social:
         return followed in row
 
     def follow(self, follower: Account, followed: Account) -> None:
-        """Both sides, then the followed user's latest tweets into the follower's home timeline.
-        The follower's side first: it is what the follower sees. No counter: the counts are the
-        sets' sizes (``with_relations``), so concurrent and repeated follows count once."""
-        self.session.write(
-            follower.home_group, f"following:{follower.username}", {followed.username: followed.home_group}
-        )
-        self.session.write(
-            followed.home_group, f"followers:{followed.username}", {follower.username: follower.home_group}
-        )
+        """Both sides in one atomic batch (no one-sided follow, whenever this process dies), then
+        the followed user's latest tweets into the follower's home timeline. No counter: the
+        counts are the sets' sizes (``with_relations``), so concurrent and repeated follows
+        count once."""
+        self.together([
+            Mutation(follower.home_group, f"following:{follower.username}")
+            .set(followed.username, followed.home_group),
+            Mutation(followed.home_group, f"followers:{followed.username}")
+            .set(follower.username, follower.home_group),
+        ])  # fmt: skip
         self.backfill(follower, followed)
 
     def backfill(self, follower: Account, followed: Account) -> int:
@@ -384,8 +424,10 @@ class Social:
         return len(entries)
 
     def unfollow(self, follower: Account, followed: Account) -> None:
-        self.session.delete(follower.home_group, f"following:{follower.username}", [followed.username])
-        self.session.delete(followed.home_group, f"followers:{followed.username}", [follower.username])
+        self.together([
+            Mutation(follower.home_group, f"following:{follower.username}").delete(followed.username),
+            Mutation(followed.home_group, f"followers:{followed.username}").delete(follower.username),
+        ])  # fmt: skip
 
     def names(self, group: str, row: str, limit: int = 1000) -> dict[str, str]:
         """A following/followers row, its first ``limit`` users: user -> their home group."""
@@ -402,6 +444,33 @@ class Social:
             if not page.next_cursor or len(page.cells) < page_size:
                 return names
             after = page.next_cursor
+
+    def profile(self, user: Account, me: Account | None, after: str | None = None) -> Profile:
+        """A user's page in one read-only transaction where the user's home group is replicated:
+        the account, its counts, a page of its userline and whether ``me`` follows it (when
+        ``me``'s home group is there too), all of one moment."""
+        home = self.go_where_replicated(user.home_group)
+        counted = [
+            ReadSpec(user.home_group, f"{w}:{user.username}", limit=1) for w in ("followers", "following")
+        ]
+        specs = [
+            self.account_spec(user.username),
+            self.line_spec(user.home_group, f"userline:{user.username}", after),
+        ]
+        specs += counted
+        asks = me is not None and me.username != user.username
+        if asks and self.ctx.replicates(me.home_group, home):  # type: ignore[union-attr]
+            specs.append(ReadSpec(me.home_group, f"following:{me.username}", (user.username,)))  # type: ignore[union-attr]
+        rows = self.session.multi_read(specs)
+        found = self.account_from(user.username, rows[0]) or user
+        userline = rows[1]
+        page = self.page_of(userline)
+        page.originals = self.originals(page.entries)
+        counts = replace(found, tweets=userline.size, followers=rows[2].size, following=rows[3].size)
+        following = (
+            user.username in rows[4] if len(rows) > 4 else asks and self.is_following(me, user.username)
+        )  # type: ignore[arg-type]
+        return Profile(counts, page, bool(following))
 
     def with_relations(self, account: Account) -> Account:
         """The account with its counts: the sizes of its userline and of its two sets, in one

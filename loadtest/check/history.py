@@ -5,7 +5,8 @@ A key is ``(group, row)`` with one value column; every value written is unique a
 Bouajjani et al., POPL'17). A write whose call failed may or may not have been applied (the store
 may have died before replying): it is kept as ``UNKNOWN``, a write someone may read, but not in
 its session's order, since the session never learned of it and its later operations do not
-depend on it.
+depend on it. The writes of one batch, and the reads of one multi-read, share a ``txn`` number:
+a multi-read must not see part of a batch (atomicity.py).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class Op:
     start: float  # seconds since the run began
     end: float
     label: tuple[int, str] | None = None
+    #: the transaction it belongs to: an atomic batch's writes, a multi-read's reads share one
+    txn: int | None = None
 
 
 @dataclass
@@ -65,12 +68,19 @@ class History:
     failures: list[Failure] = field(default_factory=list)
     counters: dict[str, dict[str, int]] = field(default_factory=dict)  # group → acked/unknown
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _txns: int = 0
 
     def add(self, **fields) -> Op:
         with self._lock:
             op = Op(id=len(self.ops), **fields)
             self.ops.append(op)
             return op
+
+    def new_txn(self) -> int:
+        """A number for a transaction's operations (a batch's writes, a multi-read's reads)."""
+        with self._lock:
+            self._txns += 1
+            return self._txns
 
     def failed(self, failure: Failure) -> None:
         with self._lock:

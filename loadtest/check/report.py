@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from loadtest.bench.report import num, render_table
+from loadtest.check.atomicity import AtomicityResult, Fracture
 from loadtest.check.causal import PATTERNS, CheckResult, Violation
 from loadtest.check.convergence import Convergence
 from loadtest.check.history import Failure, History, Op
@@ -66,8 +67,21 @@ def unavailability(failures: Sequence[Failure]) -> list[tuple[str, float, float,
     return sorted(windows, key=lambda w: w[1])
 
 
+def fracture_lines(fracture: Fracture) -> list[str]:
+    return [
+        f"    saw:    {describe(fracture.seen)}",
+        f"    missed: {describe(fracture.missed)} (same batch)",
+        f"    got:    {describe(fracture.got)}",
+    ]
+
+
 def text_report(
-    settings: dict, history: History, result: CheckResult, convergence: Convergence, events: list[Event]
+    settings: dict,
+    history: History,
+    result: CheckResult,
+    convergence: Convergence,
+    events: list[Event],
+    atomicity: AtomicityResult,
 ) -> str:
     out = []
     ok = sum(op.outcome.value == "ok" for op in history.ops)
@@ -82,6 +96,13 @@ def text_report(
         for violation in result.examples[pattern]:
             out.append(f"  {pattern}:")
             out += excerpt(violation)
+    kind = "atomic" if settings["atomic_batches"] else "atomic=False"
+    out.append(
+        f"\nRead atomicity: {atomicity.fractured:,} of {atomicity.multi_reads:,} multi-reads saw part of "
+        f"a batch ({atomicity.batches:,} batches, {kind})"
+    )
+    for fracture in atomicity.examples:
+        out += fracture_lines(fracture)
     counters = sum(c["ok"] for c in convergence.counters.values())
     verdict = "yes" if convergence.converged else "NO"
     out.append(
@@ -115,12 +136,17 @@ def to_json(
     convergence: Convergence,
     events: list[Event],
     visibility: list[tuple[float, str, float | None]],
+    atomicity: AtomicityResult,
 ) -> dict:
     return {
         "settings": settings,
         "operations": len(history.ops),
         "acknowledged": sum(op.outcome.value == "ok" for op in history.ops),
         "violations": result.counts,
+        "multi_reads": atomicity.multi_reads,
+        "batches": atomicity.batches,
+        "fractured_reads": atomicity.fractured,
+        "fracture_examples": [fracture_lines(f) for f in atomicity.examples],
         "check_seconds": result.seconds,
         "examples": {p: [excerpt(v) for v in result.examples[p]] for p in PATTERNS},
         "converged": convergence.converged,

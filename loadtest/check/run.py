@@ -14,6 +14,7 @@ from pathlib import Path
 from causal_client import CausalClient
 from loadtest.bench.harness import find_base_port, with_overrides
 from loadtest.check import report
+from loadtest.check.atomicity import check_atomicity
 from loadtest.check.causal import check
 from loadtest.check.convergence import check_convergence
 from loadtest.check.history import History
@@ -112,24 +113,30 @@ def _checked_run(
         convergence = check_convergence(client, history, keys, topology.group_members, say)
     say(f"[{topology.protocol}] checking the history ...")
     result = check(history.ops)
+    atomicity = check_atomicity(history.ops)
     run_settings = {
         "topology": topology.name, "protocol": topology.protocol, "duration": settings.duration,
         "sessions": settings.sessions, "keys": len(keys), "faults": nemesis.faults,
         "interval_s": settings.interval_s, "fault_s": settings.fault_s, "seed": settings.seed,
+        "atomic_batches": settings.mix.atomic,
     }  # fmt: skip
-    print(report.text_report(run_settings, history, result, convergence, nemesis.events), flush=True)
+    text = report.text_report(run_settings, history, result, convergence, nemesis.events, atomicity)
+    print(text, flush=True)
     for problem in nemesis.errors:
         say(f"nemesis: {problem}")
-    data = report.to_json(run_settings, history, result, convergence, nemesis.events, sampler.samples)
+    data = report.to_json(
+        run_settings, history, result, convergence, nemesis.events, sampler.samples, atomicity
+    )
     for path in report.write(settings.out, data):
         say(f"wrote {path}")
     return data
 
 
 def passed(data: dict) -> bool:
-    """No violation, nothing lost or doubled, every replica the same."""
+    """No violation (causal or of read atomicity), nothing lost or doubled, every replica the same."""
     return (
         sum(data["violations"].values()) == 0
+        and data["fractured_reads"] == 0
         and not data["lost_writes"]
         and data["lost_increments"] == 0
         and data["doubled_increments"] == 0

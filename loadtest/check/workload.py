@@ -15,7 +15,16 @@ import threading
 import time
 from dataclasses import dataclass
 
-from causal_client import CausalClient, CausalError, InvalidRequest, RegionUnavailable, Session, StoreTimeout
+from causal_client import (
+    CausalClient,
+    CausalError,
+    InvalidRequest,
+    Mutation,
+    ReadSpec,
+    RegionUnavailable,
+    Session,
+    StoreTimeout,
+)
 from loadtest.check.history import Failure, History, Kind, Outcome
 
 VALUE_COLUMN = "v"
@@ -28,15 +37,18 @@ PAUSE_AFTER_ERROR_S = 0.05
 class Mix:
     """Shares of each action (they need not sum to 1; they are weights)."""
 
-    read: float = 0.55
-    write: float = 0.33
+    read: float = 0.45
+    write: float = 0.27
     increment: float = 0.04
     migrate: float = 0.03
     resume: float = 0.04
+    batch: float = 0.07  # an atomic batch of 2-3 keys (a write-only transaction)
+    multi_read: float = 0.10  # 2-4 keys in one read-only transaction
     think_s: float = 0.0
+    atomic: bool = True  # False: batches with atomic=False (the atomicity check must catch them)
 
     def actions(self) -> tuple[list[str], list[float]]:
-        names = ["read", "write", "increment", "migrate", "resume"]
+        names = ["read", "write", "increment", "migrate", "resume", "batch", "multi_read"]
         return names, [getattr(self, name) for name in names]
 
 
@@ -95,25 +107,76 @@ class CheckedSession(threading.Thread):
 
     # -- actions -----------------------------------------------------------------------------
     def record(self, kind: Kind, key: tuple[str, str], value: str | None, outcome: Outcome,
-               region: str, started: float, label=None) -> None:  # fmt: skip
+               region: str, started: float, label=None, txn: int | None = None) -> None:  # fmt: skip
         """One operation in the history; an acknowledged one takes the next place in the
         session's order, one of unknown outcome hangs off the last (see history.py)."""
         if outcome == Outcome.OK:
             self.index += 1
         self.history.add(
             session=self.number, index=self.index, kind=kind, key=key, value=value, outcome=outcome,
-            region=region, start=started, end=self.now(), label=label,
+            region=region, start=started, end=self.now(), label=label, txn=txn,
         )  # fmt: skip
+
+    def local_keys(self, count: int) -> list[tuple[str, str]]:
+        """``count`` distinct hot keys (fewer if there are fewer) of groups replicated where the
+        session is, so that a transaction over them needs no migration."""
+        here = self.session.region  # type: ignore[union-attr]
+        local = [k for k in self.keys if here in self.client.replicas(k[0])]
+        return self.rng.sample(local, min(count, len(local)))
+
+    def batch(self) -> None:
+        keys = self.local_keys(self.rng.randint(2, 3))
+        if not keys:
+            return
+        txn = self.history.new_txn()
+        values = []
+        for _ in keys:
+            self.written += 1
+            values.append(f"{self.number}.{self.written}")
+        mutations = [Mutation(g, r).set(VALUE_COLUMN, v) for (g, r), v in zip(keys, values, strict=True)]
+        started = self.now()
+        region = self.session.region  # type: ignore[union-attr]
+        try:
+            label = self.session.batch(mutations, atomic=self.mix.atomic)  # type: ignore[union-attr]
+        except InvalidRequest:
+            raise
+        except CausalError as exc:
+            for key, value in zip(keys, values, strict=True):
+                self.record(Kind.WRITE, key, value, Outcome.UNKNOWN, region, started, txn=txn)
+            self.failed(f"batch {len(keys)} keys", exc)
+            return
+        region = self.session.region  # type: ignore[union-attr]
+        for key, value in zip(keys, values, strict=True):
+            # atomic: one label for all; else each row its own, which the session did not learn
+            own = (label.ts, label.src) if self.mix.atomic else None
+            self.record(Kind.WRITE, key, value, Outcome.OK, region, started, own, txn=txn)
+
+    def multi_read(self) -> None:
+        keys = self.local_keys(self.rng.randint(2, 4))
+        if not keys:
+            return
+        started = self.now()
+        try:
+            rows = self.session.multi_read([ReadSpec(g, r, (VALUE_COLUMN,)) for g, r in keys])  # type: ignore[union-attr]
+        except CausalError as exc:
+            self.failed(f"multi-read {len(keys)} keys", exc)
+            return
+        txn = self.history.new_txn()
+        for key, row in zip(keys, rows, strict=True):
+            cell = row.cell(VALUE_COLUMN)
+            self.record(Kind.READ, key, row.text(VALUE_COLUMN), Outcome.OK, self.session.region,  # type: ignore[union-attr]
+                        started, (cell.label.ts, cell.label.src) if cell else None, txn=txn)  # fmt: skip
 
     def read(self) -> None:
         group, row = self.rng.choice(self.keys)
         started = self.now()
         try:
-            value = self.session.read(group, row, [VALUE_COLUMN]).text(VALUE_COLUMN)  # type: ignore[union-attr]
+            cell = self.session.read(group, row, [VALUE_COLUMN]).cell(VALUE_COLUMN)  # type: ignore[union-attr]
         except CausalError as exc:
             self.failed(f"read {group}/{row}", exc)
             return
-        self.record(Kind.READ, (group, row), value, Outcome.OK, self.session.region, started)  # type: ignore[union-attr]
+        value, label = (cell.text, (cell.label.ts, cell.label.src)) if cell else (None, None)
+        self.record(Kind.READ, (group, row), value, Outcome.OK, self.session.region, started, label)  # type: ignore[union-attr]
 
     def write(self) -> None:
         group, row = self.rng.choice(self.keys)

@@ -48,6 +48,7 @@ class StableOrder:
         self.received: dict[str, int] = {}  # origin gear → bulk through_ts
         self.watermarks: dict[str, int] = {}
         self.delivered = 0
+        self.stamp = 0  # the last stamp an apply was given: the next goes above it (deliver.lua)
         self.wakeup = asyncio.Event()  # set when something arrived that may be delivered now
 
     async def serve(
@@ -158,7 +159,7 @@ class StableOrder:
         applied: set[str] = set()
         for i, (shard, part) in enumerate(segments):
             if shard is None:
-                await self.store.apply_across_shards(part[0])
+                self.stamp = await self.store.apply_across_shards(part[0], self.stamp)
                 applied.add(part[0].key)
                 continue
             done = {u.origin_region: u.ts for u in part}  # per origin, the last (greatest) ts
@@ -166,5 +167,6 @@ class StableOrder:
                 done = {o: max(ts, marks.get(o, 0)) for o, ts in done.items()} | {
                     o: ts for o, ts in marks.items() if o not in done
                 }
-            applied |= await self.store.shards[shard].deliver(part, done)
+            keys, self.stamp = await self.store.shards[shard].deliver(part, done, self.stamp)
+            applied |= keys
         return [u for u in updates if u.key in applied]

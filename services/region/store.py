@@ -198,19 +198,22 @@ class Shard:
             _rows_args(update, keys, args)
         return [int(ts) for ts in await self.call("saturn_apply", args, keys)]
 
-    async def deliver(self, updates: list[RemoteUpdate], marks: dict[str, int]) -> set[str]:
-        """Applies updates in the given order, skipping those at or below their origin's
-        watermark here (applied before), then raises the watermarks to ``marks``; returns the
-        keys of those applied."""
+    async def deliver(
+        self, updates: list[RemoteUpdate], marks: dict[str, int], floor: int = 0
+    ) -> tuple[set[str], int]:
+        """Applies updates in the given order, stamped above ``floor``, skipping those at or
+        below their origin's watermark here (applied before), then raises the watermarks to
+        ``marks``; returns the keys of those applied and the greatest stamp (or ``floor``)."""
         keys: list[str] = []
-        args: list = [len(updates)]
+        args: list = [floor, len(updates)]
         for u in updates:
             args += [u.ts, u.src, u.origin_region, _deps_text(u)]
             _rows_args(u, keys, args)
         args.append(len(marks))
         for origin, ts in marks.items():
             args += [origin, ts]
-        return {key.decode() for key in await self.call("saturn_deliver", args, keys)}
+        stamp, *applied = await self.call("saturn_deliver", args, keys)
+        return {key.decode() for key in applied}, int(stamp)
 
     async def mark_labels_outside_order(self, outside: bool) -> None:
         """Whether the labels this gear makes say that the region applied updates outside the
@@ -384,19 +387,26 @@ class RegionStore:
         """The local shards holding the update's rows, in order."""
         return sorted({self.topology.shard_of(self.region, r.group, r.row) for r in update.rows})
 
-    async def apply_across_shards(self, update: RemoteUpdate) -> None:
+    async def apply_across_shards(self, update: RemoteUpdate, floor: int = 0) -> int:
         """Applies an update whose rows span shards all at once (a remote atomic batch): staged on
         each shard, decided at the first, settled at the others (txn.lua), so that a reader never
-        sees part of it. Idempotent (a cell is last-writer-wins, a counter's partial sum a state),
-        so applying it again after a crash is harmless; a crash midway leaves staged parts that
-        the region's sweeper settles."""
+        sees part of it, at a stamp above ``floor`` (returned). Idempotent (a cell is
+        last-writer-wins, a counter's partial sum a state), so applying it again after a crash is
+        harmless; a crash midway leaves staged parts that the region's sweeper settles."""
         parts: dict[int, list[RowChange]] = {}
         for row in update.rows:
             parts.setdefault(self.topology.shard_of(self.region, row.group, row.row), []).append(row)
         coordinator = min(parts)
         for _ in range(3):
             txid = f"{update.src}|{update.ts}|{uuid.uuid4().hex[:12]}"
-            head = [txid, self.shards[coordinator].gear_id, update.ts, update.src, update.origin_region]
+            head = [
+                txid,
+                self.shards[coordinator].gear_id,
+                floor,
+                update.ts,
+                update.src,
+                update.origin_region,
+            ]
             proposals = await asyncio.gather(
                 *(
                     self.shards[k].call("saturn_stage_remote", [*head, *_staged_rows(update, rows)])
@@ -410,7 +420,7 @@ class RegionStore:
             await asyncio.gather(
                 *(self.shards[k].call("saturn_settle", [txid, "c", stamp]) for k in parts if k != coordinator)
             )
-            return
+            return int(stamp)
         raise errors.TransactionAborted(f"update {update.key} was aborted three times while applied here")
 
     async def apply_remote(

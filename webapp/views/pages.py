@@ -101,14 +101,11 @@ def public(request: HttpRequest) -> HttpResponse:
 def user_page(request: HttpRequest, username: str) -> HttpResponse:
     if username != username.lower() and USERNAME_PATTERN.match(username.lower()):  # /u/Alice/ is @alice
         return redirect("user", username=username.lower())
-    social = request.causal.social
     user = account_or_404(request, username)
     me = request.causal.account
-    following = bool(me and me.username != user.username and social.is_following(me, user.username))
-    page = social.userline(user, after=cursor(request))
-    user = social.with_relations(user)  # read where the userline was: no second migration
-    context = {"me": me, "user": user, "is_following": following, "form": PostForm()}
-    context |= line_context(request, page)
+    profile = request.causal.social.profile(user, me, after=cursor(request))
+    context = {"me": me, "user": profile.user, "is_following": profile.is_following, "form": PostForm()}
+    context |= line_context(request, profile.page)
     return render(request, "user.html", context)
 
 

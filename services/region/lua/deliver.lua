@@ -5,16 +5,18 @@
 -- resumes from them. When a watermark rises, an entry goes to the events stream (capped), on
 -- which attaches that wait for the watermarks block (XREAD) instead of polling them.
 -- keys: per row of each update: data hash, column index, counters.
--- args: n_updates, then per update: ts, src, origin_region, deps (Cure's vector of the update,
+-- args: floor (every stamp goes above it: the applier's last stamp on another shard, so that an
+--       update applied after another is stamped after it, whatever the shards' clocks), n_updates,
+--       then per update: ts, src, origin_region, deps (Cure's vector of the update,
 --       "" under other protocols: common.lua's merge_deps), n_rows, then per row: n_ops, then per
 --       op: kind, column, arg; then n_marks, then per mark: origin_region, ts. An update's rows
 --       become visible at one stamp (versions.lua).
--- Returns "src|ts" of each update applied.
+-- Returns {the greatest stamp given (or floor), then "src|ts" of each update applied}.
 local function gear_deliver(keys, args)
-  local n = tonumber(args[1])
-  local applied = {}
+  local floor, n = tonumber(args[1]), tonumber(args[2])
+  local applied = {floor}
   local through = {}
-  local a, k = 2, 1
+  local a, k = 3, 1
   for u = 1, n do
     local ts, src, origin, deps, nrows = tonumber(args[a]), args[a + 1], args[a + 2], args[a + 3], tonumber(args[a + 4])
     local p = a + 5
@@ -22,7 +24,8 @@ local function gear_deliver(keys, args)
       through[origin] = tonumber(redis.call('HGET', WATERMARK_KEY, origin) or '0')
     end
     local fresh = ts > through[origin]
-    local stamp = fresh and next_stamp(ts)
+    local stamp = fresh and next_stamp(math.max(ts, floor + 1))
+    if stamp then floor = stamp; applied[1] = stamp end
     for _ = 1, nrows do
       local nops = tonumber(args[p])
       if fresh then

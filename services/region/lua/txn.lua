@@ -151,13 +151,15 @@ local function gear_commit(keys, args)
 end
 
 -- REMOTE STAGE (services): a part of a remote update whose rows span this region's shards.
--- args: txid, coordinator gear (here), ts, src, origin region, deps, n_rows, then per row: group,
--- row, n_ops, then per op: kind ('s', 'd', 'p'), column, arg. Returns the proposal.
+-- args: txid, coordinator gear (here), floor (the proposal goes above it), ts, src, origin region,
+-- deps, n_rows, then per row: group, row, n_ops, then per op: kind ('s', 'd', 'p'), column, arg.
+-- Returns the proposal.
 local function gear_stage_remote(keys, args)
-  local txid, coordinator, ts, src, origin, deps = args[1], args[2], tonumber(args[3]), args[4], args[5], args[6]
+  local txid, coordinator, floor = args[1], args[2], tonumber(args[3])
+  local ts, src, origin, deps = tonumber(args[4]), args[5], args[6], args[7]
   check_txid(txid)
-  local rows, a = {}, 8
-  for r = 1, tonumber(args[7]) do
+  local rows, a = {}, 9
+  for r = 1, tonumber(args[8]) do
     local group, row, nops = args[a], args[a + 1], tonumber(args[a + 2])
     local ops = {}
     for o = 1, nops do
@@ -167,7 +169,7 @@ local function gear_stage_remote(keys, args)
     rows[r] = {group, row, ops}
     a = a + 3 + 3 * nops
   end
-  local proposal = next_stamp(ts)
+  local proposal = next_stamp(math.max(ts, floor + 1))
   stage_part(txid, rows, {mode = 'r', ts = I(ts), src = src, origin = origin, deps = deps, coordinator = coordinator},
     proposal)
   return proposal
