@@ -120,12 +120,15 @@ def read_plan(
         _raise_any(replies)
         for k, reply in zip(parts, replies, strict=True):
             raw[k] = list(reply[2:])  # type: ignore[index]
-        rows_of = {k: rows for k, rows in raw.items()}
-        lower = max([floor, *(int(r[5]) for rows in rows_of.values() for r in rows)])
-        lvts = {k: min(int(r[6]) for r in rows) for k, rows in rows_of.items()}
+        present = max(int(reply[0]) for reply in replies)  # type: ignore[index]
+        lower = max([floor, *(int(r[5]) for rows in raw.values() for r in rows)])
+        lvts = {k: min(int(r[6]) for r in rows) for k, rows in raw.items()}
         if all(lvt >= lower for lvt in lvts.values()):
             return _result(specs, parts, raw, lower, vectors)
+        # A shard's present (the answer is fresh), never far behind it: a part staged long ago
+        # (its writer died) lowers its rows' LVT, and versions are kept for a while only.
         at = min((lvt for lvt in lvts.values() if lvt >= lower), default=lower)
+        at = max(at, present - wire.VERSIONS_KEPT_US // 2)
         try:
             yield from _read_as_of(label, at, [k for k, lvt in lvts.items() if lvt < at], reads, raw)
         except StoreTimeout:

@@ -28,6 +28,9 @@ MAX_SLICE = 1000  # columns per page
 DEFAULT_SLICE = 40
 MAX_ROW_COLUMNS = 10_000  # a whole-row read of a wider row is refused: read it in slices
 MAX_FUTURE_S = 60.0  # a label further ahead of the region's clock is refused as forged
+#: Versions of rows are kept this long (services/region/lua/versions.lua): a read as of an earlier
+#: time is refused, and a read-only transaction that would need one starts again.
+VERSIONS_KEPT_US = 5_000_000
 ATTACH_SLICE_S = 1.0  # an attach's blocked read of the watermark events lasts this at most
 
 ColumnOp = tuple[str, str, bytes | str | int]  # kind ('s' set, 'd' delete, 'i' increment), column, arg

@@ -119,6 +119,11 @@ def parser() -> argparse.ArgumentParser:
     checked.add_argument("--sessions", type=positive(int), default=12, help="client sessions (default: 12)")
     checked.add_argument("--keys", type=positive(int), default=6, help="hot keys per group (default: 6)")
     checked.add_argument(
+        "--shards",
+        type=positive(int),
+        help="shards per region (default: the topology's): transactions span them",
+    )
+    checked.add_argument(
         "--nemesis",
         default="none",
         help=f"comma-separated faults, 'all' or 'none' (default: none); known: {', '.join(FAULTS)}",
@@ -241,6 +246,7 @@ def check_command(args: argparse.Namespace) -> int:
         topology=Path(args.topology), protocol=protocol, duration=args.duration,
         sessions=args.sessions, keys_per_group=args.keys, faults=faults, interval_s=args.interval,
         fault_s=args.fault_seconds, seed=args.seed, out=out, mix=Mix(atomic=not args.non_atomic),
+        shards=args.shards,
         running=Path(args.running) if args.running else None,
     )  # fmt: skip
     return 0 if passed(run_check(settings, say)) else 1

@@ -60,6 +60,16 @@ def test_no_read_sees_part_of_a_batch_at_any_region(two_shards, atomic):
         assert fractured > 0, tally
 
 
+def test_the_gateway_runs_the_same_transactions(two_shards):
+    """Clients behind the regions' gRPC gateways: the frontend runs the same plans."""
+    cluster, _ = two_shards
+    rows = the_rows(2)
+    with CausalClient.connect_gateway(cluster.topology.frontend_endpoint("a")) as client:
+        written, tally = count_fractured(client, "a", rows, {"a": rows, "b": rows}, SECONDS)
+    assert written > 10 and all(reads > 10 for reads, _ in tally.values()), tally
+    assert sum(bad for _, bad in tally.values()) == 0, tally
+
+
 def test_an_acknowledged_batch_is_whole_for_the_writer_and_everywhere(two_shards):
     _, client = two_shards
     rows = the_rows(2)
@@ -187,6 +197,31 @@ def test_a_writer_killed_in_the_middle_of_a_batch_leaves_it_whole_or_absent(
         assert {x.text("v") for x in client.session(region).multi_read(specs)} == {expected}
 
 
+def test_a_remote_proxy_killed_while_applying_batches_leaves_none_in_part(launch, client_for):
+    """b's bulk receiver (its remote proxy, which applies a's batches across b's shards) is
+    SIGKILLed twice while batches stream: readers at b never see part of one, and b catches up."""
+    cluster = launch(sharded("two-region.toml", "saturn", 2).model_dump())
+    client = client_for(cluster)
+    rows = the_rows(2)
+
+    def crash_twice() -> None:
+        for pause in (1.0, 1.0):
+            time.sleep(pause)
+            cluster.kill("b.bulk-receiver")
+            time.sleep(0.3)
+            cluster.restart("b.bulk-receiver")
+
+    killer = threading.Thread(target=crash_twice)
+    killer.start()
+    written, tally = count_fractured(client, "a", rows, {"b": rows}, 5.0)
+    killer.join()
+    assert tally["b"][1] == 0 and tally["b"][0] > 20, tally
+    reader = client.session("b")
+    specs = [ReadSpec(g, r) for g, r in rows]
+    eventually(lambda: {x.text("v") for x in reader.multi_read(specs)} == {str(written)}, timeout=30)
+    eventually(lambda: staged_parts(cluster.topology, "b") == 0, timeout=15)
+
+
 def test_a_shard_killed_between_commit_and_settle_comes_back_with_its_part(launch, client_for):
     """The cohort shard's store is SIGKILLed right after the coordinator committed (its part is
     staged, on disk): the batch is acknowledged; once the store is back, its part is there."""
@@ -205,4 +240,37 @@ def test_a_shard_killed_between_commit_and_settle_comes_back_with_its_part(launc
     for region in ("a", "b"):
         reader = client.session(region)
         eventually(lambda r=reader: {x.text("v") for x in r.multi_read(specs)} == {"2"}, timeout=30)
+    eventually(lambda: staged_parts(cluster.topology, "a") == 0, timeout=15)
+
+
+def on_shard(key: tuple[str, str]) -> int:
+    return wire.shard_of(*key, 2)
+
+
+def test_parts_left_staged_while_no_sweeper_runs_never_fail_a_read(launch, client_for):
+    """With the region's sweeper down (its bulk receiver killed), two dead writers' staged parts
+    stay for longer than versions are kept, with a row written between them: a read of all
+    three neither waits nor fails (its snapshot time is never older than versions go), and
+    shows none of the parts; once the sweeper is back, they are gone."""
+    cluster = launch(sharded("two-region.toml", "eventual", 2).model_dump())
+    client = client_for(cluster)
+    cluster.kill("a.bulk-receiver")
+    address = cluster.topology.client_address("a")
+    # The first batch's coordinator is shard 0 (its part staged on 1), the second's shard 1.
+    first = sorted((("all", r) for r in rows_on_shards(["all"] * 2, 2, unique("z"))), key=on_shard)
+    second = sorted((("all", r) for r in rows_on_shards(["all"] * 2, 2, unique("y"))), key=on_shard)[::-1]
+    between = ("all", unique("m"))
+    writers = [start_stopping_writer(address, "a", first, "before-commit")]
+    client.session("a").write(*between, {"v": "m"})
+    writers.append(start_stopping_writer(address, "a", second, "before-commit"))
+    for child in writers:
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    time.sleep(wire.VERSIONS_KEPT_US / 1e6 + 1)
+    specs = [ReadSpec(g, r) for g, r in [*first, between, *second]]
+    for _ in range(5):
+        got = [x.text("v") for x in client.session("a").multi_read(specs)]
+        assert got == ["1", "1", "m", "1", "1"]
+    assert staged_parts(cluster.topology, "a") == 2
+    cluster.restart("a.bulk-receiver")
     eventually(lambda: staged_parts(cluster.topology, "a") == 0, timeout=15)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from causal_client import CausalClient, CausalError, Mutation, ReadSpec
 from causal_client.wire import shard_of
-from loadtest.bench.harness import find_base_port, started, with_overrides
+from loadtest.bench.harness import find_base_port, started, with_overrides, with_shards
 from loadtest.bench.report import render_table, say
 from services.topology import Topology
 
@@ -47,13 +47,6 @@ def rows_on_distinct_shards(shards: int, count: int, prefix: str) -> list[str]:
         if len(chosen) == count:
             return [chosen[s] for s in sorted(chosen)]
     raise AssertionError("unreachable")
-
-
-def with_shards(topology: Topology, shards: int) -> Topology:
-    data = topology.model_dump()
-    for region in data["regions"]:
-        region["shards"] = shards
-    return Topology.from_dict(data, source=topology.source)
 
 
 def main(argv: list[str] | None = None) -> int:

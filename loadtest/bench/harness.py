@@ -26,6 +26,14 @@ def with_overrides(topology: Topology, **overrides: object) -> Topology:
     return Topology.from_dict({**topology.model_dump(), **overrides}, source=topology.source)
 
 
+def with_shards(topology: Topology, shards: int) -> Topology:
+    """The topology with ``shards`` shards in every region."""
+    data = topology.model_dump()
+    for region in data["regions"]:
+        region["shards"] = shards
+    return Topology.from_dict(data, source=topology.source)
+
+
 def _port_free(host: str, port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex((host, port)) != 0

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 
 from causal_client import CausalClient, Mutation, ReadSpec
 from causal_client.wire import shard_of
-from loadtest.bench.harness import find_base_port, started, with_overrides
+from loadtest.bench.harness import find_base_port, started, with_overrides, with_shards
 from loadtest.bench.loop import run_closed_loop, summarize
 from loadtest.bench.report import num, publish, render_table, say
 from services.topology import Topology
@@ -72,11 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     shapes = QUICK_SHAPES if args.quick else SHAPES
     seconds = 2.0 if args.quick else args.seconds
-    topology = with_overrides(Topology.load(TOPOLOGY), protocol=args.protocol)
-    data = topology.model_dump()
-    for region in data["regions"]:
-        region["shards"] = SHARDS
-    topology = Topology.from_dict(data, source=topology.source)
+    topology = with_shards(with_overrides(Topology.load(TOPOLOGY), protocol=args.protocol), SHARDS)
     topology = with_overrides(topology, base_port=find_base_port(topology))
     figures: list[Figure] = []
     with (

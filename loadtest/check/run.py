@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from causal_client import CausalClient
-from loadtest.bench.harness import find_base_port, with_overrides
+from loadtest.bench.harness import find_base_port, with_overrides, with_shards
 from loadtest.check import report
 from loadtest.check.atomicity import check_atomicity
 from loadtest.check.causal import check
@@ -43,6 +43,7 @@ class CheckSettings:
     mix: Mix = field(default_factory=Mix)
     out: Path = Path("check-results")
     running: Path | None = None  # a deployment that runs already: its (client) topology.json here
+    shards: int | None = None  # shards per region, instead of the topology's
 
 
 def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
@@ -52,6 +53,8 @@ def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
         return _checked_run(settings, topology, None, say)
     base = Topology.load(settings.topology)
     topology = with_overrides(base, protocol=settings.protocol)
+    if settings.shards:
+        topology = with_shards(topology, settings.shards)
     topology = with_overrides(topology, base_port=find_base_port(topology))
     out = settings.out
     cluster = Cluster(topology, out / "cluster", wan_control=True)

@@ -53,9 +53,6 @@ STAGE_PREFIX = "stage:"  # a transaction's part staged here, invisible until set
 STAGED_KEY = "txns:staged"  # the staged parts' ids by when they were staged (the sweeper's index)
 DECISION_PREFIX = "txn:"  # at a transaction's coordinator shard: its decision (txn.lua)
 DECISION_TTL_S = 86_400  # a decision is kept a day: the sweeper settles every part long before
-#: Versions of rows are kept this long (versions.lua): a read-only transaction that takes longer
-#: starts again (Eiger's "timeout"); reads as of an earlier time are refused.
-RETAIN_US = 5_000_000
 ATTACH_WAITS_KEY = "saturn:attach_waits"  # attaches' waits, counted by the attach gear (attach.lua)
 ATTACH_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -79,7 +76,8 @@ def _constants() -> dict[str, str | int | float | list]:
         "MAX_SLICE": wire.MAX_SLICE, "MAX_ROW_COLUMNS": wire.MAX_ROW_COLUMNS,
         "DEFAULT_SLICE": wire.DEFAULT_SLICE, "MAX_FUTURE_S": wire.MAX_FUTURE_S,
         "MAX_TARGET_BYTES": MAX_TARGET_BYTES, "STAGE_PREFIX": STAGE_PREFIX, "STAGED_KEY": STAGED_KEY,
-        "DECISION_PREFIX": DECISION_PREFIX, "DECISION_TTL_S": DECISION_TTL_S, "RETAIN_US": RETAIN_US,
+        "DECISION_PREFIX": DECISION_PREFIX, "DECISION_TTL_S": DECISION_TTL_S,
+        "RETAIN_US": wire.VERSIONS_KEPT_US,
     }  # fmt: skip
     return names | {f"CODE_{code}": code for code in GEAR_ERRORS}
 
