@@ -47,16 +47,19 @@ end
 -- Applies the replicated ops of one update found at args[p..]; returns the index after them.
 -- kind 's' value, 'd' tombstone, 'p' the origin region's new partial counter sum.
 -- stamp: when it becomes visible here (versions.lua).
+local function put_op(dkey, ikey, ckey, kind, column, arg, origin_region, ts, src, stamp)
+  if kind == 's' then
+    put_value(dkey, ikey, column, ts, src, arg, stamp)
+  elseif kind == 'd' then
+    put_tombstone(dkey, ikey, column, ts, src, stamp)
+  else
+    put_partial(dkey, ikey, ckey, column, origin_region, ts, src, arg, stamp)
+  end
+end
+
 local function apply_ops(args, dkey, ikey, ckey, origin_region, ts, src, p, nops, stamp)
   for o = 1, nops do
-    local kind, column, arg = args[p], args[p + 1], args[p + 2]
-    if kind == 's' then
-      put_value(dkey, ikey, column, ts, src, arg, stamp)
-    elseif kind == 'd' then
-      put_tombstone(dkey, ikey, column, ts, src, stamp)
-    else
-      put_partial(dkey, ikey, ckey, column, origin_region, ts, src, arg, stamp)
-    end
+    put_op(dkey, ikey, ckey, args[p], args[p + 1], args[p + 2], origin_region, ts, src, stamp)
     p = p + 3
   end
   fold_versions(dkey)

@@ -50,14 +50,7 @@ local function settle_part(txid, decision, stamp)
       local ts, src, origin = stamp, f.src, f.origin
       if f.mode == 'r' then ts = tonumber(f.ts) end
       for _, op in ipairs(row[3]) do
-        local kind, column, arg = op[1], op[2], op[3]
-        if kind == 's' then
-          put_value(dkey, ikey, column, ts, src, arg, stamp)
-        elseif kind == 'd' then
-          put_tombstone(dkey, ikey, column, ts, src, stamp)
-        else
-          put_partial(dkey, ikey, ckey, column, origin, ts, src, arg, stamp)
-        end
+        put_op(dkey, ikey, ckey, op[1], op[2], op[3], origin, ts, src, stamp)
       end
       fold_versions(dkey)
       if f.deps and f.deps ~= '' then merge_deps(dkey, f.deps, origin, ts) end
