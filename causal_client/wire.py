@@ -63,14 +63,6 @@ def attach_args(label: Label, waited_s: float) -> list:
     return [GEARS_API, *label_args(label), max(0, round(waited_s * 1e6))]
 
 
-def call_args(label: Label, items: list[list]) -> list:
-    """A write's or a read's whole argument list: version, label, then each mutation or read."""
-    args: list = [GEARS_API, *label_args(label), len(items)]
-    for item in items:
-        args += item
-    return args
-
-
 def by_shard(rows: Iterable[tuple[str, str]], shards: int) -> dict[int, list[int]]:
     """Indexes of ``rows`` (group, row) per shard; none at all go to shard 0, whose gear
     refuses an empty call with its reason."""

@@ -11,9 +11,10 @@ import redis
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 
-from causal_client import AccessDenied, CausalClient, wire
+from causal_client import AccessDenied, CausalClient, Mutation, wire
 from causal_client.credentials import CLIENT_USER, client_password
 from causal_client.label import Label
+from causal_client.transactions import write_args
 from services import auth
 from services.launcher.cluster import Cluster
 from services.region import gears
@@ -88,7 +89,7 @@ def test_the_client_user_calls_the_gears_and_waits_on_the_watermark_events(secur
     with as_client(secured) as store:
         assert store.ping()
         assert store.execute_command("SATURN.READ", "saturn_version", "0") == wire.GEARS_API.encode()
-        args = wire.call_args(Label.zero(), [wire.mutation_args("all", unique("acl"), [("s", "c", b"v")])])
+        args = write_args(Label.zero(), ["1"], [Mutation("all", unique("acl")).set("c", "v")])
         assert int(store.execute_command("SATURN.CALL", wire.WRITE, "0", *args)) > 0
         # Allowed (a refusal raises); a proxy raising watermarks meanwhile (a heartbeat) may add one.
         events = store.xread({gears.WATERMARK_EVENTS: "$"}, count=1, block=10)

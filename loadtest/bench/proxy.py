@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-import msgpack
 import redis.asyncio as aioredis
 
 from loadtest.bench.cpu import cpu_seconds
@@ -34,6 +33,8 @@ from services import auth, plan, runtime
 from services.launcher.cluster import Cluster
 from services.proto import bulk_pb2, bulk_pb2_grpc, saturn_pb2
 from services.region import gears
+from services.region.gears import ColumnChange
+from services.region.store import RemoteUpdate, RowChange
 from services.saturn.links import OutgoingLink
 from services.topology import Topology
 
@@ -55,9 +56,9 @@ class Row:
 
 def payload(ts: int, i: int) -> bulk_pb2.Payload:
     """An update as a's write gear packs it (write.lua): one 16-byte value in a row of its own."""
-    ops = [["s", "v", b"x" * 16]]
-    body = msgpack.packb([ts, ORIGIN_GEAR, int(time.time() * 1e6), "all", f"r{i % 1000}", ops])
-    return bulk_pb2.Payload(ts=ts, body=body)
+    change = RowChange("all", f"r{i % 1000}", (ColumnChange("s", "v", b"x" * 16),))
+    update = RemoteUpdate(ts, ORIGIN_GEAR, int(time.time() * 1e6), (change,))
+    return bulk_pb2.Payload(ts=ts, body=update.pack())
 
 
 def label(ts: int, i: int) -> saturn_pb2.TreeLabel:

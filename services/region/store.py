@@ -62,6 +62,14 @@ class RemoteUpdate:
             return self
         return replace(self, rows=rows) if rows else None
 
+    def pack(self) -> bytes:
+        """As the write gear packs it (write.lua): ts, src, the origin's time, rows, [vector]."""
+        rows = [[r.group, r.row, [[c.kind, c.column, c.arg] for c in r.changes]] for r in self.rows]
+        fields: list = [self.ts, self.src, self.origin_time_us, rows]
+        if self.deps is not None:
+            fields.append(" ".join(f"{region}:{ts}" for region, ts in self.deps))
+        return msgpack.packb(fields)
+
     @staticmethod
     def unpack(body: bytes) -> RemoteUpdate:
         ts, src, origin_time, rows, *rest = msgpack.unpackb(body, raw=True)
