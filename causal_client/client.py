@@ -435,7 +435,11 @@ class Session:
         return self._local([spec.group], lambda: self._read("Read", [spec])[0])
 
     def _read(self, method: str, specs: Sequence[ReadSpec]) -> list[Row]:
-        result = self._call(method, lambda t: t.read(self.region, self.label, specs, self.floor))
+        # A label made here is a time of this region too (a write's ts is its stamp): a session
+        # resumed from its token reads at or after its own last write, even one whose parts on
+        # other shards are still being settled.
+        floor = max(self.floor, self.label.ts if self.label.region == self.region else 0)
+        result = self._call(method, lambda t: t.read(self.region, self.label, specs, floor))
         self.label = self.label.merge(result.seen)
         self.floor = max(self.floor, result.floor)
         return result.rows

@@ -24,7 +24,16 @@ from helpers.transactions import (
 )
 from helpers.waiting import eventually, unique
 
-from causal_client import CausalClient, InvalidRequest, Mutation, NotReplicatedHere, ReadSpec, wire
+from causal_client import (
+    CausalClient,
+    InvalidRequest,
+    Mutation,
+    NotReplicatedHere,
+    ReadSpec,
+    RegionUnavailable,
+    transactions,
+    wire,
+)
 from services.launcher.cluster import Cluster
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
@@ -110,6 +119,28 @@ def test_a_read_never_shows_a_row_without_the_causal_past_of_another(two_shards)
         stop.set()
         thread.join(10)
     assert reads > 50 and broken == 0, (reads, broken)
+
+
+def test_a_session_resumed_after_its_batch_reads_it_even_while_a_part_is_unsettled(two_shards):
+    """The batch committed but its cohort's settle failed (the part is staged, the sweeper has
+    not come yet): a session resumed from the writer's token that reads only the cohort's row
+    sees the batch (its label is a time of the region), as the writer would."""
+    _, client = two_shards
+    rows = sorted(the_rows(2), key=on_shard)  # coordinator shard 0, cohort shard 1
+    writer = client.session("a")
+    writer.batch([Mutation(g, r).set("v", "1") for g, r in rows])
+
+    def call(c: transactions.ShardCall):
+        if c.function == wire.SETTLE:
+            raise RegionUnavailable("settles are lost in this test")
+        return client.transport._gear("a", c.shard, c.function, c.args, read_only=c.read_only)  # type: ignore[attr-defined]
+
+    gear_ids = ["a/0", "a/1"]
+    plan = transactions.write_plan(writer.label, [Mutation(g, r).set("v", "2") for g, r in rows], 2, gear_ids)
+    made = transactions.run_sync(plan, call)
+    writer.label = writer.label.merge(made)
+    resumed = client.session("a", label=writer.token)
+    assert resumed.read(*rows[1]).text("v") == "2"
 
 
 def test_bad_batches_are_refused_and_write_nothing(two_shards):
