@@ -38,7 +38,7 @@ from services.launcher.cluster import Cluster
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
-SECONDS = 3.0
+SECONDS = 2.0
 
 
 @pytest.fixture(scope="module", params=["eventual", "saturn", "gentlerain", "cure"])
@@ -203,8 +203,7 @@ def test_a_batch_touching_a_group_not_here_is_refused_whole(partial):
     assert len(session.read("all", row)) == 0
 
 
-@pytest.mark.parametrize("stage", ["before-commit", "before-settle"])
-@pytest.mark.parametrize("protocol", ["eventual", "saturn"])
+@pytest.mark.parametrize(("protocol", "stage"), [("eventual", "before-commit"), ("saturn", "before-settle")])
 def test_a_writer_killed_in_the_middle_of_a_batch_leaves_it_whole_or_absent(
     launch, client_for, protocol, stage
 ):
