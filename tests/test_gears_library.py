@@ -13,7 +13,7 @@ from helpers.topologies import load_topology
 
 from causal_client import wire
 from causal_client.claims import owner_region
-from causal_client.data import Mutation, ReadSpec
+from causal_client.data import Mutation, ReadSpec, Row
 from causal_client.errors import (
     CausalError,
     InvalidLabel,
@@ -25,7 +25,7 @@ from causal_client.errors import (
     WrongPlace,
 )
 from causal_client.label import Label
-from causal_client.transactions import write_args
+from causal_client.transactions import read_args, write_args
 from services.region import gears
 from services.region.store import RegionStore
 
@@ -269,5 +269,24 @@ def test_every_client_gear_refuses_bad_input_and_writes_nothing(redis_url: str, 
         with pytest.raises(CausalError):
             await store.shards[0].call(function, args)
         assert snapshot(redis_url) == before
+
+    run(scenario())
+
+
+def test_a_read_as_of_a_time_sees_a_quiet_rows_state_before_its_change(redis_url: str):
+    """A row whose versions expired (quiet for longer than they are kept, or written before
+    versions existed) changes: a read as of a time before that change still sees the cell and
+    the counter as they were (the first version keeps the value it replaces)."""
+
+    async def scenario() -> None:
+        store = await installed(redis_url)
+        await store.write(Label.zero(), [mutation("all", "quiet", ("s", "c", b"v1"), ("i", "n", 2))])
+        redis.Redis.from_url(redis_url).delete("h:all:quiet", "b:all:quiet")  # as if expired
+        made = await store.write(Label.zero(), [mutation("all", "quiet", ("s", "c", b"v2"), ("i", "n", 3))])
+        reads = [ReadSpec("all", "quiet").gear_args()]
+        for at, value, count in ((made.ts - 1, "v1", 2), (made.ts, "v2", 5)):
+            reply = await store.shards[0].call(wire.READ_AT, read_args(Label.zero(), at, [], reads))
+            row, _ = Row.from_gear("all", "quiet", reply[2])
+            assert (row.text("c"), row.counter("n"), row.size) == (value, count, 2)
 
     run(scenario())

@@ -434,14 +434,22 @@ class RegionStore:
     async def apply_remote(
         self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]
     ) -> list[RemoteUpdate]:
-        """Applies one origin gear's updates; each local shard records ``through_ts`` atomically
-        with its part, so a re-sent batch is skipped shard by shard (an update spanning shards is
-        applied first, across them: applying it again is harmless). Returns those applied."""
-        spanning = [u for u in updates if len(self.shards_of(u)) > 1]
-        for update in spanning:
+        """Applies one origin gear's updates in their order; each local shard records how far it
+        got atomically with its part, so a re-sent batch is skipped shard by shard (an update
+        spanning shards is applied across them, between the runs before and after it: applying
+        it again after a crash is harmless). Returns those applied."""
+        applied: list[RemoteUpdate] = []
+        run: list[RemoteUpdate] = []
+        for update in updates:
+            if len(self.shards_of(update)) == 1:
+                run.append(update)
+                continue
+            if run:
+                applied += await self._per_shard(Shard.apply, origin_gear, run[-1].ts, run)
+                run = []
             await self.apply_across_shards(update)
-        single = [u for u in updates if len(self.shards_of(u)) == 1]
-        return spanning + await self._per_shard(Shard.apply, origin_gear, through_ts, single)
+            applied.append(update)
+        return applied + await self._per_shard(Shard.apply, origin_gear, through_ts, run)
 
     async def _per_shard(self, method, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]):
         """Runs ``method`` on every shard with its part of ``updates`` (every shard, even with

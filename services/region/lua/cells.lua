@@ -3,16 +3,18 @@
 
 local function put_value(dkey, ikey, column, ts, src, value, stamp)
   local cell = I(ts) .. '|' .. src .. '|v|' .. value
-  keep_version(dkey, 'c', column, cell, stamp)
-  if stored_is_newer(redis.call('HGET', dkey, column), ts, src) then return end
+  local stored = redis.call('HGET', dkey, column)
+  keep_version(dkey, 'c', column, cell, stamp, stored)
+  if stored_is_newer(stored, ts, src) then return end
   redis.call('HSET', dkey, column, cell)
   redis.call('ZADD', ikey, 0, column)
 end
 
 local function put_tombstone(dkey, ikey, column, ts, src, stamp)
   local cell = I(ts) .. '|' .. src .. '|t|'
-  keep_version(dkey, 'c', column, cell, stamp)
-  if stored_is_newer(redis.call('HGET', dkey, column), ts, src) then return end
+  local stored = redis.call('HGET', dkey, column)
+  keep_version(dkey, 'c', column, cell, stamp, stored)
+  if stored_is_newer(stored, ts, src) then return end
   redis.call('HSET', dkey, column, cell)
   redis.call('ZREM', ikey, column)
 end
@@ -21,9 +23,9 @@ end
 local function put_partial(dkey, ikey, ckey, column, region, ts, src, partial, stamp)
   local field = region .. '|' .. column
   local counter_cell = I(ts) .. '|' .. src .. '|c|'
-  keep_version(dkey, 'p', field, I(ts) .. '|' .. src .. '|' .. partial, stamp)
-  keep_version(dkey, 'c', column, counter_cell, stamp)
   local cur = redis.call('HGET', ckey, field)
+  keep_version(dkey, 'p', field, I(ts) .. '|' .. src .. '|' .. partial, stamp, cur)
+  keep_version(dkey, 'c', column, counter_cell, stamp, redis.call('HGET', dkey, column))
   if cur then
     local cts, csrc = string.match(cur, '^(%d+)|([^|]*)|')
     cts = tonumber(cts)

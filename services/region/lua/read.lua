@@ -189,7 +189,9 @@ local function gear_read(keys, args)
   if at > now + MAX_FUTURE_S * 1e6 then fail(CODE_INVALID, 'a read as of a time too far ahead') end
   local named, a = take_settles(args, at)
   local reads = parse_reads(cfg, args, a)
-  local lvt = math.max(clock(), now)
+  -- Valid until the clock, or until just before now: a change made in this very microsecond
+  -- may still get it as its stamp (the clock moves only when something is stamped).
+  local lvt = math.max(clock(), now - 1)
   if at > 0 then
     raise_clock(at)  -- nothing made here from now on is stamped at or below it
     lvt = at

@@ -12,11 +12,13 @@
 -- "<kind><name length>:<name><cell>", kind 'c' a cell, 'p' a counter's partial sum) for RETAIN_US.
 -- The state of a cell at time t is the last-writer-wins maximum of its versions stamped at or below
 -- t: order-independent, so a part stamped below changes applied before it is still placed right.
--- Versions older than RETAIN_US fold into the row's base hash (their maximum per cell), which
--- stands for everything before the history. Both keys expire 2 * RETAIN_US after the row's last
+-- The row's base hash stands for everything before the history: a field's first version in it
+-- brings along the field's value before that change (ABSENT: none), and versions older than
+-- RETAIN_US fold into it (their maximum per cell). Both keys expire 2 * RETAIN_US after the row's last
 -- change: by then every version is older than any time a read may ask for, and the row's current
 -- state is its state at every such time.
 
+local ABSENT = ''  -- in a base hash: the field had no value before its history
 local function hist_key(dkey) return 'h:' .. string.sub(dkey, 3) end
 local function base_key(dkey) return 'b:' .. string.sub(dkey, 3) end
 
@@ -50,7 +52,7 @@ end
 -- Whether cell a beats cell b (nil: none) under last-writer-wins: greater (ts, src). Cells and
 -- partial sums both start "ts|src|".
 local function lww_beats(a, b)
-  if not b then return true end
+  if not b or b == ABSENT then return true end
   local ats, asrc = string.match(a, '^(%d+)|([^|]*)|')
   local bts, bsrc = string.match(b, '^(%d+)|([^|]*)|')
   ats, bts = tonumber(ats), tonumber(bts)
@@ -58,7 +60,9 @@ local function lww_beats(a, b)
   return asrc > bsrc
 end
 
-local function keep_version(dkey, kind, name, cell, stamp)
+-- before: the field's value before this change (nil: none), the base's if it has none yet.
+local function keep_version(dkey, kind, name, cell, stamp, before)
+  redis.call('HSETNX', base_key(dkey), kind .. name, before or ABSENT)
   redis.call('ZADD', hist_key(dkey), 'NX', stamp, version_member(kind, name, cell))
 end
 
@@ -76,7 +80,7 @@ local function fold_versions(dkey)
   end
   local ttl = math.floor(2 * RETAIN_US / 1000)
   redis.call('PEXPIRE', hkey, ttl)
-  if redis.call('EXISTS', bkey) == 1 then redis.call('PEXPIRE', bkey, ttl) end
+  redis.call('PEXPIRE', bkey, ttl)
 end
 
 -- The earliest time from which the row's current state is known to be valid (an upper bound of
@@ -100,7 +104,8 @@ local function changes_after(dkey, t)
   end
   local bkey = base_key(dkey)
   for key in pairs(at) do
-    at[key] = redis.call('HGET', bkey, key) or false
+    local base = redis.call('HGET', bkey, key)
+    at[key] = (base and base ~= ABSENT) and base or false
   end
   for _, member in ipairs(redis.call('ZRANGEBYSCORE', hkey, '-inf', I(t))) do
     local key, cell = split_version(member)
