@@ -75,7 +75,7 @@ def deliver(ctx: RegionContext, session: Session, pending: Pending, send_nudge: 
     if pending.followers is None:  # a post's (or a repost's) own cell: in the poster's home group
         followers = social.all_names(pending.group, f"followers:{entry.poster}")
         if not entry.reposted_by:
-            social.publish(entry)  # the public line, again: a post that died before writing it
+            social.publish(entry)  # idempotent: a post's batch has it; cells from before posts were atomic
     else:
         followers = dict.fromkeys(pending.followers, pending.group)
     by_group: dict[str, list[str]] = {}

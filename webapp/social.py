@@ -472,13 +472,18 @@ class Social:
         )  # type: ignore[arg-type]
         return Profile(counts, page, bool(following))
 
+    @staticmethod
+    def relation_specs(account: Account) -> list[ReadSpec]:
+        """The rows whose sizes are an account's counts: userline, followers, following."""
+        return [
+            ReadSpec(account.home_group, f"{which}:{account.username}", limit=1)
+            for which in ("userline", "followers", "following")
+        ]
+
     def with_relations(self, account: Account) -> Account:
         """The account with its counts: the sizes of its userline and of its two sets, in one
         read where they live (the account's home group), so a count always equals its list."""
-        rows = self.session.multi_read([
-            ReadSpec(account.home_group, f"{which}:{account.username}", limit=1)
-            for which in ("userline", "followers", "following")
-        ])  # fmt: skip
+        rows = self.session.multi_read(self.relation_specs(account))
         return replace(account, tweets=rows[0].size, followers=rows[1].size, following=rows[2].size)
 
     def followers(self, account: Account) -> dict[str, str]:

@@ -319,9 +319,6 @@ class RegionStore:
     def shard_for(self, group: str, row: str) -> Shard:
         return self.shards[self.topology.shard_of(self.region, group, row)]
 
-    def _by_shard(self, rows: list[tuple[str, str]]) -> dict[int, list[int]]:
-        return wire.by_shard(rows, len(self.shards))
-
     async def install(self) -> None:
         """Loads the gears and this region's settings into every shard (at every start: a store
         always runs the library of the services that use it)."""
