@@ -35,7 +35,10 @@ from services.tuning import SaturnTuning, StabilizationTuning
 
 __all__ = ["NAME_PATTERN", "Region", "RegionPorts", "Serializer", "Topology", "TopologyError", "TreeEdge"]
 
-PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
+PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure", "c3")
+#: the protocols whose gears write every label to the region's label stream (saturn's label sink
+#: and c3's direct sender read it)
+LABEL_PROTOCOLS = ("saturn", "c3")
 ALL_REGIONS = "*"
 # Serializers of odd epochs listen this far above even epochs' (both trees run during a switch).
 SERIALIZER_EPOCH_STRIDE = 32
@@ -49,7 +52,7 @@ class Topology(StrictModel):
     """A validated topology. Build it with :meth:`load` or :meth:`from_dict`."""
 
     name: str
-    protocol: Literal["eventual", "saturn", "gentlerain", "cure"] = "eventual"
+    protocol: Literal["eventual", "saturn", "gentlerain", "cure", "c3"] = "eventual"
     host: str = Field(default="127.0.0.1", pattern=HOST_PATTERN)  # every node's, unless it names its own
     # where services listen (default: their node's host; 0.0.0.0 in a container)
     bind: str | None = Field(default=None, pattern=HOST_PATTERN)

@@ -32,7 +32,7 @@ def topology(protocol: str) -> dict:
     return data
 
 
-@pytest.mark.parametrize("protocol", ["eventual", "saturn", "gentlerain", "cure"])
+@pytest.mark.parametrize("protocol", ["eventual", "saturn", "gentlerain", "cure", "c3"])
 def test_a_past_through_a_region_that_lacks_part_of_it(launch, protocol):
     cluster = launch(topology(protocol))
     missed = 0

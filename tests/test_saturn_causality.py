@@ -36,7 +36,7 @@ POLL_S = 0.001
 A_TO_C_S = 0.100  # the bulk latency of x from A to C in the topology file
 
 
-CAUSAL = ["saturn", "gentlerain", "cure"]  # the protocols that must never show the anomaly
+CAUSAL = ["saturn", "gentlerain", "cure", "c3"]  # the protocols that must never show the anomaly
 
 
 @pytest.fixture(scope="module", params=["eventual", *CAUSAL])

@@ -30,7 +30,7 @@ def visible(session: Session, group: str, row: str) -> bool:
 
 
 # -- read-your-writes and monotonic reads on demo-3region ----------------------------------------
-@pytest.fixture(scope="module", params=["eventual", "saturn", "gentlerain", "cure"])
+@pytest.fixture(scope="module", params=["eventual", "saturn", "gentlerain", "cure", "c3"])
 def demo(request, tmp_path_factory) -> Iterator[Cluster]:
     with cluster_under(request.param, "demo-3region.toml", tmp_path_factory) as cluster:
         yield cluster
@@ -114,7 +114,7 @@ def test_a_session_resumed_where_it_was_needs_no_call(demo, demo_client, store_c
 
 
 # -- transparent migration under partial replication ---------------------------------------------
-@pytest.mark.parametrize("protocol", ["eventual", "saturn", "gentlerain", "cure"])
+@pytest.mark.parametrize("protocol", ["eventual", "saturn", "gentlerain", "cure", "c3"])
 def test_transparent_migration_keeps_the_sessions_past(launch, protocol):
     """demo-3region-partial: a session in virginia writes rows of group "all", then touches group
     "europe" (not replicated in virginia): it moves by itself to ireland, the closest replica,

@@ -41,7 +41,7 @@ pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` 
 SECONDS = 2.0
 
 
-@pytest.fixture(scope="module", params=["eventual", "saturn", "gentlerain", "cure"])
+@pytest.fixture(scope="module", params=["eventual", "saturn", "gentlerain", "cure", "c3"])
 def two_shards(request, tmp_path_factory):
     topology = sharded("two-region.toml", request.param, 2)
     with (

@@ -14,27 +14,38 @@ class TreeLabelType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TREE_HEARTBEAT: _ClassVar[TreeLabelType]
     TREE_GAP: _ClassVar[TreeLabelType]
     TREE_EPOCH: _ClassVar[TreeLabelType]
+    TREE_ATTACH: _ClassVar[TreeLabelType]
 TREE_UPDATE: TreeLabelType
 TREE_MIGRATION: TreeLabelType
 TREE_HEARTBEAT: TreeLabelType
 TREE_GAP: TreeLabelType
 TREE_EPOCH: TreeLabelType
+TREE_ATTACH: TreeLabelType
 
 class TreeLabel(_message.Message):
-    __slots__ = ("type", "src", "ts", "target", "group", "outside_order")
+    __slots__ = ("type", "src", "ts", "target", "group", "outside_order", "deps")
+    class DepsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     TYPE_FIELD_NUMBER: _ClassVar[int]
     SRC_FIELD_NUMBER: _ClassVar[int]
     TS_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     OUTSIDE_ORDER_FIELD_NUMBER: _ClassVar[int]
+    DEPS_FIELD_NUMBER: _ClassVar[int]
     type: TreeLabelType
     src: str
     ts: int
     target: str
     group: str
     outside_order: bool
-    def __init__(self, type: _Optional[_Union[TreeLabelType, str]] = ..., src: _Optional[str] = ..., ts: _Optional[int] = ..., target: _Optional[str] = ..., group: _Optional[str] = ..., outside_order: _Optional[bool] = ...) -> None: ...
+    deps: _containers.ScalarMap[str, int]
+    def __init__(self, type: _Optional[_Union[TreeLabelType, str]] = ..., src: _Optional[str] = ..., ts: _Optional[int] = ..., target: _Optional[str] = ..., group: _Optional[str] = ..., outside_order: _Optional[bool] = ..., deps: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class LabelBatch(_message.Message):
     __slots__ = ("labels", "seq")

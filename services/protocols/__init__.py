@@ -7,13 +7,14 @@ name.
 
 from services.probes import READY_HEALTH
 from services.protocols.base import Protocol, ReceivingSide
+from services.protocols.c3 import C3
 from services.protocols.cure import Cure
 from services.protocols.eventual import Eventual
 from services.protocols.gentlerain import GentleRain
 from services.protocols.saturn import Saturn
 from services.region.store import RegionStore
 
-PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Eventual, Saturn, GentleRain, Cure)}
+PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Eventual, Saturn, GentleRain, Cure, C3)}
 
 
 def protocol_class(name: str) -> type[Protocol]:

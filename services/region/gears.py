@@ -43,6 +43,10 @@ WATERMARK_EVENTS = "wm:events"  # saturn: a capped stream, one entry per raise o
 SINK_WAKE_CHANNEL = "sink:wake"  # saturn: pub/sub; a migration label was written (the sink stops
 #                                  lingering: a client is waiting for that label to travel)
 WATERMARK_EVENTS_MAXLEN = 1000
+# c3, in WATERMARK_KEY beside the watermarks (services/c3/applier.py): per origin region, the
+# greatest of its migration labels executed here (attaches wait on it), and this region's
+# executing-operations clock (RoE), the dependency vector every label made here carries.
+MIGRATED_PREFIX, ROE_PREFIX = "migrated:", "roe:"
 # Stream entries (ids are the label's ts): a bulk entry's group and packed payload; a label entry.
 GROUP_FIELD, PAYLOAD_FIELD, LABEL_FIELD = "g", "p", "l"
 CONFIG_KEY = "saturn:config"  # the region's settings the gears check calls against (see checks.lua)
@@ -68,6 +72,7 @@ def _constants() -> dict[str, str | int | float | list]:
         "POSITION_KEY": POSITION_KEY, "WATERMARK_KEY": WATERMARK_KEY, "CLAIM_PREFIX": CLAIM_PREFIX,
         "WATERMARK_EVENTS": WATERMARK_EVENTS, "SINK_WAKE_CHANNEL": SINK_WAKE_CHANNEL,
         "WATERMARK_EVENTS_MAXLEN": WATERMARK_EVENTS_MAXLEN, "CONFIG_KEY": CONFIG_KEY,
+        "MIGRATED_PREFIX": MIGRATED_PREFIX,
         "GROUP_FIELD": GROUP_FIELD, "PAYLOAD_FIELD": PAYLOAD_FIELD, "LABEL_FIELD": LABEL_FIELD,
         "GROUPS_KEY": GROUPS_KEY, "GEARS_KEY": GEARS_KEY, "DESCRIBE_KEY": DESCRIBE_KEY, "API": wire.GEARS_API,
         "ATTACH_WAITS_KEY": ATTACH_WAITS_KEY, "OUTSIDE_ORDER_FIELD": OUTSIDE_ORDER_FIELD,

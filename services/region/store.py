@@ -18,7 +18,7 @@ from causal_client.data import Mutation, ReadSpec
 from causal_client.errors import gear_error
 from causal_client.label import Label, LabelType, merge_vectors, parse_vector
 from services.region import gears
-from services.topology import Topology
+from services.topology import LABEL_PROTOCOLS, Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +140,8 @@ class _Subscription:
 
 
 def _watermarks(raw: dict[bytes, bytes]) -> dict[str, int]:
-    """The watermark hash as Redis returns it -> origin region: ts."""
+    """The watermark hash as Redis returns it -> origin region: ts (c3's other fields, named
+    with a prefix, too: region names have no colon)."""
     return {k.decode(): int(v) for k, v in raw.items()}
 
 
@@ -325,7 +326,7 @@ class RegionStore:
         t = self.topology
         settings = {
             "region": self.region, "shards": len(self.shards), "protocol": t.protocol,
-            "emits": int(t.protocol == "saturn"), "max_value": t.max_value_bytes,
+            "emits": int(t.protocol in LABEL_PROTOCOLS), "max_value": t.max_value_bytes,
             "regions": " ".join(t.region_names),
             # the regions that ship something here (share a group with it): Cure's attach waits
             # for no other region, which can have nothing it must show

@@ -55,10 +55,12 @@ def parse_entry(raw: bytes) -> saturn_pb2.TreeLabel:
     """A label-stream entry: 'u|ts|src|group/row' (update), 't|ts|src|groups|group/row' (an
     atomic batch over several groups, space-separated: serializers route it to every region that
     replicates one of them) or 'm|ts|src|region' (migration); the kind in capitals when made
-    outside the tree's order (common.lua's label_kind)."""
+    outside the tree's order (common.lua's label_kind); under c3 also 'a|ts|src|past' (attach.lua)."""
     kind, ts, src, target = raw.decode().split("|", 3)
     label = saturn_pb2.TreeLabel(src=src, ts=int(ts), target=target, outside_order=kind.isupper())
-    if kind.lower() == "u":
+    if kind == "a":  # c3: a client attached with a past up to target (attach.lua)
+        label.type = saturn_pb2.TREE_ATTACH
+    elif kind.lower() == "u":
         label.type, label.group = saturn_pb2.TREE_UPDATE, target.split("/", 1)[0]
     elif kind.lower() == "t":
         label.type = saturn_pb2.TREE_UPDATE
@@ -313,6 +315,9 @@ class LabelSink:
             else:
                 await runtime.sleep_or_stop(stop, MERGE_TICK_S)
 
+    async def before_save(self) -> None:
+        """What must be durable before the cursors move past what was read (nothing, here)."""
+
     async def trim(self, cursors: list[int], stop: asyncio.Event) -> None:
         """Every second, off the hot path: the cursors are saved, then what they passed leaves the
         stream. A restart resends what was forwarded after the last save; proxies drop those
@@ -320,6 +325,7 @@ class LabelSink:
         saved = list(cursors)
         while not stop.is_set():
             await runtime.sleep_or_stop(stop, TRIM_EVERY_S)
+            await self.before_save()
             for k, (gear, cursor) in enumerate(zip(self.gears, list(cursors), strict=True)):
                 if cursor != saved[k]:  # idle: nothing to save, nothing to trim
                     await gear.save_sink_cursor(cursor)

@@ -72,8 +72,9 @@ class OutgoingLink:
 
     def __init__(
         self, topology: Topology, node: str, neighbour: str, resumable: bool | None = None,
-        incarnation: str | None = None,
+        incarnation: str | None = None, direct: bool = False,
     ):  # fmt: skip
+        """``direct``: a link between two regions outside any tree (c3), paying the WAN only."""
         self.node = node
         self.neighbour = neighbour
         self.epoch = topology.epoch
@@ -86,7 +87,8 @@ class OutgoingLink:
         self.seq = 0  # the last number given (resumable)
         self.kept: deque[tuple[int, float, saturn_pb2.LabelBatch]] = deque()  # (seq, when, batch) sent
         self.trimmed_through = 0  # the last seq no longer kept
-        self.line: DelayLine[saturn_pb2.LabelBatch] = DelayLine(topology.wan_link(node, neighbour, tree=True))
+        link = topology.wan_link(node, neighbour, tree=not direct)
+        self.line: DelayLine[saturn_pb2.LabelBatch] = DelayLine(link)
         self.connected = asyncio.Event()
         self.sent_batches = 0
 

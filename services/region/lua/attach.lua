@@ -4,8 +4,10 @@
 -- it (a label says only how far the client's past goes, not where it is). Under gentlerain every
 -- label waits until it is stable here (the receiver raises every origin's watermark to the global
 -- stable time). Under cure, once every region's watermark has reached the client's vector's entry
--- for it (the receiver's watermark is what it applied: services/protocols/cure.py). Eventual
--- applies on arrival: at once.
+-- for it (the receiver's watermark is what it applied: services/protocols/cure.py). Under c3, a
+-- migration label once the receiver has executed it (its dependency vector held here:
+-- services/c3/applier.py), any other label once every region that ships here has passed it.
+-- Eventual applies on arrival: at once.
 -- args: api, label (5), µs the caller has waited so far. Returns {1} when visible, else {0, the
 -- last watermark event's id, the events stream's key}: a caller blocks on that stream after
 -- that id (XREAD BLOCK), then asks again. A visible non-zero label's wait is counted in
@@ -22,6 +24,15 @@ local function record_wait(origin, kind, waited)
     end
   end
   redis.call('HINCRBY', ATTACH_WAITS_KEY, prefix .. 'inf', 1)
+end
+
+-- Under c3, a client let in with a past up to ts that this region's updates may not cover (it
+-- read elsewhere) makes every later label of this region depend on everything up to ts: an
+-- entry in the label stream, in ts order before those labels, that services/c3/sender.py reads.
+local function note_attach(cfg, ts)
+  local stamp = math.max(now_us(), tonumber(redis.call('HGET', GEAR_KEY, 'last_ts') or '0') + 1)
+  redis.call('HSET', GEAR_KEY, 'last_ts', I(stamp))
+  redis.call('XADD', LABEL_STREAM, I(stamp) .. '-0', LABEL_FIELD, 'a|' .. I(stamp) .. '|' .. cfg.gear .. '|' .. I(ts))
 end
 
 local function gear_attach(keys, args)
@@ -43,6 +54,12 @@ local function gear_attach(keys, args)
     for i = 1, #flat, 2 do marks[flat[i]] = tonumber(flat[i + 1]) end
     if arriving and cfg.protocol == 'saturn' then
       visible = origin == cfg.region or (marks[origin] or 0) >= ts
+    elseif arriving and cfg.protocol == 'c3' then
+      visible = origin == cfg.region or (marks[MIGRATED_PREFIX .. origin] or 0) >= ts
+    elseif cfg.protocol == 'c3' then
+      for _, r in ipairs(words(cfg.senders)) do
+        if (marks[r] or 0) < ts then visible = false end
+      end
     elseif cfg.protocol == 'cure' then
       vector[origin] = math.max(vector[origin] or 0, ts)
       for _, r in ipairs(words(cfg.senders)) do
@@ -55,6 +72,7 @@ local function gear_attach(keys, args)
     end
   end
   if not visible then return {0, (last[1] and last[1][1]) or '0-0', WATERMARK_EVENTS} end
+  if cfg.protocol == 'c3' and not arriving and origin ~= cfg.region then note_attach(cfg, ts) end
   record_wait(origin, arriving and 'migration' or 'update', waited)
   return {1}
 end

@@ -1,0 +1,106 @@
+"""C3's causality layer, sending side: this region's labels go straight to the regions that
+replicate their groups, each with a dependency vector (docs/ARCHITECTURE.md, "C3").
+
+It reads the label streams exactly as Saturn's label sink does (the same pump: one shard as it
+grows, several merged in timestamp order, heartbeats, cursors saved and streams trimmed every
+second), and differs in where labels go:
+
+- an update label to every other region that replicates one of its groups, a migration label to
+  its target only, a heartbeat (every ``sink_heartbeat_s``) to every other region;
+- over one resumable link per destination (``OutgoingLink(direct=True)``): one gRPC stream, so
+  FIFO, paying the emulated WAN between the two sites and no tree;
+- each label carries ``deps``: this region's executing-operations clock (RoE) when the label is
+  read, which is after its write was applied here, so it covers every remote update its client
+  can have seen here (``C3Applier.dependencies``);
+- an attach entry (attach.lua: a client let in here with a past up to some ts) is not sent:
+  it raises the RoE to that ts for every region, so later labels depend on that past too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from services import metrics
+from services.proto import saturn_pb2
+from services.saturn.label_sink import LabelSink
+from services.saturn.links import OutgoingLink
+from services.topology import Topology
+
+log = logging.getLogger("c3-sender")
+
+Dependencies = Callable[[], dict[str, int]]
+
+
+class DirectLabelSender(LabelSink):
+    """The label sink's pump, with one direct link per other region instead of a tree link."""
+
+    def __init__(
+        self, topology: Topology, region: str, dependencies: Dependencies,
+        on_attach: Callable[[int], None], persist: Callable[[], Awaitable[None]],
+    ):  # fmt: skip
+        """``dependencies``: the RoE now; ``on_attach``: an attach let a past up to a ts in;
+        ``persist``: makes the RoE durable (before a cursor past an attach entry is saved)."""
+        self.links = {
+            r: OutgoingLink(topology, region, r, resumable=True, direct=True)
+            for r in topology.region_names
+            if r != region
+        }
+        super().__init__(topology, region)
+        self.dependencies = dependencies
+        self.on_attach = on_attach
+        self.persist = persist
+        self.replicas = {g: set(members) - {region} for g, members in topology.group_members.items()}
+
+    def link_on(self, tree: Topology) -> OutgoingLink:  # type: ignore[override]
+        """No tree: ``self.link`` is unused (every label goes on ``self.links``)."""
+        return None  # type: ignore[return-value]
+
+    def destinations(self, label: saturn_pb2.TreeLabel) -> set[str]:
+        if label.type == saturn_pb2.TREE_MIGRATION:
+            return {label.target} & self.links.keys()
+        return {r for group in label.group.split() for r in self.replicas.get(group, ())}
+
+    def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
+        if labels:
+            self.sent_through = max(self.sent_through, max(label.ts for label in labels))
+        for label in labels:
+            if label.type == saturn_pb2.TREE_ATTACH:
+                self.on_attach(int(label.target))
+        deps = self.dependencies()  # read after the labels: it covers what their writers saw
+        outgoing: dict[str, list[saturn_pb2.TreeLabel]] = {}
+        for label in labels:
+            if label.type == saturn_pb2.TREE_ATTACH:
+                continue
+            label.deps.update(deps)
+            for region in self.destinations(label):
+                outgoing.setdefault(region, []).append(label)
+        for region, batch in outgoing.items():
+            self.links[region].send(batch)
+            self.messages_sent.inc()
+            metrics.LABELS_SENT.labels(self.region, "update").inc(len(batch))
+
+    def send_heartbeat(self, ts: int) -> None:
+        """Every other region hears that nothing more up to ``ts`` comes from here: a label it
+        still lacks below that was lost (C3Applier's fallback)."""
+        self.sent_through = max(self.sent_through, ts)
+        beat = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src=f"{self.region}/sink", ts=ts)
+        for link in self.links.values():
+            link.send([beat])
+        self.last_heard_everywhere = time.monotonic()
+
+    async def before_save(self) -> None:
+        await self.persist()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        cursors = await self.cursors()
+        log.info("c3 sender %s → %s, resuming after %s", self.region, sorted(self.links), cursors)
+        pump = self.pump_one if len(self.gears) == 1 else self.pump_merged
+        await asyncio.gather(
+            self.waker.run(stop),
+            self.through_store_outages(pump, cursors, stop),
+            self.through_store_outages(self.trim, cursors, stop),
+            *(link.run(stop) for link in self.links.values()),
+        )
