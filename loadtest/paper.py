@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest import fig8
-from loadtest.bench import fig4, fig5, fig6, fig7
+from loadtest.bench import c3, fig4, fig5, fig6, fig7
 from loadtest.bench.report import num, render_table, say
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -262,11 +262,15 @@ FIGURES: dict[str, Figure] = {
     "fig6": Figure(fig6.main, compare_fig6, (3.0, 6.0)),
     "fig7": Figure(fig7.main, compare_fig7, (1.5, 2.5)),
     "fig8": Figure(fig8.main, compare_fig8, (4.0, 25.0)),
+    # C3's paper (Fouto et al.): its two experiments, its claims beside ours (loadtest/bench/c3.py)
+    "c3": Figure(c3.main, c3.compare, (9.0, 20.0)),
 }
 
 
 def add_parser(commands) -> None:
-    paper = commands.add_parser("paper", help="the Saturn paper's figures, with its numbers beside ours")
+    paper = commands.add_parser(
+        "paper", help="the Saturn paper's figures (and the companion papers'), with their numbers beside ours"
+    )
     paper.add_argument("figure", choices=[*sorted(FIGURES), "all"])
     paper.add_argument("--quick", action="store_true", help="shorter phases (CI's smoke test)")
     paper.add_argument("--out", default=str(PROJECT_ROOT / "paper-results"), help="default: paper-results/")

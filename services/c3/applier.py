@@ -26,12 +26,16 @@ Per origin region o (one that ships something here):
 - A payload whose label was lost (a receiver restarted with labels in memory) is noticed when the
   label channel from its origin has passed its ts (labels and heartbeats travel in ts order);
   it then waits for everything below its ts (timestamp order: never wrong, only slower).
+
+Every wait is for updates with a smaller ts than the waiting one (a vector entry is below its
+label's ts: sender.py), so waits never form a cycle.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 
 from services.proto import saturn_pb2
@@ -42,6 +46,7 @@ from services.region.store import RegionStore, RemoteUpdate
 log = logging.getLogger("c3-applier")
 
 IDLE_CHECK_S = 1.0  # with nothing arriving, the loop wakes this often anyway
+REPORT_EVERY_S = 5.0  # while updates wait, why is logged this often
 
 
 @dataclass
@@ -67,6 +72,7 @@ class C3Applier(StableOrder):
         self.roe: dict[str, int] = {}
         self.saved_roe: dict[str, int] = {}
         self.migrated: dict[str, int] = {}
+        self.reported = time.monotonic()
 
     async def load(self) -> None:
         """After a restart: RoC and the migrations executed from shard 0; RoE at least what any
@@ -141,7 +147,7 @@ class C3Applier(StableOrder):
         if label is not None:
             return dict(label.deps)
         if self.channel.get(update.origin_region, 0) >= update.ts:  # its label was lost
-            return dict.fromkeys(self.origins, update.ts)
+            return dict.fromkeys(self.origins, update.ts - 1)
         return None
 
     async def deliver_ready(self) -> None:
@@ -203,6 +209,7 @@ class C3Applier(StableOrder):
             for region, ts in label.deps.items():
                 self.raise_roe(region, ts)
 
+        self.report_waiting(due, completed, stable)
         marks = {o: completed(o) for o in stable}
         marks = {o: ts for o, ts in marks.items() if ts < NEVER and ts > self.watermarks.get(o, 0)}
         for label in executed:
@@ -213,6 +220,27 @@ class C3Applier(StableOrder):
             return
         await self.apply_batches(due, marks)
         self.after(due, marks, executed)
+
+    def report_waiting(self, due: list[RemoteUpdate], completed, stable: dict[str, int]) -> None:
+        """Every REPORT_EVERY_S while updates wait, why the first of each origin waits (a log
+        line for whoever wonders why a region shows nothing new)."""
+        now = time.monotonic()
+        if now - self.reported < REPORT_EVERY_S:
+            return
+        self.reported = now
+        taken = {u.key for u in due}
+        firsts: dict[str, RemoteUpdate] = {}
+        for update in sorted(self.ready.values(), key=lambda u: (u.ts, u.src)):
+            if update.key not in taken:
+                firsts.setdefault(update.origin_region, update)
+        for origin, update in firsts.items():
+            deps = self.deps_of(update)
+            if deps is None:
+                why = f"its label (label channel through {self.channel.get(origin, 0)})"
+            else:
+                short = {r: (ts, completed(r)) for r, ts in deps.items() if r not in (origin, self.region)}
+                why = f"dependencies (needed, completed): {short}; {origin} stable through {stable[origin]}"
+            log.info("%s: %d held; %s waits for %s", self.region, len(self.ready), update.key, why)
 
     def executable_migrations(self, completed, holds, first_left: int) -> list[saturn_pb2.TreeLabel]:
         """Migration labels whose origin's earlier updates and whose vector hold (serially: also

@@ -11,7 +11,11 @@ second), and differs in where labels go:
   FIFO, paying the emulated WAN between the two sites and no tree;
 - each label carries ``deps``: this region's executing-operations clock (RoE) when the label is
   read, which is after its write was applied here, so it covers every remote update its client
-  can have seen here (``C3Applier.dependencies``);
+  can have seen here (``C3Applier.dependencies``), capped just below the label's own ts: its
+  causal past is all below it (a write's ts is above everything its client saw), and read later
+  than its write the clock may name updates applied after it; uncapped, two regions' labels could
+  each name the other's (each applied the other's update before reading its own label) and wait
+  for each other forever at a third region. Capped, every wait is for a smaller ts: no cycle;
 - an attach entry (attach.lua: a client let in here with a past up to some ts) is not sent:
   it raises the RoE to that ts for every region, so later labels depend on that past too.
 """
@@ -74,7 +78,7 @@ class DirectLabelSender(LabelSink):
         for label in labels:
             if label.type == saturn_pb2.TREE_ATTACH:
                 continue
-            label.deps.update(deps)
+            label.deps.update({r: min(ts, label.ts - 1) for r, ts in deps.items()})
             for region in self.destinations(label):
                 outgoing.setdefault(region, []).append(label)
         for region, batch in outgoing.items():
