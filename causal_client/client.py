@@ -42,7 +42,7 @@ from causal_client.label import Label, LabelType
 from causal_client.proto import store_pb2, store_pb2_grpc
 from causal_client.session_token import SessionToken
 from causal_client.transport import Transport
-from causal_client.wan import Link
+from causal_client.wan import Link, Relays
 
 R = TypeVar("R")
 MigrationObserver = Callable[[str, str, float], None]
@@ -60,6 +60,9 @@ class RegionInfo:
     site: str
     endpoint: str = ""  # the region's gRPC gateway
     stores: tuple[str, ...] = ()  # the region's stores, one per shard
+    # The same stores for critical metadata (attaches, claims): where a link between this
+    # client's site and the region's has a bandwidth, through its relay's priority class.
+    meta_stores: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,13 @@ class CausalClient:
         self.transport: Transport = (
             GatewayTransport(lambda r: self.region(r).endpoint, self.metadata, timeout)
             if gateway
-            else direct.DirectTransport(lambda r: self.region(r).stores, password, timeout, vectors)
+            else direct.DirectTransport(
+                lambda r: self.region(r).stores,
+                password,
+                timeout,
+                vectors,
+                meta_stores_of=lambda r: self.region(r).meta_stores or self.region(r).stores,
+            )
         )
         self._links: dict[str, Link] = {}
         self._lock = threading.Lock()
@@ -122,6 +131,7 @@ class CausalClient:
         secret = _secret(secret)
         described = direct.describe(address, _client_password(secret), timeout)
         endpoints = endpoints or {}
+        relays = Relays(described.get("relays"))  # links with a bandwidth: through their relays
         regions = []
         for r in described["regions"]:
             stores = endpoints.get(r["name"], r["stores"])
@@ -131,7 +141,9 @@ class CausalClient:
                     f"endpoints: {len(stores)} store address(es) for region {r['name']!r}, which has "
                     f"{len(r['stores'])} shard(s)"
                 )
-            regions.append(RegionInfo(r["name"], r["site"], r["gateway"], stores))
+            meta = tuple(relays.route(site, x, "meta") for x in stores)
+            stores = tuple(relays.route(site, x, "data") for x in stores)
+            regions.append(RegionInfo(r["name"], r["site"], r["gateway"], stores, meta))
         latencies = {(a, b): ms for a, b, ms in described["latencies"]}
         cure = described.get("protocol") == "cure"
         groups = described["groups"]

@@ -52,31 +52,43 @@ class DirectTransport(Transport):
         password: str | None,
         timeout: float,
         vectors: bool = False,
+        meta_stores_of: Callable[[str], Sequence[str]] | None = None,
     ):
+        """``meta_stores_of``: the same stores for critical metadata (attaches and claims: a link
+        with a bandwidth carries them ahead of data where it prioritises; default: the stores)."""
         self.stores_of = stores_of
+        self.meta_stores_of = meta_stores_of or stores_of
         self.password = password
         self.timeout = timeout
         self.vectors = vectors  # Cure: the labels it returns carry what they saw per region
-        self._pools: dict[str, list[redis.Redis]] = {}
+        self._pools: dict[tuple[str, bool], list[redis.Redis]] = {}  # (region, meta) → per shard
         self._lock = threading.Lock()
         # A transaction's round calls its shards at once (their waits overlap; redis-py's pools
         # are thread-safe).
         self._rounds = ThreadPoolExecutor(max_workers=ROUND_THREADS, thread_name_prefix="shard-calls")
 
-    def _shards(self, region: str) -> list[redis.Redis]:
+    def _shards(self, region: str, meta: bool = False) -> list[redis.Redis]:
         with self._lock:
-            if region not in self._pools:
-                self._pools[region] = [self._connect(address) for address in self.stores_of(region)]
-            return self._pools[region]
+            if (region, meta) not in self._pools:
+                addresses = (self.meta_stores_of if meta else self.stores_of)(region)
+                self._pools[region, meta] = [self._connect(address) for address in addresses]
+            return self._pools[region, meta]
 
     def _connect(self, address: str) -> redis.Redis:
         return connect(address, self.password, self.timeout)
 
     def _gear(
-        self, region: str, shard: int, function: str, args: list, read_only: bool = False, retry: bool = False
+        self,
+        region: str,
+        shard: int,
+        function: str,
+        args: list,
+        read_only: bool = False,
+        retry: bool = False,
+        meta: bool = False,
     ):
         return call_gear(
-            self._shards(region)[shard], function, args, read_only, retry or read_only,
+            self._shards(region, meta)[shard], function, args, read_only, retry or read_only,
             where=lambda: f"region {region} store {self.stores_of(region)[shard]}",
         )  # fmt: skip
 
@@ -98,7 +110,7 @@ class DirectTransport(Transport):
         return self._run(region, plan)
 
     def migrate(self, region: str, label: Label, target: str) -> Label:
-        ts = self._gear(region, 0, wire.MIGRATE, [wire.GEARS_API, *wire.label_args(label), target])
+        ts = self._gear(region, 0, wire.MIGRATE, [wire.GEARS_API, *wire.label_args(label), target], meta=True)
         return Label(ts=int(ts), src=f"{region}/0", type=LabelType.MIGRATION, target=target)
 
     def attach(self, region: str, label: Label, timeout: float) -> None:
@@ -108,7 +120,7 @@ class DirectTransport(Transport):
         while True:
             # Counts the wait in the region once visible: sending it twice only counts it twice.
             args = wire.attach_args(label, time.monotonic() - started)
-            reply = self._gear(region, 0, wire.ATTACH, args, retry=True)
+            reply = self._gear(region, 0, wire.ATTACH, args, retry=True, meta=True)
             if reply[0] == 1:
                 return
             left = started + timeout - time.monotonic()
@@ -117,13 +129,13 @@ class DirectTransport(Transport):
             _, last_event, stream = reply
             try:
                 block_ms = max(1, int(min(wire.ATTACH_SLICE_S, left) * 1000))
-                self._shards(region)[0].xread({stream: last_event}, count=1, block=block_ms)
+                self._shards(region, meta=True)[0].xread({stream: last_event}, count=1, block=block_ms)
             except redis.RedisError as exc:
                 raise from_redis_error(exc, f"region {region} store {self.stores_of(region)[0]}") from None
 
     def claim(self, region: str, namespace: str, key: str, holder: str, release: bool) -> tuple[bool, str]:
         args = [wire.GEARS_API, namespace, key, holder, int(release)]
-        granted, current = self._gear(region, 0, wire.CLAIM, args)
+        granted, current = self._gear(region, 0, wire.CLAIM, args, meta=True)
         return granted == 1, current.decode()
 
     def close(self) -> None:

@@ -185,3 +185,28 @@ class DelayLine(Generic[T]):
         while self._items and self._items[0][0] <= now:
             due.append(self._items.popleft()[2])
         return due
+
+
+#: What a connection carries, for links with a bandwidth (services/wan/relay.py): its class each
+#: way. ``meta``: labels, heartbeats, migrations, claims, attaches (critical both ways); ``ship``:
+#: bulk payloads, with their acknowledgements back (critical); ``data``: a client's reads and
+#: writes (bulk both ways).
+TRAFFIC_CLASSES = ("meta", "ship", "data")
+
+
+class Relays:
+    """Where a connection from a site to an endpoint goes: through the relay of the site pair's
+    link when the link has a bandwidth (every connection between the two sites shares it),
+    straight to the endpoint otherwise. Built from the topology's routes, ``(from_site, endpoint,
+    traffic class, relay endpoint)``, which a client learns with the rest (``describe``)."""
+
+    def __init__(self, routes: list[tuple[str, str, str, str]] | None = None):
+        self._via = {(site, endpoint, cls): via for site, endpoint, cls, via in routes or ()}
+
+    def __bool__(self) -> bool:
+        return bool(self._via)
+
+    def route(self, from_site: str | None, endpoint: str, cls: str) -> str:
+        if cls not in TRAFFIC_CLASSES:
+            raise ValueError(f"traffic class {cls!r}: one of {', '.join(TRAFFIC_CLASSES)}")
+        return self._via.get((from_site or "", endpoint, cls), endpoint)

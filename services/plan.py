@@ -59,6 +59,7 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
     for r in t.regions:
         for k in range(r.shards):
             specs.append(_redis(t, layout, f"{r.name}.redis{k}", r.name, t.redis_port(r.name, k), store=True))
+    specs += relays(t, layout)
     if t.protocol == "saturn":
         specs += serializers(t, layout)
     for r in t.regions:
@@ -84,6 +85,21 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
     if web:
         specs += _web(t, layout)
     return specs
+
+
+def relays(t: Topology, layout: Layout) -> list[ProcessSpec]:
+    """One relay per site pair whose link has a bandwidth (services/wan/relay.py), reached at the
+    deployment's host; none without ``[bandwidth_mbit]``."""
+    pairs = dict.fromkeys(r.pair for r in t.relay_routes)
+    return [
+        ProcessSpec(
+            f"relay.{pair}",
+            [layout.python, "-m", "services.wan.relay",
+             "--topology", str(layout.topology_file), "--pair", pair],
+            "worker", None, None, node=f"relay.{pair}", host=t.host,
+        )
+        for pair in pairs
+    ]  # fmt: skip
 
 
 def serializers(t: Topology, layout: Layout) -> list[ProcessSpec]:

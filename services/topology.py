@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from causal_client.wan import Link
+from causal_client.wan import Link, Relays
 from causal_client.wire import shard_of
 from services.auth import redis_credentials
 from services.topology_parts import (
@@ -32,6 +32,7 @@ from services.topology_parts import (
     no_duplicates,
 )
 from services.tuning import SaturnTuning, StabilizationTuning
+from services.wan.routes import Route, relay_routes
 
 __all__ = ["NAME_PATTERN", "Region", "RegionPorts", "Serializer", "Topology", "TopologyError", "TreeEdge"]
 
@@ -63,6 +64,11 @@ class Topology(StrictModel):
     appendfsync: Literal["always", "everysec", "no"] = "always"
     jitter_ms: float = Field(default=0.0, ge=0)
     latency_ms: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # Capacity of a site pair's link, each way (Mbit/s; none: unlimited). All traffic between the
+    # two sites shares it, through that pair's relay (services/wan/); ``priority``: critical
+    # metadata (labels, heartbeats, migrations, claims, acknowledgements) goes ahead of bulk data.
+    bandwidth_mbit: dict[str, dict[str, float]] = Field(default_factory=dict)
+    priority: bool = False
     regions: list[Region] = Field(min_length=1)
     groups: dict[str, list[str]] = Field(default_factory=dict)
     serializers: list[Serializer] = Field(default_factory=list, max_length=SERIALIZER_EPOCH_STRIDE)
@@ -108,6 +114,7 @@ class Topology(StrictModel):
                 if member != ALL_REGIONS and member not in names:
                     raise ValueError(f"groups.{group}: unknown region {member!r}")
         self._check_latencies()
+        self._check_bandwidths()
         self._check_tree()
         self._check_ports()
         return self
@@ -128,6 +135,30 @@ class Topology(StrictModel):
             for b in sites:
                 if a != b and self._raw_latency(a, b) is None:
                     raise ValueError(f"latency_ms: no latency given between sites {a!r} and {b!r}")
+
+    def _check_bandwidths(self) -> None:
+        sites = self.sites
+        for a, row in self.bandwidth_mbit.items():
+            for b, value in row.items():
+                if a not in sites or b not in sites or a == b:
+                    raise ValueError(f"bandwidth_mbit.{a}.{b}: not a pair of two sites of this topology")
+                if value <= 0:
+                    raise ValueError(f"bandwidth_mbit.{a}.{b}: bandwidth must be > 0 Mbit/s, got {value}")
+
+    def bandwidth_mbit_between(self, site_a: str, site_b: str) -> float | None:
+        """The link's capacity each way between two sites (Mbit/s), None where unlimited."""
+        value = self.bandwidth_mbit.get(site_a, {}).get(site_b)
+        return value if value is not None else self.bandwidth_mbit.get(site_b, {}).get(site_a)
+
+    @cached_property
+    def relay_routes(self) -> list[Route]:
+        """Every relay port and what it carries (services/wan/routes.py)."""
+        return relay_routes(self)
+
+    @cached_property
+    def relays(self) -> Relays:
+        """Where a connection from a site to an endpoint goes (through its link's relay or not)."""
+        return Relays([(r.from_site, r.endpoint, r.cls, r.via) for r in self.relay_routes])
 
     def _check_tree(self) -> None:
         if not self.tree and not self.serializers:
@@ -364,6 +395,7 @@ class Topology(StrictModel):
             "latencies": [
                 [a, b, self.latency_ms_between(a, b)] for a in self.sites for b in self.sites if a != b
             ],
+            "relays": [[r.from_site, r.endpoint, r.cls, r.via] for r in self.relay_routes],
         }  # fmt: skip
 
     def bulk_endpoint(self, region: str) -> str:
@@ -459,10 +491,11 @@ class Topology(StrictModel):
 
     def all_addresses(self) -> list[tuple[str, str, int]]:
         """(owner, host, port) of every port a deployment of this topology listens on."""
-        return [(owner, self.node_host(node), port) for owner, node, port in self._ports()]
+        nodes = [(owner, self.node_host(node), port) for owner, node, port in self._ports()]
+        return nodes + [(_relay_owner(r), r.host, r.port) for r in self.relay_routes]
 
     def all_ports(self) -> list[tuple[str, int]]:
-        return [(owner, port) for owner, _, port in self._ports()]
+        return [(owner, port) for owner, _, port in self.all_addresses()]
 
     def _ports(self) -> list[tuple[str, str, int]]:
         ports = []
@@ -511,3 +544,7 @@ def load_topology(path: str) -> Topology:
     else:
         topology = Topology.load(path)
     return topology.with_env_hosts(os.environ)
+
+
+def _relay_owner(route: Route) -> str:
+    return f"relay {route.pair} ({route.from_site} to {route.endpoint}, {route.cls})"

@@ -50,6 +50,7 @@ class GearShipper:
         self.sent = metrics.BULK_SENT.labels(region, destination)
         self.heartbeats_sent = metrics.BULK_HEARTBEATS.labels(region, destination)
         self.link = topology.wan_link(region, destination)
+        self.site = topology.region(region).site
         self.heartbeats = False  # the receiver wants them (it says so on the ack stream)
 
     def wants(self, groups: bytes) -> bool:
@@ -70,7 +71,8 @@ class GearShipper:
 
     async def _session(self, stop: asyncio.Event) -> None:
         async with grpc.aio.insecure_channel(
-            self.topology.bulk_endpoint(self.destination), options=runtime.GRPC_OPTIONS
+            self.topology.relays.route(self.site, self.topology.bulk_endpoint(self.destination), "ship"),
+            options=runtime.GRPC_OPTIONS,
         ) as channel:
             outbox: DelayLine[bulk_pb2.ShipMessage | None] = DelayLine(self.link)
             outbox.put(

@@ -80,7 +80,8 @@ class OutgoingLink:
         self.epoch = topology.epoch
         self.tuning = topology.saturn
         self.retired = False  # a newer tree took over: once this stream ends, it is not re-opened
-        self.endpoints = topology.tree_endpoints(neighbour)
+        site = topology.node_site(node)  # a link with a bandwidth: through its relay, as metadata
+        self.endpoints = [topology.relays.route(site, e, "meta") for e in topology.tree_endpoints(neighbour)]
         self.endpoint = self.endpoints[0]
         self.resumable = topology.replicas(neighbour) > 1 if resumable is None else resumable
         self.incarnation = incarnation or uuid.uuid4().hex
