@@ -124,6 +124,14 @@ def parser() -> argparse.ArgumentParser:
         help="shards per region (default: the topology's): transactions span them",
     )
     checked.add_argument(
+        "--bandwidth-mbit",
+        type=positive(float),
+        help="every link's bandwidth, each way (default: the topology's): the congestion fault needs one",
+    )
+    checked.add_argument(
+        "--priority", action="store_true", help="with --bandwidth-mbit: critical metadata ahead of bulk data"
+    )
+    checked.add_argument(
         "--nemesis",
         default="none",
         help=f"comma-separated faults, 'all' or 'none' (default: none); known: {', '.join(FAULTS)}",
@@ -246,7 +254,7 @@ def check_command(args: argparse.Namespace) -> int:
         topology=Path(args.topology), protocol=protocol, duration=args.duration,
         sessions=args.sessions, keys_per_group=args.keys, faults=faults, interval_s=args.interval,
         fault_s=args.fault_seconds, seed=args.seed, out=out, mix=Mix(atomic=not args.non_atomic),
-        shards=args.shards,
+        shards=args.shards, bandwidth_mbit=args.bandwidth_mbit, priority=args.priority,
         running=Path(args.running) if args.running else None,
     )  # fmt: skip
     return 0 if passed(run_check(settings, say)) else 1

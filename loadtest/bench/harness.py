@@ -34,6 +34,14 @@ def with_shards(topology: Topology, shards: int) -> Topology:
     return Topology.from_dict(data, source=topology.source)
 
 
+def with_bandwidth(topology: Topology, mbit: float, priority: bool = False) -> Topology:
+    """The topology with every link between two of its sites at ``mbit`` Mbit/s each way (through
+    relays: services/wan/), critical metadata first where ``priority``."""
+    sites = topology.sites
+    table = {a: {b: mbit for b in sites[i + 1 :]} for i, a in enumerate(sites[:-1])}
+    return with_overrides(topology, bandwidth_mbit=table, priority=priority)
+
+
 def _port_free(host: str, port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex((host, port)) != 0

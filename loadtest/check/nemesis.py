@@ -5,7 +5,10 @@
   a store (Redis, durable: it comes back with what it acknowledged);
 - a whole region: every process of it stopped at once, started again after the fault's time;
 - a partition of a WAN link between two sites: messages held, then let through in order;
-- a latency spike on a WAN link.
+- a latency spike on a WAN link;
+- congestion: one direction of a link with a bandwidth flooded with bulk bytes (its relay's
+  flood port, services/wan/flood.py), so everything behind them waits (or, with ``priority``,
+  only the bulk data behind them).
 
 WAN faults go through the cluster's WAN control file, which every process reads
 (``causal_client.wan``).
@@ -23,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.launcher.cluster import Cluster
+from services.wan.flood import flood
+from services.wan.routes import FLOOD, flood_endpoint
 
 CRASHES = {  # fault → the processes it may hit (by the end of their names)
     "serializer": "serializer.",
@@ -32,7 +37,8 @@ CRASHES = {  # fault → the processes it may hit (by the end of their names)
     "frontend": ".frontend0",
     "store": ".redis0",
 }
-FAULTS = (*CRASHES, "region", "partition", "spike")
+WAN_FAULTS = ("region", "partition", "spike", "congestion")
+FAULTS = (*CRASHES, *WAN_FAULTS)
 SPIKE_MS = 250.0
 BACK_WITHIN_S = 30.0
 
@@ -77,6 +83,8 @@ class Nemesis(threading.Thread):
             return sorted(n for n in self.cluster.specs if n.endswith(suffix) or n.startswith(suffix))
         if fault == "region":
             return list(t.region_names)
+        if fault == "congestion":  # the directions of the links that have a bandwidth
+            return sorted(f"{r.from_site}>{r.to_site}" for r in t.relay_routes if r.cls == FLOOD)
         sites = sorted({r.site for r in t.regions})
         return [f"{a}|{b}" for i, a in enumerate(sites) for b in sites[i + 1 :]]
 
@@ -93,7 +101,7 @@ class Nemesis(threading.Thread):
             self.events.append(event)
             self.say(f"  [{event.start:6.1f}s] nemesis: {fault} {target}")
             try:
-                getattr(self, f"_{fault}" if fault in ("region", "partition", "spike") else "_crash")(target)
+                getattr(self, f"_{fault}" if fault in WAN_FAULTS else "_crash")(target)
             except Exception as exc:  # a fault that could not be done is reported, not fatal
                 self.errors.append(f"{fault} {target}: {exc}")
                 event.note = f"failed: {exc}"
@@ -123,6 +131,13 @@ class Nemesis(threading.Thread):
         self.stop.wait(self.fault_s)
         for name in names:  # in start order: stores first
             self.cluster.restart(name)
+
+    def _congestion(self, direction: str) -> None:
+        """The link's bandwidth taken by a flood for the fault's time; returns once what it
+        queued has crossed."""
+        from_site, to_site = direction.split(">")
+        result = flood(flood_endpoint(self.cluster.topology, from_site, to_site), self.fault_s, self.stop)
+        self.events[-1].note = f"{result.delivered / 1e6:.1f} MB at {result.mbit_s or 0:.1f} Mbit/s"
 
     def _partition(self, pair: str) -> None:
         self._wan("partitions", pair, {})

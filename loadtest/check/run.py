@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from causal_client import CausalClient
-from loadtest.bench.harness import find_base_port, with_overrides, with_shards
+from loadtest.bench.harness import find_base_port, with_bandwidth, with_overrides, with_shards
 from loadtest.check import report
 from loadtest.check.atomicity import check_atomicity
 from loadtest.check.causal import check
@@ -44,6 +44,8 @@ class CheckSettings:
     out: Path = Path("check-results")
     running: Path | None = None  # a deployment that runs already: its (client) topology.json here
     shards: int | None = None  # shards per region, instead of the topology's
+    bandwidth_mbit: float | None = None  # every link's, instead of the topology's (congestion)
+    priority: bool = False  # with bandwidth_mbit: critical metadata ahead of bulk data
 
 
 def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
@@ -55,6 +57,8 @@ def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
     topology = with_overrides(base, protocol=settings.protocol)
     if settings.shards:
         topology = with_shards(topology, settings.shards)
+    if settings.bandwidth_mbit:
+        topology = with_bandwidth(topology, settings.bandwidth_mbit, settings.priority)
     topology = with_overrides(topology, base_port=find_base_port(topology))
     out = settings.out
     cluster = Cluster(topology, out / "cluster", wan_control=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 
 from services import runtime
@@ -39,6 +40,7 @@ DIRECTIONS = {
 READ_BYTES = 64 * 1024
 BUFFER_S = 1.0  # how much of the link's capacity one pipe may have queued (the link's buffer)
 MIN_BUFFER_BYTES = 64 * 1024
+KERNEL_BUFFER_BYTES = 64 * 1024
 
 
 class Pipe:
@@ -96,7 +98,7 @@ class Relay:
         self.limit = max(MIN_BUFFER_BYTES, int(rate * 1e6 / 8 * BUFFER_S))
 
     async def serve(self, stop: asyncio.Event) -> None:
-        servers = [await asyncio.start_server(self.handler(r), r.host, r.port) for r in self.routes]
+        servers = [await asyncio.start_server(self.handler(r), sock=_listening(r)) for r in self.routes]
         log.info("relay %s: %d ports, %.3g Mbit/s each way%s", self.routes[0].pair, len(servers),
                  self.links[next(iter(self.links))].rate_bytes_s * 8 / 1e6,
                  ", critical before bulk" if self.topology.priority else ", FIFO")  # fmt: skip
@@ -121,7 +123,7 @@ class Relay:
 
         async def relay(reader, writer) -> None:
             try:
-                target_reader, target_writer = await asyncio.open_connection(*_split(route.endpoint))
+                target_reader, target_writer = await asyncio.open_connection(sock=_connected(route.endpoint))
             except OSError as exc:
                 log.warning("relay %s: %s unreachable (%s)", route.pair, route.endpoint, exc)
                 writer.close()
@@ -144,6 +146,32 @@ class Relay:
 def _split(endpoint: str) -> tuple[str, int]:
     host, port = endpoint.rsplit(":", 1)
     return host, int(port)
+
+
+def _small_buffers(sock: socket.socket) -> socket.socket:
+    """The kernel's buffers kept small, so that the link's buffer is the relay's (``BUFFER_S``):
+    autotuned, they hold megabytes on loopback, and a flood would congest the link for as long
+    after it stopped."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, KERNEL_BUFFER_BYTES)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, KERNEL_BUFFER_BYTES)
+    return sock
+
+
+def _listening(route: Route) -> socket.socket:
+    sock = _small_buffers(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((route.host, route.port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def _connected(endpoint: str) -> socket.socket:
+    sock = _small_buffers(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+    sock.settimeout(5.0)
+    sock.connect(_split(endpoint))  # the same host: at once, or refused
+    sock.setblocking(False)
+    return sock
 
 
 async def serve(topology: Topology, pair: str, index: int, stop: asyncio.Event) -> None:
