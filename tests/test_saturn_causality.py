@@ -20,8 +20,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from helpers.causality import POLL_S, question_and_answer, visible, wait_visible
 from helpers.topologies import TOPOLOGIES, load_topology
-from helpers.waiting import eventually, unique
+from helpers.waiting import unique
 
 from causal_client import CausalClient, Session
 from services.launcher.cluster import Cluster
@@ -32,7 +33,6 @@ pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` 
 TOPOLOGY = "causality-3region.toml"
 ROUNDS = 30
 CHAIN_ROUNDS = 12
-POLL_S = 0.001
 A_TO_C_S = 0.100  # the bulk latency of x from A to C in the topology file
 
 
@@ -61,29 +61,6 @@ def test_topology_has_the_anomaly_built_in():
     assert t.region_latency_ms("a", "c") >= 10 * fast_path_ms
     assert t.tree_neighbours["s-b"] == ("a", "b", "c")
     assert t.tree_path_ms("a", "c") < t.region_latency_ms("a", "c") / 5
-
-
-def visible(session: Session, row: str) -> bool:
-    return len(session.read("all", row)) > 0
-
-
-def wait_visible(session: Session, row: str, timeout: float = 10.0) -> float:
-    """Polls until ``row`` is visible to ``session``; returns the monotonic time it was seen."""
-    eventually(lambda: visible(session, row), timeout=timeout, interval=POLL_S)
-    return time.monotonic()
-
-
-def question_and_answer(writer: Session, relay: Session, observer: Session) -> tuple[bool, float]:
-    """One round: x written in A, read in B, answered there with y; C waits for y and then looks
-    for x. Returns (violation: y seen without x, seconds from x's write to y visible at C)."""
-    x, y = unique("question"), unique("answer")
-    started = time.monotonic()
-    writer.write("all", x, {"text": "anyone?"})
-    wait_visible(relay, x)
-    relay.write("all", y, {"text": "yes!", "in-reply-to": x})
-    seen_y = wait_visible(observer, y)
-    violation = not visible(observer, x)
-    return violation, seen_y - started
 
 
 def test_answer_is_never_seen_before_the_question(cluster, client):

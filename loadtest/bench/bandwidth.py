@@ -51,14 +51,21 @@ class PriorityRow:
     flooded_max_ms: float | None
 
 
-def _pings(address: str, seconds: float) -> list[float]:
-    """Round trips (ms) of PING to a store through ``address`` for ``seconds``."""
+def _connection(address: str):
+    """A store connection through ``address``, made (and authenticated) before any flood: a
+    connection's handshake is round trips of its own."""
     from causal_client import direct
     from causal_client.credentials import client_password
     from services import auth
 
     secret = auth.secret()
     conn = direct.connect(address, client_password(secret) if secret else None, timeout=30.0)
+    conn.ping()
+    return conn
+
+
+def _pings(conn, seconds: float) -> list[float]:
+    """Round trips (ms) of PING on ``conn`` for ``seconds``."""
     times = []
     ends = time.monotonic() + seconds
     while time.monotonic() < ends:
@@ -66,7 +73,6 @@ def _pings(address: str, seconds: float) -> list[float]:
         conn.ping()
         times.append(1000 * (time.perf_counter() - began))
         time.sleep(PING_EVERY_S)
-    conn.close()
     return times
 
 
@@ -95,12 +101,13 @@ def measure(
         endpoint = flood_endpoint(topology, "A", "B")
         store = topology.store_endpoints("b")[0]
         via = {cls: topology.relays.route("A", store, cls) for cls in ("meta", "data")}
-        idle = {cls: _pings(address, 1.0) for cls, address in via.items()}
+        conns = {cls: _connection(address) for cls, address in via.items()}
+        idle = {cls: _pings(conn, 1.0) for cls, conn in conns.items()}
         if not priority:  # the rate does not depend on it: measured once per bandwidth
             for floods in (1, 2):
                 results = _floods(endpoint, floods, seconds)
                 delivered = sum(r.delivered for r in results)
-                took = max(r.seconds for r in results)
+                took = max(r.last for r in results) - min(r.first for r in results)
                 measured = delivered * 8 / took / 1e6
                 rates.append(RateRow(mbit, floods, measured, measured / mbit))
                 say(f"[{mbit:g} Mbit/s] {floods} flood(s): {measured:.2f} Mbit/s ({measured / mbit:.3f})")
@@ -109,14 +116,16 @@ def measure(
         time.sleep(1.0)  # the link's buffer fills
         flooded: dict[str, list[float]] = {}
         pingers = [
-            threading.Thread(target=lambda c=c, a=a: flooded.__setitem__(c, _pings(a, seconds - 1.0)))
-            for c, a in via.items()
+            threading.Thread(target=lambda c=c, x=x: flooded.__setitem__(c, _pings(x, seconds - 1.0)))
+            for c, x in conns.items()
         ]
         for thread in pingers:
             thread.start()
         for thread in pingers:
             thread.join()
         background.join()
+        for conn in conns.values():
+            conn.close()
         for cls in via:
             loaded = flooded.get(cls) or []
             rows.append(PriorityRow(

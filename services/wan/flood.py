@@ -16,7 +16,12 @@ WRITE_BYTES = 64 * 1024
 class Flood:
     sent: int  # bytes written into the link
     delivered: int  # bytes that left the link at the far end
-    seconds: float  # between the first and the last byte leaving it
+    first: float  # when its first chunk left the link (Unix time)
+    last: float  # and its last
+
+    @property
+    def seconds(self) -> float:
+        return self.last - self.first
 
     @property
     def mbit_s(self) -> float | None:
@@ -39,5 +44,5 @@ def flood(
             sent += len(chunk)
         sock.shutdown(socket.SHUT_WR)
         with sock.makefile("r") as reply:
-            delivered, took = reply.readline().split()
-    return Flood(sent, int(delivered), float(took))
+            delivered, first, last = reply.readline().split()
+    return Flood(sent, int(delivered), float(first), float(last))

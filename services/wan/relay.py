@@ -14,8 +14,8 @@ it is critical or bulk (``DIRECTIONS``). A pipe reads no more from its socket wh
 ``buffer_s`` of the link's capacity is queued from it (the link's buffer: a flood fills it,
 and a FIFO link makes everything wait behind it). Each direction also has a *flood* port:
 bytes sent there cross the link as bulk and are dropped at the far end, and when the sender
-shuts its side, the reply is ``"<bytes> <seconds>\\n"``: how much left the link and over how
-long (the bandwidth bench and the congestion nemesis use it).
+shuts its side, the reply is ``"<bytes> <first> <last>\\n"``: how much left the link, and when
+its first and last chunk did (Unix time; the bandwidth bench and the congestion nemesis use it).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class Pipe:
     def deliver(self, data: bytes) -> None:
         self.queued -= len(data)
         self.delivered += len(data)
-        now = time.monotonic()
+        now = time.time()  # wall clock: floods through several relays are compared (bench)
         self.first_at = self.first_at if self.first_at is not None else now
         self.last_at = now
         if self.writer is not None and not self.writer.is_closing():
@@ -116,8 +116,8 @@ class Relay:
         async def flood(reader, writer) -> None:
             pipe = Pipe(forward, there, reader, None, self.limit)
             await pipe.run()
-            seconds = pipe.last_at - pipe.first_at if pipe.first_at is not None else 0.0
-            writer.write(f"{pipe.delivered} {seconds:.6f}\n".encode())
+            first = pipe.first_at if pipe.first_at is not None else pipe.last_at
+            writer.write(f"{pipe.delivered} {first:.6f} {pipe.last_at:.6f}\n".encode())
             await writer.drain()
             writer.close()
 
