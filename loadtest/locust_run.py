@@ -39,6 +39,7 @@ class RequestStats:
     p50_ms: float
     p90_ms: float
     p99_ms: float
+    max_ms: float = float("nan")
 
 
 def read_stats(csv_prefix: Path) -> list[RequestStats]:
@@ -55,6 +56,7 @@ def read_stats(csv_prefix: Path) -> list[RequestStats]:
                     failures=int(row["Failure Count"]), per_s=float(row["Requests/s"]),
                     mean_ms=float(row["Average Response Time"]), p50_ms=_number(row["50%"]),
                     p90_ms=_number(row["90%"]), p99_ms=_number(row["99%"]),
+                    max_ms=_number(row.get("Max Response Time", "nan")),
                 )
             )  # fmt: skip
     return rows

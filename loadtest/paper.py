@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest import fig8
-from loadtest.bench import c3, fig4, fig5, fig6, fig7
+from loadtest.bench import c3, fig4, fig5, fig6, fig7, vivace
 from loadtest.bench.report import num, render_table, say
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -264,6 +264,8 @@ FIGURES: dict[str, Figure] = {
     "fig8": Figure(fig8.main, compare_fig8, (4.0, 25.0)),
     # C3's paper (Fouto et al.): its two experiments, its claims beside ours (loadtest/bench/c3.py)
     "c3": Figure(c3.main, c3.compare, (9.0, 20.0)),
+    # Vivace's Twissandra under congestion: FIFO links against prioritised metadata (bench/vivace.py)
+    "vivace": Figure(vivace.main, vivace.compare, (8.0, 20.0)),
 }
 
 
