@@ -10,7 +10,7 @@ import asyncio
 import time
 
 import pytest
-from helpers.topologies import TOPOLOGIES, load_topology
+from helpers.topologies import load_topology, with_groups
 from helpers.waiting import unique
 
 from causal_client import CausalClient
@@ -18,17 +18,13 @@ from loadtest.check.nemesis import write_wan_control
 from services.c3.sender import DirectLabelSender
 from services.launcher.cluster import Cluster
 from services.proto import saturn_pb2
-from services.topology import Topology
 
 PARTITION_S = 3.0
 
 
 def partial(protocol: str) -> dict:
     """causality-3region with "ac" at a and c only and "bc" at b and c only."""
-    data = Topology.load(TOPOLOGIES / "causality-3region.toml").model_dump()
-    data["groups"] = {"ac": ["a", "c"], "bc": ["b", "c"], "all": ["*"]}
-    data["protocol"] = protocol
-    return data
+    return with_groups("causality-3region.toml", {"ac": ["a", "c"], "bc": ["b", "c"], "all": ["*"]}, protocol)
 
 
 def test_a_label_names_no_update_at_or_above_its_own_ts():

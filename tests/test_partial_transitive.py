@@ -14,11 +14,10 @@ dependencies (common.lua's ``merge_deps``), not just w's own (b, ts).
 from __future__ import annotations
 
 import pytest
-from helpers.topologies import TOPOLOGIES
+from helpers.topologies import with_groups
 from helpers.waiting import expect_caught, unique
 
 from causal_client import CausalClient
-from services.topology import Topology
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
@@ -26,10 +25,7 @@ ROUNDS = 8
 
 
 def topology(protocol: str) -> dict:
-    data = Topology.load(TOPOLOGIES / "causality-3region.toml").model_dump()
-    data["groups"] = {"ac": ["a", "c"], "ab": ["a", "b"], "all": ["*"]}
-    data["protocol"] = protocol
-    return data
+    return with_groups("causality-3region.toml", {"ac": ["a", "c"], "ab": ["a", "b"], "all": ["*"]}, protocol)
 
 
 @pytest.mark.parametrize("protocol", ["eventual", "saturn", "gentlerain", "cure", "c3"])

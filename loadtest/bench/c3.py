@@ -33,7 +33,7 @@ from pathlib import Path
 from causal_client import CausalClient
 from loadtest import topology_file
 from loadtest.bench.cli import split_variant, variant_environment
-from loadtest.bench.harness import find_base_port, started, with_overrides
+from loadtest.bench.harness import clients_at_sites, find_base_port, started, with_overrides
 from loadtest.bench.loop import Op, run_closed_loop
 from loadtest.bench.metrics import scrape_visibility
 from loadtest.bench.probing import extra, merged, wait_flowing
@@ -164,31 +164,24 @@ def measure_configuration(
     topology = with_overrides(topology, base_port=find_base_port(topology))
     placement = {g: list(m) for g, m in topology.group_members.items() if g.startswith(PREFIX + ".")}
     points = []
-    with variant_environment(variant.env), started(topology, out / f"run-{configuration}") as cluster:
+    with (
+        variant_environment(variant.env),
+        started(topology, out / f"run-{configuration}") as cluster,
+        clients_at_sites(cluster.topology) as clients,
+    ):
         running = cluster.topology
-        endpoints = running.client_endpoints()
-        clients = {
-            r: CausalClient.connect(
-                running.client_address(r), site=running.region(r).site, endpoints=endpoints
-            )
-            for r in running.region_names
-        }
-        try:
-            wait_flowing(running, settle_s=0.5)
-            for mode in MODES:
-                for count in client_counts:
-                    point = _measure(configuration, running, clients, placement, mode, count, window)
-                    points.append(point)
-                    lat = point.latency_ms
-                    say(
-                        f"[{configuration}] {mode}, {count} clients/region: {point.ops_per_s:,.0f} ops/s; "
-                        f"p50 read {num(lat['read']['p50'])} write {num(lat['write']['p50'])} migrate "
-                        f"{num(lat['migrate']['p50'])} ms; visibility over bulk {num(point.over_bulk_ms)} ms"
-                        + (f"; {point.errors} errors ({point.first_error})" if point.errors else "")
-                    )
-        finally:
-            for client in clients.values():
-                client.close()
+        wait_flowing(running, settle_s=0.5)
+        for mode in MODES:
+            for count in client_counts:
+                point = _measure(configuration, running, clients, placement, mode, count, window)
+                points.append(point)
+                lat = point.latency_ms
+                say(
+                    f"[{configuration}] {mode}, {count} clients/region: {point.ops_per_s:,.0f} ops/s; "
+                    f"p50 read {num(lat['read']['p50'])} write {num(lat['write']['p50'])} migrate "
+                    f"{num(lat['migrate']['p50'])} ms; visibility over bulk {num(point.over_bulk_ms)} ms"
+                    + (f"; {point.errors} errors ({point.first_error})" if point.errors else "")
+                )
     return points
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from causal_client import CausalClient
 from loadtest.bench.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
-from loadtest.bench.harness import find_base_port, started, with_overrides
+from loadtest.bench.harness import clients_at_sites, find_base_port, started, with_overrides
 from loadtest.bench.loop import run_closed_loop
 from loadtest.bench.metrics import scrape_visibility
 from loadtest.bench.probing import extra
@@ -113,34 +113,21 @@ def measure_protocol(
     topology = with_overrides(topology, base_port=find_base_port(topology))
     buckets = Buckets(topology)
     points = []
-    with started(topology, run_dir) as cluster:
+    with started(topology, run_dir) as cluster, clients_at_sites(cluster.topology) as clients:
         running = cluster.topology
-        endpoints = running.client_endpoints()
-        clients = {
-            region: CausalClient.connect(
-                running.client_address(region), site=running.region(region).site, endpoints=endpoints
-            )
-            for region in running.region_names
-        }
         meter = CpuMeter({name: r.popen.pid for name, r in cluster.processes.items()})
         size = None
-        try:
-            for i, mix in enumerate(mixes, 1):
-                if mix.value_bytes != size:
-                    size = mix.value_bytes
-                    _preload(protocol, running, clients, buckets, size)
-                points.append(
-                    _measure_point(protocol, running, clients, buckets, mix, settings, meter, round_)
-                )
-                p = points[-1]
-                say(
-                    f"[{protocol}] [{i}/{len(mixes)}] {mix.name}: {p.ops_per_s:,.0f} ops/s, "
-                    f"visibility over bulk {num(p.over_bulk_ms)} ms, {num(p.cpu_us_per_op, 0)} µs CPU/op"
-                    + (f", {p.errors} errors ({p.first_error})" if p.errors else "")
-                )
-        finally:
-            for client in clients.values():
-                client.close()
+        for i, mix in enumerate(mixes, 1):
+            if mix.value_bytes != size:
+                size = mix.value_bytes
+                _preload(protocol, running, clients, buckets, size)
+            points.append(_measure_point(protocol, running, clients, buckets, mix, settings, meter, round_))
+            p = points[-1]
+            say(
+                f"[{protocol}] [{i}/{len(mixes)}] {mix.name}: {p.ops_per_s:,.0f} ops/s, "
+                f"visibility over bulk {num(p.over_bulk_ms)} ms, {num(p.cpu_us_per_op, 0)} µs CPU/op"
+                + (f", {p.errors} errors ({p.first_error})" if p.errors else "")
+            )
     return points
 
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from causal_client import direct
+from causal_client import CausalClient, direct
 from loadtest.bench.report import say
 from services import auth
 from services.launcher.cluster import Cluster
@@ -91,3 +91,19 @@ def started(topology: Topology, run_dir: Path, web: bool = False) -> Iterator[Cl
     finally:
         say(f"[{topology.protocol}] stopping the cluster ...")
         cluster.stop()
+
+
+@contextlib.contextmanager
+def clients_at_sites(topology: Topology) -> Iterator[dict[str, CausalClient]]:
+    """One client per region, running at that region's site (calls to other regions pay the
+    emulated WAN, and links with a bandwidth carry them), closed on the way out."""
+    endpoints = topology.client_endpoints()
+    clients = {
+        r: CausalClient.connect(topology.client_address(r), site=topology.region(r).site, endpoints=endpoints)
+        for r in topology.region_names
+    }
+    try:
+        yield clients
+    finally:
+        for client in clients.values():
+            client.close()

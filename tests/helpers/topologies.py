@@ -45,3 +45,11 @@ def load_topology(name_or_dict: str | dict, **overrides) -> Topology:
     if "base_port" not in overrides:
         data["base_port"] = free_base_port()
     return Topology.from_dict(data)
+
+
+def with_groups(name: str, groups: dict[str, list[str]], protocol: str) -> dict:
+    """A shipped topology (as a dict for ``load_topology``/``launch``) with other groups and protocol."""
+    data = Topology.load(TOPOLOGIES / name).model_dump()
+    data["groups"] = groups
+    data["protocol"] = protocol
+    return data
