@@ -31,16 +31,17 @@ def test_the_checker_catches_eventual(tmp_path, capsys):
     assert (tmp_path / "out" / "check.png").stat().st_size > 10_000
 
 
-def test_saturn_under_every_fault_for_a_minute(tmp_path):
+def test_saturn_under_every_fault(tmp_path):
+    """Every fault once (links at 20 Mbit/s through relays, so that one can be congested)."""
     code, data = run(
-        tmp_path, "--protocol", "saturn", "--duration", "60", "--nemesis", "all",
-        "--interval", "5", "--fault-seconds", "2",
+        tmp_path, "--protocol", "saturn", "--duration", "44", "--nemesis", "all",
+        "--interval", "4", "--fault-seconds", "1.5", "--bandwidth-mbit", "20",
     )  # fmt: skip
     assert data["violations"] == dict.fromkeys(data["violations"], 0)
     assert not data["lost_writes"] and data["lost_increments"] == data["doubled_increments"] == 0
     assert data["converged"], data["diverged"]
     assert code == 0
-    applied = {f["fault"] for f in data["faults"] if not f["note"]}
+    applied = {f["fault"] for f in data["faults"] if not f["note"].startswith("failed")}
     assert applied == set(FAULTS), f"faults not applied: {set(FAULTS) - applied}, {data['faults']}"
     assert data["acknowledged"] > 5_000
     assert sum(data["errors"].values()) > 0  # the faults were felt by the clients

@@ -20,7 +20,7 @@ from services.wan.routes import flood_endpoint
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
-ROUNDS = 4
+ROUNDS = 3
 MBIT = 4.0
 
 
