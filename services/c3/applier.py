@@ -12,8 +12,8 @@ Per origin region o (one that ships something here):
   it is applied (a label's vector names o's own updates up to u's ts: one origin's updates are
   applied in order), and for every other origin j, ``RoC[j] >= u.deps[j]``. Updates of different
   origins do not wait for one another unless the vector says so: C3's parallel execution.
-  ``SATURN_CONCURRENT_APPLY=0`` applies them one at a time in the order their labels arrived,
-  as C3's paper says Saturn must (for the comparison).
+  ``SATURN_CONCURRENT_APPLY=0`` applies them one at a time in ts order, each waiting for every
+  one below it (and migrations with them), as C3's paper says Saturn must (for the comparison).
 - The executing-operations clock ``RoE`` (the vector every label made here carries) rises,
   before an update is handed to the store, to its ts for its origin and to its own vector for
   every other region (else a dependency on an update this region does not replicate would be
@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from services.proto import saturn_pb2
@@ -47,6 +48,7 @@ log = logging.getLogger("c3-applier")
 
 IDLE_CHECK_S = 1.0  # with nothing arriving, the loop wakes this often anyway
 REPORT_EVERY_S = 5.0  # while updates wait, why is logged this often
+HEARTBEATS_LINGER_S = 1.0  # heartbeats stay asked for this long after nothing waits
 
 
 @dataclass
@@ -65,14 +67,15 @@ class C3Applier(StableOrder):
         super().__init__(store, on_applied)
         self.concurrent = concurrent
         self.labels: dict[str, saturn_pb2.TreeLabel] = {}  # "src|ts" → update label held
-        self.arrival: dict[str, int] = {}  # "src|ts" → when its label came (serial mode's order)
-        self.migrations: list[tuple[int, saturn_pb2.TreeLabel]] = []  # (arrival, label) for here
-        self.arrived = 0
+        self.migrations: list[saturn_pb2.TreeLabel] = []  # migration labels for here, not executed
         self.channel: dict[str, int] = {}  # origin → every label of it up to this ts has come
         self.roe: dict[str, int] = {}
         self.saved_roe: dict[str, int] = {}
         self.migrated: dict[str, int] = {}
         self.reported = time.monotonic()
+        self.on_change: Callable[[], None] | None = None  # the need of heartbeats changed
+        self.wants_heartbeats = False
+        self.idle_since = time.monotonic()
 
     async def load(self) -> None:
         """After a restart: RoC and the migrations executed from shard 0; RoE at least what any
@@ -121,16 +124,13 @@ class C3Applier(StableOrder):
             if label.type == saturn_pb2.TREE_UPDATE:
                 key = f"{label.src}|{label.ts}"
                 if label.ts > self.watermarks.get(sender, 0) and key not in self.labels:
-                    self.arrived += 1
                     self.labels[key] = label
-                    self.arrival[key] = self.arrived
             elif (
                 label.type == saturn_pb2.TREE_MIGRATION
                 and label.target == self.region
                 and label.ts > self.migrated.get(sender, 0)
             ):
-                self.arrived += 1
-                self.migrations.append((self.arrived, label))
+                self.migrations.append(label)
             self.channel[sender] = max(self.channel.get(sender, 0), label.ts)
         self.wakeup.set()
 
@@ -186,17 +186,16 @@ class C3Applier(StableOrder):
                     else:
                         left.append(update)
                 waiting = left
-        else:
-            for update in sorted(self.ready.values(), key=lambda u: self.arrival.get(u.key, NEVER)):
+        else:  # one at a time in ts order (every wait is for a smaller ts: it cannot deadlock)
+            for update in sorted(self.ready.values(), key=lambda u: (u.ts, u.src)):
                 if not ready(update):
                     break
                 due.append(update)
                 pending[update.origin_region].taken += 1
-        first_left = NEVER  # serially, a migration also waits for every label that came before it
+        first_left = NEVER  # serially, a migration also waits for every update held below its ts
         if not self.concurrent:
             taken = {u.key for u in due}
-            left = (self.arrival.get(k, NEVER) for k in self.ready if k not in taken)
-            first_left = min(left, default=NEVER)
+            first_left = min((u.ts for k, u in self.ready.items() if k not in taken), default=NEVER)
         executed = self.executable_migrations(completed, holds, first_left)
 
         for update in due:  # RoE first: once applied, an update may be read and depended on
@@ -210,6 +209,7 @@ class C3Applier(StableOrder):
                 self.raise_roe(region, ts)
 
         self.report_waiting(due, completed, stable)
+        self.need_heartbeats(len(due) < len(self.ready) or bool(self.migrations))
         marks = {o: completed(o) for o in stable}
         marks = {o: ts for o, ts in marks.items() if ts < NEVER and ts > self.watermarks.get(o, 0)}
         for label in executed:
@@ -220,6 +220,21 @@ class C3Applier(StableOrder):
             return
         await self.apply_batches(due, marks)
         self.after(due, marks, executed)
+
+    def need_heartbeats(self, waiting: bool) -> None:
+        """Bulk heartbeats (every gear's clock, ``[stabilization] heartbeat_s``) move RoC for
+        origins that send nothing; they cost every sender and this receiver CPU, so they are
+        asked for while something waits here, and given up after ``HEARTBEATS_LINGER_S`` with
+        nothing waiting (an origin that is quiet meanwhile moves once a second, bulk transfer's
+        own progress notices)."""
+        now = time.monotonic()
+        if waiting:
+            self.idle_since = now
+        wanted = waiting or now - self.idle_since < HEARTBEATS_LINGER_S
+        if wanted != self.wants_heartbeats:
+            self.wants_heartbeats = wanted
+            if self.on_change is not None:
+                self.on_change()
 
     def report_waiting(self, due: list[RemoteUpdate], completed, stable: dict[str, int]) -> None:
         """Every REPORT_EVERY_S while updates wait, why the first of each origin waits (a log
@@ -244,14 +259,15 @@ class C3Applier(StableOrder):
 
     def executable_migrations(self, completed, holds, first_left: int) -> list[saturn_pb2.TreeLabel]:
         """Migration labels whose origin's earlier updates and whose vector hold (serially: also
-        nothing that came before them is still waiting)."""
+        no update below their ts is still waiting)."""
         executed, kept = [], []
-        for arrival, label in self.migrations:
+        for label in self.migrations:
             origin = label.src.split("/", 1)[0]
-            if completed(origin) >= label.ts - 1 and holds(dict(label.deps), origin) and arrival < first_left:
+            free = label.ts < first_left and completed(origin) >= label.ts - 1
+            if free and holds(dict(label.deps), origin):
                 executed.append(label)
             else:
-                kept.append((arrival, label))
+                kept.append(label)
         self.migrations = kept
         return executed
 
@@ -269,7 +285,6 @@ class C3Applier(StableOrder):
             origin = label.src.split("/", 1)[0]
             if key not in self.ready and label.ts <= self.watermarks.get(origin, 0):
                 del self.labels[key]
-                self.arrival.pop(key, None)
         if executed:
             log.debug("%s: executed %d migration labels", self.region, len(executed))
 

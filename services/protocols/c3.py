@@ -31,6 +31,7 @@ class C3(HoldsPayloads):
         concurrent = os.environ.get(CONCURRENT_APPLY_ENV, "1") != "0"
         applier = C3Applier(self.store, side.on_applied, concurrent=concurrent)
         await applier.load()
+        applier.on_change = side.heartbeats_changed
         self.order = applier
         topology, region = self.store.topology, self.store.region
         sender = DirectLabelSender(
@@ -44,9 +45,10 @@ class C3(HoldsPayloads):
     @classmethod
     def bulk_heartbeat_s(cls, topology: Topology) -> float:
         """RoC for an origin is bounded by bulk transfer's stable time for it (a lost label can
-        never let RoC pass an update): idle gears heartbeat as GentleRain's and Cure's do."""
+        never let RoC pass an update): idle gears heartbeat as GentleRain's and Cure's do, but
+        only while something waits here (``C3Applier.need_heartbeats``)."""
         return topology.stabilization.heartbeat_s
 
     @property
     def wants_heartbeats(self) -> bool:
-        return True
+        return self.order is not None and self.order.wants_heartbeats  # type: ignore[attr-defined]
