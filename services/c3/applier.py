@@ -139,7 +139,11 @@ class C3Applier(StableOrder):
 
     # -- applying -------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
-        await self.serve(stop, self.deliver_ready, lambda: IDLE_CHECK_S)
+        """A round after each arrival, at most one per ``[stabilization] period_s`` (as
+        GentleRain's): a round per heartbeat and label batch cost a store call each."""
+        await self.serve(
+            stop, self.deliver_ready, lambda: IDLE_CHECK_S, self.store.topology.stabilization.period_s
+        )
 
     def deps_of(self, update: RemoteUpdate) -> dict[str, int] | None:
         """The update's vector; None while its label may still come."""
