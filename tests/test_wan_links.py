@@ -11,6 +11,7 @@ from helpers.topologies import load_topology
 
 from causal_client.wan import Relays
 from services.topology import TopologyError
+from services.wan.relay import Relay
 from services.wan.routes import FLOOD, flood_endpoint
 from services.wan.scheduler import BULK, CRITICAL, LinkScheduler
 
@@ -131,3 +132,10 @@ def test_a_bad_bandwidth_table_is_refused_with_the_field(table, message):
 def test_an_unknown_traffic_class_is_refused():
     with pytest.raises(ValueError, match="traffic class"):
         Relays().route("A", "127.0.0.1:1", "urgent")
+
+
+def test_a_relay_refuses_to_listen_beyond_loopback():
+    """A relay checks no credentials (anyone could flood it): it is for one machine only."""
+    topology = load_topology("two-region.toml", bandwidth_mbit={"A": {"B": 10}}, host="10.0.0.5")
+    with pytest.raises(SystemExit, match="loopback only"):
+        Relay(topology, "A-B")

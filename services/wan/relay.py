@@ -26,7 +26,7 @@ import logging
 import socket
 import time
 
-from services import runtime
+from services import auth, runtime
 from services.topology import Topology
 from services.wan.routes import FLOOD, Route
 from services.wan.scheduler import BULK, CRITICAL, LinkScheduler
@@ -91,6 +91,12 @@ class Relay:
         self.routes = [r for r in topology.relay_routes if r.pair == pair]
         if not self.routes:
             raise SystemExit(f"no link with a bandwidth between the sites of {pair!r} in this topology")
+        if not auth.is_loopback(self.routes[0].host):  # it checks no credentials (its flood port!)
+            raise SystemExit(
+                f"relay {pair}: relays emulate links on one machine and listen on loopback only, not on "
+                f"{self.routes[0].host}; across hosts, mark traffic with DSCP and queue it by priority "
+                '(docs/ARCHITECTURE.md, "WAN emulation")'
+            )
         a, b = self.routes[0].from_site, self.routes[0].to_site
         rate = topology.bandwidth_mbit_between(a, b)
         assert rate is not None
