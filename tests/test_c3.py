@@ -11,7 +11,7 @@ import time
 
 import pytest
 from helpers.topologies import load_topology, with_groups
-from helpers.waiting import unique
+from helpers.waiting import eventually, expect_caught, unique
 
 from causal_client import CausalClient
 from loadtest.check.nemesis import write_wan_control
@@ -84,3 +84,43 @@ def test_an_update_does_not_wait_for_an_independent_one_whose_payload_is_late(tm
         )
     else:
         assert seen_v_at is None, f"saturn: v visible after {seen_v_at:.2f} s, before u's payload came"
+
+
+def four_regions(protocol: str) -> dict:
+    """l, j, i, m: every link 5 ms but l→m (300 ms). Group z at l, j, m; y at j, i; w at i, m."""
+    sites = ["L", "J", "I", "M"]
+    latency = {
+        a: {b: (300 if {a, b} == {"L", "M"} else 5) for b in sites[k + 1 :]} for k, a in enumerate(sites[:-1])
+    }
+    return {
+        "name": "four-regions", "protocol": protocol, "latency_ms": latency,
+        "regions": [{"name": s.lower(), "site": s} for s in sites],
+        "groups": {"z": ["l", "j", "m"], "y": ["j", "i"], "w": ["i", "m"]},
+    }  # fmt: skip
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("protocol", ["eventual", "c3"])
+def test_a_dependency_on_an_update_a_region_does_not_replicate_is_kept(launch, protocol):
+    """RoE takes the vector of what a region applies (docs/ARCHITECTURE.md, "C3"). z is written at
+    l; a writer at j reads it and writes y; a writer at i, which never has z, reads y and writes w;
+    m has z and w but not y, and z reaches m slowly. w's past holds z only through y, so i's
+    label for w must name z's origin although i never applied anything of it: m then shows w
+    only after z. Under eventual m shows w first."""
+    cluster = launch(four_regions(protocol))
+    missed = 0
+    rounds = 4
+    with CausalClient.connect(cluster.topology.client_address("l")) as client:
+        for _ in range(rounds):
+            z, y, w = unique("z"), unique("y"), unique("w")
+            client.session("l", auto_migrate=False).write("z", z, {"text": "z"})
+            at_j = client.session("j", auto_migrate=False)
+            eventually(lambda at_j=at_j, z=z: len(at_j.read("z", z)), timeout=10)
+            at_j.write("y", y, {"text": "y, after z"})
+            at_i = client.session("i", auto_migrate=False)
+            eventually(lambda at_i=at_i, y=y: len(at_i.read("y", y)), timeout=10)
+            at_i.write("w", w, {"text": "w, after y"})
+            at_m = client.session("m", auto_migrate=False)
+            eventually(lambda at_m=at_m, w=w: len(at_m.read("w", w)), timeout=10, interval=0.001)
+            missed += len(at_m.read("z", z)) == 0
+    expect_caught(protocol, missed, rounds, "a dependency through a region that lacks it")
