@@ -32,7 +32,7 @@ from services.topology_parts import (
     no_duplicates,
 )
 from services.tuning import SaturnTuning, StabilizationTuning
-from services.wan.routes import Route, relay_routes
+from services.wan.routes import RELAY_PORT_OFFSET, Route, relay_routes
 
 __all__ = ["NAME_PATTERN", "Region", "RegionPorts", "Serializer", "Topology", "TopologyError", "TreeEdge"]
 
@@ -147,8 +147,7 @@ class Topology(StrictModel):
 
     def bandwidth_mbit_between(self, site_a: str, site_b: str) -> float | None:
         """The link's capacity each way between two sites (Mbit/s), None where unlimited."""
-        value = self.bandwidth_mbit.get(site_a, {}).get(site_b)
-        return value if value is not None else self.bandwidth_mbit.get(site_b, {}).get(site_a)
+        return _between(self.bandwidth_mbit, site_a, site_b)
 
     @cached_property
     def relay_routes(self) -> list[Route]:
@@ -259,9 +258,7 @@ class Topology(StrictModel):
         return frozenset(g for g, members in self.group_members.items() if region in members)
 
     def _raw_latency(self, a: str, b: str) -> float | None:
-        if b in self.latency_ms.get(a, {}):
-            return self.latency_ms[a][b]
-        return self.latency_ms.get(b, {}).get(a)
+        return _between(self.latency_ms, a, b)
 
     def latency_ms_between(self, site_a: str, site_b: str) -> float:
         """One-way emulated latency between two sites (0 for the same site or no emulation)."""
@@ -346,6 +343,10 @@ class Topology(StrictModel):
 
     def metrics_url(self, region: str) -> str:
         return f"http://{self.node_host(region)}:{self.metrics_port(region)}/metrics"
+
+    def relay_base_port(self) -> int:
+        """Relays' ports (services/wan/routes.py) start above both epochs' serializer blocks."""
+        return self.base_port + 20 * len(self.regions) + 2 * SERIALIZER_EPOCH_STRIDE + RELAY_PORT_OFFSET
 
     def serializer_port(self, name: str, replica: int = 0) -> int:
         for i, s in enumerate(self.serializers):
@@ -548,3 +549,10 @@ def load_topology(path: str) -> Topology:
 
 def _relay_owner(route: Route) -> str:
     return f"relay {route.pair} ({route.from_site} to {route.endpoint}, {route.cls})"
+
+
+def _between(table: dict[str, dict[str, float]], a: str, b: str) -> float | None:
+    """A site pair's value in a ``[latency_ms]``-shaped table (given either way round), or None."""
+    if b in table.get(a, {}):
+        return table[a][b]
+    return table.get(b, {}).get(a)

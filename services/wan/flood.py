@@ -9,6 +9,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from services.wan.routes import split_endpoint
+
 WRITE_BYTES = 64 * 1024
 
 
@@ -33,10 +35,9 @@ def flood(
 ) -> Flood:
     """Writes as fast as the link takes them for ``seconds`` (or until ``stop``), then waits for
     what is queued to cross and returns the relay's account of it."""
-    host, port = endpoint.rsplit(":", 1)
     chunk = b"\0" * WRITE_BYTES
     sent = 0
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+    with socket.create_connection(split_endpoint(endpoint), timeout=timeout) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, WRITE_BYTES)  # no megabytes in the kernel
         ends = time.monotonic() + seconds
         while time.monotonic() < ends and not (stop and stop.is_set()):

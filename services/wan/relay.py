@@ -28,7 +28,7 @@ import time
 
 from services import auth, runtime
 from services.topology import Topology
-from services.wan.routes import FLOOD, Route
+from services.wan.routes import FLOOD, Route, split_endpoint
 from services.wan.scheduler import BULK, CRITICAL, LinkScheduler
 
 log = logging.getLogger("relay")
@@ -149,11 +149,6 @@ class Relay:
         return flood if route.cls == FLOOD else relay
 
 
-def _split(endpoint: str) -> tuple[str, int]:
-    host, port = endpoint.rsplit(":", 1)
-    return host, int(port)
-
-
 def _small_buffers(sock: socket.socket) -> socket.socket:
     """The kernel's buffers kept small, so that the link's buffer is the relay's (``BUFFER_S``):
     autotuned, they hold megabytes on loopback, and a flood would congest the link for as long
@@ -175,7 +170,7 @@ def _listening(route: Route) -> socket.socket:
 def _connected(endpoint: str) -> socket.socket:
     sock = _small_buffers(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
     sock.settimeout(5.0)
-    sock.connect(_split(endpoint))  # the same host: at once, or refused
+    sock.connect(split_endpoint(endpoint))  # the same host: at once, or refused
     sock.setblocking(False)
     return sock
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from services.topology import Topology
 
-RELAY_PORT_OFFSET = 100  # relay ports start this far above the serializers' block
+RELAY_PORT_OFFSET = 100  # relay ports start this far above the serializers' blocks
 FLOOD = "flood"  # per direction, a port whose bytes cross the link as bulk and are dropped (relay.py)
 DISCARD = "discard"  # a flood route's endpoint
 
@@ -62,7 +62,7 @@ def endpoints_at(topology: Topology, site: str) -> list[tuple[str, tuple[str, ..
 
 def relay_routes(topology: Topology) -> list[Route]:
     sites = topology.sites
-    port = topology.base_port + 20 * len(topology.regions) + 2 * 32 + RELAY_PORT_OFFSET
+    port = topology.relay_base_port()
     routes = []
     for i, a in enumerate(sites):
         for b in sites[i + 1 :]:
@@ -85,3 +85,9 @@ def flood_endpoint(topology: Topology, from_site: str, to_site: str) -> str:
         if r.cls == FLOOD and (r.from_site, r.to_site) == (from_site, to_site):
             return r.via
     raise KeyError(f"no link with a bandwidth from {from_site} to {to_site}")
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    """``host:port`` → (host, port)."""
+    host, port = endpoint.rsplit(":", 1)
+    return host, int(port)
