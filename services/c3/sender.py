@@ -25,11 +25,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from services import metrics
 from services.proto import saturn_pb2
-from services.saturn.label_sink import LabelSink
+from services.saturn.label_sink import LabelPump
 from services.saturn.links import OutgoingLink
 from services.topology import Topology
 
@@ -38,8 +39,8 @@ log = logging.getLogger("c3-sender")
 Dependencies = Callable[[], dict[str, int]]
 
 
-class DirectLabelSender(LabelSink):
-    """The label sink's pump, with one direct link per other region instead of a tree link."""
+class DirectLabelSender(LabelPump):
+    """The label sink's pump, sending on one direct link per other region instead of the tree."""
 
     def __init__(
         self, topology: Topology, region: str, dependencies: Dependencies,
@@ -58,10 +59,6 @@ class DirectLabelSender(LabelSink):
         self.persist = persist
         self.replicas = {g: set(members) - {region} for g, members in topology.group_members.items()}
 
-    def link_on(self, tree: Topology) -> OutgoingLink:  # type: ignore[override]
-        """No tree: ``self.link`` is unused (every label goes on ``self.links``)."""
-        return None  # type: ignore[return-value]
-
     def destinations(self, label: saturn_pb2.TreeLabel) -> set[str]:
         if label.type == saturn_pb2.TREE_MIGRATION:
             return {label.target} & self.links.keys()
@@ -73,18 +70,22 @@ class DirectLabelSender(LabelSink):
         for label in labels:
             if label.type == saturn_pb2.TREE_ATTACH:
                 self.on_attach(int(label.target))
+        labels = [label for label in labels if label.type != saturn_pb2.TREE_ATTACH]
         deps = self.dependencies()  # read after the labels: it covers what their writers saw
         outgoing: dict[str, list[saturn_pb2.TreeLabel]] = {}
+        kinds: Counter[str] = Counter()
         for label in labels:
-            if label.type == saturn_pb2.TREE_ATTACH:
-                continue
             label.deps.update({r: min(ts, label.ts - 1) for r, ts in deps.items()})
-            for region in self.destinations(label):
+            regions = self.destinations(label)
+            for region in regions:
                 outgoing.setdefault(region, []).append(label)
+            if regions:  # labels no other region wants stay home, as the sink's do
+                kinds["update" if label.type == saturn_pb2.TREE_UPDATE else "migration"] += 1
         for region, batch in outgoing.items():
             self.links[region].send(batch)
             self.messages_sent.inc()
-            metrics.LABELS_SENT.labels(self.region, "update").inc(len(batch))
+        for kind, count in kinds.items():  # as the sink counts them (one metric update per kind)
+            metrics.LABELS_SENT.labels(self.region, kind).inc(count)
 
     def send_heartbeat(self, ts: int) -> None:
         """Every other region hears that nothing more up to ``ts`` comes from here: a label it
@@ -101,10 +102,4 @@ class DirectLabelSender(LabelSink):
     async def run(self, stop: asyncio.Event) -> None:
         cursors = await self.cursors()
         log.info("c3 sender %s → %s, resuming after %s", self.region, sorted(self.links), cursors)
-        pump = self.pump_one if len(self.gears) == 1 else self.pump_merged
-        await asyncio.gather(
-            self.waker.run(stop),
-            self.through_store_outages(pump, cursors, stop),
-            self.through_store_outages(self.trim, cursors, stop),
-            *(link.run(stop) for link in self.links.values()),
-        )
+        await asyncio.gather(*self.pumping(cursors, stop), *(link.run(stop) for link in self.links.values()))

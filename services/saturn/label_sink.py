@@ -23,6 +23,8 @@ import contextlib
 import logging
 import time
 from collections import Counter, deque
+from collections.abc import Coroutine
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -125,69 +127,41 @@ class MigrationWaker:
                 self.woken.set()
 
 
-class LabelSink:
+class LabelPump:
+    """Reads a region's label streams in timestamp order, with heartbeats, lingering under load,
+    and cursors saved and streams trimmed every second (the module's doc); where labels go is a
+    subclass's: the Saturn sink's tree link, or C3's direct links (services/c3/sender.py)."""
+
     def __init__(self, topology: Topology, region: str):
         self.region = region
         self.topology = topology
-        self.link = self.link_on(topology)
-        self.link_tasks: list[asyncio.Task] = []
-        self.noted_epoch = -1  # the epoch last reported in the tree record
-        self.sent_through = 0  # the greatest ts sent up the tree (labels and heartbeats)
+        self.sent_through = 0  # the greatest ts sent on (labels and heartbeats)
         self.gears = [
             Shard(topology.redis_url(region, k), gear, region)
             for k, gear in enumerate(topology.gear_ids(region))
         ]
-        others = set(topology.region_names) - {region}
-        self.shipped_groups = {g for g, members in topology.group_members.items() if others & set(members)}
-        # Groups replicated in every other region: their labels reach everyone, as a heartbeat does.
-        self.everywhere = {g for g, members in topology.group_members.items() if others <= set(members)}
         self.last_heard_everywhere = 0.0  # when a heartbeat, or a label that reaches all, last left
         self.rate = RateMeter()
         self.pressure = CpuPressure()
         self.messages_sent = metrics.LABEL_MESSAGES_SENT.labels(region)
         self.waker = MigrationWaker(self.gears[0])
 
-    def link_on(self, tree: Topology) -> OutgoingLink:
-        (parent,) = tree.tree_neighbours[self.region]  # a region is a leaf of the tree
-        return OutgoingLink(tree, self.region, parent)
+    def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
+        """Sends labels read from the streams on, in (ts, src) order."""
+        raise NotImplementedError
 
-    def start_link(self, stop: asyncio.Event) -> None:
-        self.link_tasks.append(asyncio.create_task(self.link.run(stop)))
+    def send_heartbeat(self, ts: int) -> None:
+        """Sends on that no label of this region up to ``ts`` is still to come."""
+        raise NotImplementedError
 
-    def cut_to(self, tree: Topology, stop: asyncio.Event) -> None:
-        """§6.2: the epoch-change label goes through the old tree behind all this sink sent
-        there (as a heartbeat: nothing more from here up to its ts on that tree); every later
-        label goes through the new tree. Sending is synchronous, so the cut falls between two
-        sends wherever the pump is waiting; every label not sent yet is above ``sent_through``
-        (the pump sends all it read up to the heartbeat it sends)."""
-        change = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_EPOCH, src=f"{self.region}/sink",
-                                      ts=self.sent_through, target=str(tree.epoch))  # fmt: skip
-        old, self.link = self.link, self.link_on(tree)
-        old.send([change])
-        old.retire()
-        log.info("label sink %s: epoch %d → %d, now through %s", self.region, old.epoch, tree.epoch,
-                 self.link.neighbour)  # fmt: skip
-        self.start_link(stop)
-        self.last_heard_everywhere = 0.0  # a heartbeat on the new tree at once
-
-    async def watch_tree(self, stop: asyncio.Event) -> None:
-        """Reads which tree to send on: a newer tree is cut to at once; the epoch sent on is
-        reported (a proxy waits for its own region's sink before it takes the new tree)."""
-        while not stop.is_set():
-            try:
-                if self.noted_epoch != self.link.epoch:
-                    epoch = self.link.epoch
-                    await self.gears[0].note_tree_progress(epochs.SINK, epoch)
-                    self.noted_epoch = epoch
-                wanted = await self.gears[0].tree_to_send_on()
-                if wanted is not None and wanted > self.link.epoch:
-                    tree = await epochs.current_tree(self.gears[0], self.topology)
-                    if tree.epoch == wanted:
-                        self.cut_to(tree, stop)
-                        continue  # reported at once
-            except (RedisError, OSError) as exc:
-                log.warning("tree record unavailable (%s)", exc)
-            await runtime.sleep_or_stop(stop, TREE_POLL_S)
+    def pumping(self, cursors: list[int], stop: asyncio.Event) -> list[Coroutine[Any, Any, None]]:
+        """The work that reads the streams from ``cursors`` and trims them, until ``stop``."""
+        pump = self.pump_one if len(self.gears) == 1 else self.pump_merged
+        return [
+            self.waker.run(stop),
+            self.through_store_outages(pump, cursors, stop),
+            self.through_store_outages(self.trim, cursors, stop),
+        ]
 
     def linger_s(self, labels_read: int) -> float:
         """How long to let labels gather before the next read (the module's comment on batching;
@@ -196,31 +170,6 @@ class LabelSink:
         if self.rate.add(labels_read) <= tuning.busy_rate:
             return 0.0
         return tuning.saturated_linger_s if self.pressure.saturated() else tuning.busy_linger_s
-
-    def wanted(self, label: saturn_pb2.TreeLabel) -> bool:
-        if label.type == saturn_pb2.TREE_UPDATE:
-            return any_of(label.group, self.shipped_groups)
-        return label.target != self.region
-
-    def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
-        if labels:
-            self.sent_through = max(self.sent_through, max(label.ts for label in labels))
-        labels = [label for label in labels if self.wanted(label)]
-        if labels:
-            self.link.send(labels)
-            if any(x.type == saturn_pb2.TREE_UPDATE and any_of(x.group, self.everywhere) for x in labels):
-                self.last_heard_everywhere = time.monotonic()
-            kinds = Counter("update" if x.type == saturn_pb2.TREE_UPDATE else "migration" for x in labels)
-            for kind, count in kinds.items():  # one metric update per kind and batch: they cost
-                metrics.LABELS_SENT.labels(self.region, kind).inc(count)
-            self.messages_sent.inc()
-
-    def send_heartbeat(self, ts: int) -> None:
-        self.sent_through = max(self.sent_through, ts)
-        self.link.send(
-            [saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src=f"{self.region}/sink", ts=ts)]
-        )
-        self.last_heard_everywhere = time.monotonic()
 
     def heartbeat_due(self) -> bool:
         """Every region must hear from this one at least every sink_heartbeat_s; under load,
@@ -237,23 +186,6 @@ class LabelSink:
     async def read_until(self, shard: int, after: int, until: int | None) -> list[tuple[int, bytes]]:
         entries = await self.gears[shard].stream_between(gears.LABEL_STREAM, after, until, READ_COUNT)
         return [(ts, fields[LABEL]) for ts, fields in entries]
-
-    async def run(self, stop: asyncio.Event) -> None:
-        cursors = await self.cursors()
-        tree = await epochs.current_tree(self.gears[0], self.topology)
-        if tree.epoch != self.link.epoch:  # restarted after a reconfiguration (or during one)
-            self.link = self.link_on(tree)
-        log.info("label sink %s → %s (epoch %d), resuming after %s",
-                 self.region, self.link.neighbour, self.link.epoch, cursors)  # fmt: skip
-        pump = self.pump_one if len(self.gears) == 1 else self.pump_merged
-        self.start_link(stop)
-        await asyncio.gather(
-            self.waker.run(stop),
-            self.watch_tree(stop),
-            self.through_store_outages(pump, cursors, stop),
-            self.through_store_outages(self.trim, cursors, stop),
-        )
-        await asyncio.gather(*self.link_tasks)
 
     async def through_store_outages(self, work, cursors: list[int], stop: asyncio.Event) -> None:
         """Runs ``work`` again after a store error (its Redis restarting): the cursors in memory
@@ -331,6 +263,98 @@ class LabelSink:
                     await gear.save_sink_cursor(cursor)
                     await gear.trim_stream(gears.LABEL_STREAM, cursor)
                     saved[k] = cursor
+
+
+class LabelSink(LabelPump):
+    """Saturn's label sink: the pump, sending up the tree (and across to a new one, §6.2)."""
+
+    def __init__(self, topology: Topology, region: str):
+        super().__init__(topology, region)
+        self.link = self.link_on(topology)
+        self.link_tasks: list[asyncio.Task] = []
+        self.noted_epoch = -1  # the epoch last reported in the tree record
+        others = set(topology.region_names) - {region}
+        self.shipped_groups = {g for g, members in topology.group_members.items() if others & set(members)}
+        # Groups replicated in every other region: their labels reach everyone, as a heartbeat does.
+        self.everywhere = {g for g, members in topology.group_members.items() if others <= set(members)}
+
+    def link_on(self, tree: Topology) -> OutgoingLink:
+        (parent,) = tree.tree_neighbours[self.region]  # a region is a leaf of the tree
+        return OutgoingLink(tree, self.region, parent)
+
+    def start_link(self, stop: asyncio.Event) -> None:
+        self.link_tasks.append(asyncio.create_task(self.link.run(stop)))
+
+    def cut_to(self, tree: Topology, stop: asyncio.Event) -> None:
+        """§6.2: the epoch-change label goes through the old tree behind all this sink sent
+        there (as a heartbeat: nothing more from here up to its ts on that tree); every later
+        label goes through the new tree. Sending is synchronous, so the cut falls between two
+        sends wherever the pump is waiting; every label not sent yet is above ``sent_through``
+        (the pump sends all it read up to the heartbeat it sends)."""
+        change = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_EPOCH, src=f"{self.region}/sink",
+                                      ts=self.sent_through, target=str(tree.epoch))  # fmt: skip
+        old, self.link = self.link, self.link_on(tree)
+        old.send([change])
+        old.retire()
+        log.info("label sink %s: epoch %d → %d, now through %s", self.region, old.epoch, tree.epoch,
+                 self.link.neighbour)  # fmt: skip
+        self.start_link(stop)
+        self.last_heard_everywhere = 0.0  # a heartbeat on the new tree at once
+
+    async def watch_tree(self, stop: asyncio.Event) -> None:
+        """Reads which tree to send on: a newer tree is cut to at once; the epoch sent on is
+        reported (a proxy waits for its own region's sink before it takes the new tree)."""
+        while not stop.is_set():
+            try:
+                if self.noted_epoch != self.link.epoch:
+                    epoch = self.link.epoch
+                    await self.gears[0].note_tree_progress(epochs.SINK, epoch)
+                    self.noted_epoch = epoch
+                wanted = await self.gears[0].tree_to_send_on()
+                if wanted is not None and wanted > self.link.epoch:
+                    tree = await epochs.current_tree(self.gears[0], self.topology)
+                    if tree.epoch == wanted:
+                        self.cut_to(tree, stop)
+                        continue  # reported at once
+            except (RedisError, OSError) as exc:
+                log.warning("tree record unavailable (%s)", exc)
+            await runtime.sleep_or_stop(stop, TREE_POLL_S)
+
+    def wanted(self, label: saturn_pb2.TreeLabel) -> bool:
+        if label.type == saturn_pb2.TREE_UPDATE:
+            return any_of(label.group, self.shipped_groups)
+        return label.target != self.region
+
+    def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
+        if labels:
+            self.sent_through = max(self.sent_through, max(label.ts for label in labels))
+        labels = [label for label in labels if self.wanted(label)]
+        if labels:
+            self.link.send(labels)
+            if any(x.type == saturn_pb2.TREE_UPDATE and any_of(x.group, self.everywhere) for x in labels):
+                self.last_heard_everywhere = time.monotonic()
+            kinds = Counter("update" if x.type == saturn_pb2.TREE_UPDATE else "migration" for x in labels)
+            for kind, count in kinds.items():  # one metric update per kind and batch: they cost
+                metrics.LABELS_SENT.labels(self.region, kind).inc(count)
+            self.messages_sent.inc()
+
+    def send_heartbeat(self, ts: int) -> None:
+        self.sent_through = max(self.sent_through, ts)
+        self.link.send(
+            [saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src=f"{self.region}/sink", ts=ts)]
+        )
+        self.last_heard_everywhere = time.monotonic()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        cursors = await self.cursors()
+        tree = await epochs.current_tree(self.gears[0], self.topology)
+        if tree.epoch != self.link.epoch:  # restarted after a reconfiguration (or during one)
+            self.link = self.link_on(tree)
+        log.info("label sink %s → %s (epoch %d), resuming after %s",
+                 self.region, self.link.neighbour, self.link.epoch, cursors)  # fmt: skip
+        self.start_link(stop)
+        await asyncio.gather(self.watch_tree(stop), *self.pumping(cursors, stop))
+        await asyncio.gather(*self.link_tasks)
 
 
 async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event) -> None:
