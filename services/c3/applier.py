@@ -105,15 +105,15 @@ class C3Applier(StableOrder):
         for origin in self.origins:
             self.raise_roe(origin, ts)
 
-    def roe_marks(self) -> dict[str, int]:
+    def unsaved_roe(self) -> dict[str, int]:
         """The RoE entries raised since they were last stored."""
-        return {gears.ROE_PREFIX + r: ts for r, ts in self.roe.items() if ts > self.saved_roe.get(r, 0)}
+        return {r: ts for r, ts in self.roe.items() if ts > self.saved_roe.get(r, 0)}
 
     async def persist(self) -> None:
-        marks = self.roe_marks()
-        if marks:
-            await self.store.shards[0].deliver([], marks)
-            self.saved_roe.update({k.removeprefix(gears.ROE_PREFIX): v for k, v in marks.items()})
+        roe = self.unsaved_roe()
+        if roe:
+            await self.store.shards[0].deliver([], _prefixed_marks(gears.ROE_PREFIX, roe))
+            self.saved_roe.update(roe)
 
     # -- labels in ------------------------------------------------------------------------------
     async def accepts(self, sender: str, epoch: int) -> str | None:
@@ -156,8 +156,9 @@ class C3Applier(StableOrder):
 
     async def deliver_ready(self) -> None:
         stable = {o: self.stable_of(o) for o in self.gears_of}
+        ordered = sorted(self.ready.values(), key=lambda u: (u.ts, u.src))
         pending: dict[str, Pending] = {o: Pending() for o in self.gears_of}
-        for update in sorted(self.ready.values(), key=lambda u: (u.ts, u.src)):
+        for update in ordered:
             pending[update.origin_region].ts.append(update.ts)
 
         def completed(origin: str) -> int:
@@ -178,7 +179,7 @@ class C3Applier(StableOrder):
 
         due: list[RemoteUpdate] = []
         if self.concurrent:
-            waiting = sorted(self.ready.values(), key=lambda u: (u.ts, u.src))
+            waiting = ordered
             progress = True
             while progress:  # an update may free one before it in ts order (another origin)
                 progress, left = False, []
@@ -191,39 +192,42 @@ class C3Applier(StableOrder):
                         left.append(update)
                 waiting = left
         else:  # one at a time in ts order (every wait is for a smaller ts: it cannot deadlock)
-            for update in sorted(self.ready.values(), key=lambda u: (u.ts, u.src)):
+            for update in ordered:
                 if not ready(update):
                     break
                 due.append(update)
                 pending[update.origin_region].taken += 1
-        first_left = NEVER  # serially, a migration also waits for every update held below its ts
-        if not self.concurrent:
-            taken = {u.key for u in due}
-            first_left = min((u.ts for k, u in self.ready.items() if k not in taken), default=NEVER)
+        taken = {u.key for u in due}
+        left = [u for u in ordered if u.key not in taken]
+        # serially, a migration also waits for every update held below its ts
+        first_left = NEVER if self.concurrent or not left else left[0].ts
         executed = self.executable_migrations(completed, holds, first_left)
 
         for update in due:  # RoE first: once applied, an update may be read and depended on
             self.raise_roe(update.origin_region, update.ts)
             for region, ts in (self.deps_of(update) or {}).items():
                 self.raise_roe(region, ts)
+        migrated: dict[str, int] = {}
         for label in executed:
-            origin = label.src.split("/", 1)[0]
+            origin = _origin(label)
             self.raise_roe(origin, label.ts)
             for region, ts in label.deps.items():
                 self.raise_roe(region, ts)
+            migrated[origin] = max(migrated.get(origin, 0), label.ts)
 
-        self.report_waiting(due, completed, stable)
-        self.need_heartbeats(len(due) < len(self.ready) or bool(self.migrations))
+        self.report_waiting(left, completed, stable)
+        self.need_heartbeats(bool(left) or bool(self.migrations))
         marks = {o: completed(o) for o in stable}
         marks = {o: ts for o, ts in marks.items() if ts < NEVER and ts > self.watermarks.get(o, 0)}
-        for label in executed:
-            key = gears.MIGRATED_PREFIX + label.src.split("/", 1)[0]
-            marks[key] = max(marks.get(key, 0), label.ts)
-        marks |= self.roe_marks()
+        roe = self.unsaved_roe()
+        marks |= _prefixed_marks(gears.MIGRATED_PREFIX, migrated) | _prefixed_marks(gears.ROE_PREFIX, roe)
         if not due and not marks:
             return
         await self.apply_batches(due, marks)
-        self.after(due, marks, executed)
+        self.saved_roe.update(roe)
+        for origin, ts in migrated.items():
+            self.migrated[origin] = max(self.migrated.get(origin, 0), ts)
+        self.forget_labels(due)
 
     def need_heartbeats(self, waiting: bool) -> None:
         """Bulk heartbeats (every gear's clock, ``[stabilization] heartbeat_s``) move RoC for
@@ -240,18 +244,16 @@ class C3Applier(StableOrder):
             if self.on_change is not None:
                 self.on_change()
 
-    def report_waiting(self, due: list[RemoteUpdate], completed, stable: dict[str, int]) -> None:
-        """Every REPORT_EVERY_S while updates wait, why the first of each origin waits (a log
-        line for whoever wonders why a region shows nothing new)."""
+    def report_waiting(self, left: list[RemoteUpdate], completed, stable: dict[str, int]) -> None:
+        """Every REPORT_EVERY_S while updates wait (``left``, in ts order), why the first of each
+        origin waits (a log line for whoever wonders why a region shows nothing new)."""
         now = time.monotonic()
         if now - self.reported < REPORT_EVERY_S:
             return
         self.reported = now
-        taken = {u.key for u in due}
         firsts: dict[str, RemoteUpdate] = {}
-        for update in sorted(self.ready.values(), key=lambda u: (u.ts, u.src)):
-            if update.key not in taken:
-                firsts.setdefault(update.origin_region, update)
+        for update in left:
+            firsts.setdefault(update.origin_region, update)
         for origin, update in firsts.items():
             deps = self.deps_of(update)
             if deps is None:
@@ -266,7 +268,7 @@ class C3Applier(StableOrder):
         no update below their ts is still waiting)."""
         executed, kept = [], []
         for label in self.migrations:
-            origin = label.src.split("/", 1)[0]
+            origin = _origin(label)
             free = label.ts < first_left and completed(origin) >= label.ts - 1
             if free and holds(dict(label.deps), origin):
                 executed.append(label)
@@ -275,23 +277,23 @@ class C3Applier(StableOrder):
         self.migrations = kept
         return executed
 
-    def after(self, due: list[RemoteUpdate], marks: dict[str, int], executed: list) -> None:
-        """What the store now holds, in memory too: labels of applied updates go, and so do any
-        at or below their origin's watermark (their updates applied before the label came)."""
-        for key, ts in marks.items():
-            if key.startswith(gears.MIGRATED_PREFIX):
-                origin = key.removeprefix(gears.MIGRATED_PREFIX)
-                self.migrated[origin] = max(self.migrated.get(origin, 0), ts)
-            elif key.startswith(gears.ROE_PREFIX):
-                region = key.removeprefix(gears.ROE_PREFIX)
-                self.saved_roe[region] = max(self.saved_roe.get(region, 0), ts)
+    def forget_labels(self, due: list[RemoteUpdate]) -> None:
+        """Labels of applied updates go, and so do any at or below their origin's watermark (a
+        label that came after its update was applied, as a lost label's fallback allows)."""
+        for update in due:
+            self.labels.pop(update.key, None)
         for key, label in list(self.labels.items()):
-            origin = label.src.split("/", 1)[0]
-            if key not in self.ready and label.ts <= self.watermarks.get(origin, 0):
+            if key not in self.ready and label.ts <= self.watermarks.get(_origin(label), 0):
                 del self.labels[key]
-        if executed:
-            log.debug("%s: executed %d migration labels", self.region, len(executed))
 
 
 def _prefixed(marks: dict[str, int], prefix: str) -> dict[str, int]:
     return {k.removeprefix(prefix): v for k, v in marks.items() if k.startswith(prefix)}
+
+
+def _prefixed_marks(prefix: str, values: dict[str, int]) -> dict[str, int]:
+    return {prefix + k: v for k, v in values.items()}
+
+
+def _origin(label: saturn_pb2.TreeLabel) -> str:
+    return label.src.split("/", 1)[0]
