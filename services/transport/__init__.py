@@ -1,0 +1,18 @@
+"""The link transport: how the system's own processes talk to each other (label sinks,
+serializers and remote proxies; C3's direct links; bulk payloads and their acknowledgements; a
+serializer replica group's log; health), framed and authenticated over plain TCP.
+
+gRPC stays where it serves clients and operators (the gateway). Chosen by measurement: a
+Python gRPC stream costs 100-200 µs of CPU per message, this transport about a tenth of it
+(``python -m loadtest.bench.transport``; docs/ARCHITECTURE.md, "The link transport").
+"""
+
+from services.transport.client import health, open_link
+from services.transport.connection import Connection
+from services.transport.errors import LinkClosed, LinkError, LinkRefused, LinkUnavailable, NotALinkPeer
+from services.transport.server import LinkServer
+
+__all__ = [
+    "Connection", "LinkClosed", "LinkError", "LinkRefused", "LinkServer", "LinkUnavailable", "NotALinkPeer",
+    "health", "open_link",
+]  # fmt: skip
