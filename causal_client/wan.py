@@ -161,6 +161,28 @@ class DelayLine(Generic[T]):
             return release
         return min(d for _, d, _ in self._items)
 
+    def next_due(self) -> float | None:
+        """When the next item must leave (monotonic seconds), None when empty."""
+        return self._head_due() if self._items else None
+
+    def take_due(self, now: float) -> list[T]:
+        """Without waiting: the head if it is due by ``now``, with every item whose latency has
+        passed behind it, in order (none if the head is not due)."""
+        if not self._items or self._head_due() > now:
+            return []
+        return [self._items.popleft()[2], *self._released(now)]
+
+    def _released(self, now: float) -> list[T]:
+        """The items at the head whose latency has passed by ``now`` (slack or not)."""
+        out = []
+        while self._items and self._items[0][0] <= now:
+            out.append(self._items.popleft()[2])
+        return out
+
+    def items(self) -> list[T]:
+        """What the line holds, in order (nothing is taken)."""
+        return [item for _, _, item in self._items]
+
     async def get(self) -> T:
         while True:
             if self._items:
@@ -180,11 +202,7 @@ class DelayLine(Generic[T]):
     async def get_due(self) -> list[T]:
         """The head once it is due, with every item whose latency has passed behind it (in
         order): when the consumer falls behind, or slack items gathered, they leave as one."""
-        due = [await self.get()]
-        now = time.monotonic()
-        while self._items and self._items[0][0] <= now:
-            due.append(self._items.popleft()[2])
-        return due
+        return [await self.get(), *self._released(time.monotonic())]
 
 
 #: What a connection carries, for links with a bandwidth (services/wan/relay.py): its class each

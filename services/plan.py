@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services import auth
-from services.probes import READY_HEALTH, grpc_serving, http_ok, redis_ping
+from services.probes import READY_HEALTH, grpc_serving, http_ok, link_serving, redis_ping
 from services.topology import Topology
 
 
@@ -32,7 +32,7 @@ class Layout:
 class ProcessSpec:
     name: str
     argv: list[str]
-    kind: str  # "redis", "grpc", "http" or "worker": how health is checked
+    kind: str  # "redis", "grpc", "link", "http" or "worker": how health is checked
     port: int | None = None
     region: str | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -65,7 +65,7 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
     for r in t.regions:
         specs.append(ProcessSpec(
             f"{r.name}.bulk-receiver", _service(layout, "services.bulk.receiver", r.name),
-            "grpc", t.bulk_port(r.name), r.name,
+            "link", t.bulk_port(r.name), r.name,
         ))  # fmt: skip
     for r in t.regions:
         for i in range(r.frontends):
@@ -112,7 +112,7 @@ def serializers(t: Topology, layout: Layout) -> list[ProcessSpec]:
             f"{prefix}{sz.name}" + (f".r{r}" if r else ""),
             [layout.python, "-m", "services.saturn.serializer",
              "--topology", str(layout.topology_file), "--name", sz.name, "--index", str(r)],
-            "grpc", t.serializer_port(sz.name, r), None, node=sz.name, host=t.node_host(sz.name),
+            "link", t.serializer_port(sz.name, r), None, node=sz.name, host=t.node_host(sz.name),
         )
         for sz in t.serializers
         for r in range(sz.replicas)
@@ -205,14 +205,17 @@ def prepare(spec: ProcessSpec) -> None:
 
 # -- health ------------------------------------------------------------------------------------
 def is_healthy(topology: Topology, spec: ProcessSpec) -> bool:
-    """Redis answers PING, a gRPC server reports SERVING (a Saturn receiver also its remote
-    proxy, once it follows the tree's order), the web app answers ``/healthz``; a worker with no
-    port counts as healthy while it runs."""
+    """Redis answers PING, a gRPC server (a frontend) or a link server (a bulk receiver, a
+    serializer) reports SERVING, the web app answers ``/healthz``; a worker with no port counts as
+    healthy while it runs. (A Saturn receiver's remote proxy is waited for apart:
+    ``proxy_in_tree_order``.)"""
     host = host_of(topology, spec)
     if spec.kind == "redis":
         return redis_ping(host, spec.port, auth.secret())
     if spec.kind == "grpc":
         return grpc_serving(f"{host}:{spec.port}")
+    if spec.kind == "link":
+        return link_serving(f"{host}:{spec.port}")
     if spec.kind == "http":
         return http_ok(f"http://{host}:{spec.port}/healthz")
     return True
@@ -226,4 +229,4 @@ def host_of(topology: Topology, spec: ProcessSpec) -> str:
 def proxy_in_tree_order(topology: Topology, region: str) -> bool:
     """Saturn's proxies start in timestamp order (§6.1) and switch to the tree's order once it
     has caught up; a region is ready when its proxy has."""
-    return grpc_serving(topology.bulk_endpoint(region), service=READY_HEALTH)
+    return link_serving(topology.bulk_endpoint(region), service=READY_HEALTH)

@@ -2,8 +2,9 @@
 
 Cheap on purpose: Docker runs a container's check every few seconds, each in a new Python, so
 this module imports nothing heavy until it needs it (gRPC only for a gRPC check). As a command:
-``python -m services.probes redis PORT | grpc PORT [SERVICE] | http PORT PATH`` (on 127.0.0.1,
-the secret from ``$SATURN_SECRET``); exit status 0 when healthy.
+``python -m services.probes redis PORT | grpc PORT [SERVICE] | link PORT [SERVICE] | http PORT PATH``
+(on 127.0.0.1, the secret from ``$SATURN_SECRET``); exit status 0 when healthy. ``link``: the
+link transport's port of a bulk receiver or a serializer (services/transport).
 """
 
 from __future__ import annotations
@@ -55,16 +56,24 @@ def grpc_serving(endpoint: str, service: str = "") -> bool:
         return False
 
 
+def link_serving(endpoint: str, service: str = "") -> bool:
+    from services.transport.probe import health
+
+    return health(endpoint, service, os.environ.get(SECRET_ENV) or None)
+
+
 def main(argv: list[str]) -> int:
     kind, port, *rest = argv
     if kind == "redis":
         healthy = redis_ping("127.0.0.1", int(port), os.environ.get(SECRET_ENV) or None)
     elif kind == "grpc":
         healthy = grpc_serving(f"127.0.0.1:{port}", *rest[:1])
+    elif kind == "link":
+        healthy = link_serving(f"127.0.0.1:{port}", *rest[:1])
     elif kind == "http":
         healthy = http_ok(f"http://127.0.0.1:{port}{rest[0] if rest else '/'}")
     else:
-        print(f"unknown check {kind!r}: redis, grpc or http", file=sys.stderr)
+        print(f"unknown check {kind!r}: redis, grpc, link or http", file=sys.stderr)
         return 2
     return 0 if healthy else 1
 

@@ -1,4 +1,5 @@
-"""What every service process shares: arguments, logging, gRPC server start-up, graceful stop."""
+"""What every service process shares: arguments, logging, gRPC server start-up (the gateway's),
+the event loop, graceful stop."""
 
 from __future__ import annotations
 
@@ -55,14 +56,18 @@ def mark_serving(health_servicer: health.HealthServicer) -> None:
 Serve = Callable[[Topology, str, int, asyncio.Event], Awaitable[None]]
 
 
-def service_main(description: str, serve: Serve, node_flag: str = "--region") -> None:
-    """The ``main()`` of every service process: ``serve(topology, node, index, stop_event)``."""
+def service_main(
+    description: str, serve: Serve, node_flag: str = "--region", fast_loop: bool = False
+) -> None:
+    """The ``main()`` of every service process: ``serve(topology, node, index, stop_event)``.
+    ``fast_loop``: on uvloop (the processes of the link transport, where a message's cost is
+    mostly the event loop's; not under gRPC's own asyncio integration)."""
     args = parse_args(description, node_flag)
     topology = load_topology(args.topology)
-    run_until_stopped(lambda stop: serve(topology, args.node, args.index, stop))
+    run_until_stopped(lambda stop: serve(topology, args.node, args.index, stop), fast_loop)
 
 
-def run_until_stopped(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+def run_until_stopped(main: Callable[[asyncio.Event], Awaitable[None]], fast_loop: bool = False) -> None:
     """Runs ``main(stop_event)``; SIGTERM and SIGINT set the event for a graceful stop."""
 
     async def runner() -> None:
@@ -72,7 +77,18 @@ def run_until_stopped(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
             loop.add_signal_handler(sig, stop.set)
         await main(stop)
 
-    asyncio.run(runner())
+    with asyncio.Runner(loop_factory=event_loop_factory() if fast_loop else None) as runner_:
+        runner_.run(runner())
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop where it is installed (it halves the CPU of a small message here:
+    loadtest/bench/transport.py), else asyncio's own."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def unless_stopped(stop: asyncio.Event, work: Awaitable[None]) -> None:

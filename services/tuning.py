@@ -28,12 +28,6 @@ class SaturnTuning(BaseModel):
     heartbeat_max_age_s: float = Field(default=0.3, gt=0)
     #: a bulk sender's heartbeat period while a receiver orders by timestamp (its stable time)
     bulk_heartbeat_s: float = Field(default=0.1, gt=0)
-    #: above this many labels/s, a sink lets labels gather between reads ...
-    busy_rate: float = Field(default=150.0, gt=0)
-    #: ... for this long
-    busy_linger_s: float = Field(default=0.01, ge=0)
-    #: ... or this long while the machine's CPUs are saturated
-    saturated_linger_s: float = Field(default=0.02, ge=0)
     #: delays between a tree link's reconnection attempts (the last one repeats)
     link_retry_s: tuple[float, ...] = Field(default=(0.05, 0.1, 0.2, 0.5, 1.0), min_length=1)
     #: delays between a bulk sender's reconnection attempts (the last one repeats)
@@ -59,8 +53,6 @@ class SaturnTuning(BaseModel):
                 f"heartbeat_slack_s ({self.heartbeat_slack_s:g}) must not exceed heartbeat_max_age_s "
                 f"({self.heartbeat_max_age_s:g})"
             )
-        if self.saturated_linger_s < self.busy_linger_s:
-            raise ValueError("saturated_linger_s must be at least busy_linger_s")
         if any(d < 0 for d in (*self.link_retry_s, *self.bulk_retry_s)):
             raise ValueError("retry delays must not be negative")
         return self

@@ -1,23 +1,26 @@
 """Credentials: nothing listens beyond loopback without the deployment's secret, and with the
-secret set every gRPC server, metrics endpoint and Redis of the deployment wants it, while the
-deployment itself (replication, the tree, clients given the secret) works as before."""
+secret set every gRPC server, link port, metrics endpoint and Redis of the deployment wants it,
+while the deployment itself (replication, the tree, clients given the secret) works as before."""
 
 from __future__ import annotations
 
+import asyncio
 import urllib.error
 import urllib.request
 
-import grpc
 import pytest
 import redis
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 
 from causal_client import AccessDenied, CausalClient
 from services import auth
 from services.launcher.cluster import Cluster, LaunchError
-from services.proto import saturn_pb2, saturn_pb2_grpc
+from services.proto import saturn_pb2
+from services.saturn.links import TREE
+from services.transport.client import open_link
+from services.transport.errors import LinkRefused
+from services.transport.probe import health
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
@@ -64,15 +67,13 @@ def test_with_a_secret_everything_wants_it(launch, monkeypatch):
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(t.metrics_url("a"), timeout=5)
     assert refused.value.code == 401
-    with grpc.insecure_channel(t.bulk_endpoint("b")) as channel:  # a forged tree neighbour
-        batch = saturn_pb2.LabelBatch(
-            labels=[saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src="a/sink")]
-        )
-        with pytest.raises(grpc.RpcError) as info:
-            saturn_pb2_grpc.TreeNodeStub(channel).Deliver(iter([batch]), timeout=5)
-        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
-        assert health.status == health_pb2.HealthCheckResponse.SERVING  # health reveals nothing
+    forged = saturn_pb2.Hello(node="s").SerializeToString()  # a forged tree neighbour
+    for wrong in ("", "guess"):
+        monkeypatch.setenv(auth.SECRET_ENV, wrong)
+        with pytest.raises(LinkRefused, match="missing or wrong credentials"):
+            asyncio.run(open_link(t.bulk_endpoint("b"), TREE, forged))
+        assert not health(t.bulk_endpoint("b"), secret=wrong)  # a link port's health wants it too
+    assert health(t.bulk_endpoint("b"), secret=SECRET)
 
 
 def test_the_health_probes_read_the_same_secret_variable():

@@ -43,8 +43,7 @@ def test_a_label_names_no_update_at_or_above_its_own_ts():
             type=saturn_pb2.TREE_UPDATE, src="a/0", ts=1000, group="ac", target="ac/x"
         )
         sender.send([update])
-        line = sender.links["c"].line
-        return [label for batch in [await line.get() for _ in range(len(line))] for label in batch.labels]
+        return [label for batch, _ in sender.links["c"].out.queued() for label in batch.labels]
 
     (label,) = asyncio.run(sent())
     assert dict(label.deps) == {"b": 999, "c": 7}

@@ -1,141 +1,109 @@
-"""When the label sink batches labels (services/saturn/label_sink.py): by label rate, and longer
-while the machine's CPUs are saturated, as Linux's pressure stall information (PSI) tells."""
+"""How the label sink batches (services/saturn/label_sink.py): as Saturn's own sink does, it drains
+what is ready and never waits for company. A label written alone leaves at once, in a batch of
+one; labels written while the sink is busy leave together, in the next batch. A real Redis and
+the real gears; the tree link is replaced by a recorder."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from pathlib import Path
 
 import pytest
 from helpers.topologies import load_topology
 
+from causal_client.data import Mutation
 from causal_client.label import Label
-from services import pressure
-from services.pressure import CpuPressure, some_total_us
 from services.region.store import RegionStore
-from services.saturn import label_sink
-from services.saturn.label_sink import LabelSink, MigrationWaker, RateMeter
-from services.topology import Topology
+from services.saturn.label_sink import LabelPump
 
-PSI = "some avg10=1.00 avg60=2.00 avg300=3.00 total={}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n"
+pytestmark = pytest.mark.cluster  # starts a Redis server
 
 
-def test_psi_total_is_read_from_the_some_line():
-    assert some_total_us(PSI.format(123456)) == 123456
-    assert some_total_us("full avg10=0.00 total=5\n") is None
-    assert some_total_us("some avg10=1.0 total=abc\n") is None
-    assert some_total_us("") is None
+class Recorder(LabelPump):
+    """The pump, sending to a list: (when, how many labels) per batch."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.batches: list[tuple[float, int]] = []
+        self.busy_s = 0.0  # how long each send keeps the pump busy (a slow link, a loaded CPU)
+        self.busy = threading.Event()  # set while a send keeps it busy
+        self.sent_at: dict[str, float] = {}  # row -> when its label left
+
+    def send(self, labels) -> None:
+        if labels:
+            self.batches.append((time.monotonic(), len(labels)))
+            for label in labels:
+                self.sent_at[label.target.split("/", 1)[1]] = time.monotonic()
+            if self.busy_s:
+                self.busy.set()
+                time.sleep(self.busy_s)  # blocks the loop: what arrives meanwhile waits for the next read
+                self.busy.clear()
+
+    def send_heartbeat(self, ts: int) -> None:
+        self.last_heard_everywhere = time.monotonic()
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+async def write_one(store: RegionStore, row: str) -> float:
+    await store.write(Label.zero(), [Mutation("all", row).set("v", b"1")])
+    return time.monotonic()
 
 
-@pytest.fixture
-def clock(monkeypatch) -> Clock:
-    fake = Clock()
-    monkeypatch.setattr(pressure.time, "monotonic", fake)
-    return fake
+def write_from_another_thread(
+    topology, redis_url: str, rows: list[str], when: threading.Event
+) -> threading.Thread:
+    """Clients are other processes: they write while the sink's process is busy (once ``when``)."""
+
+    async def writes() -> None:
+        when.wait(10)
+        store = RegionStore(topology, "virginia", urls=[redis_url])
+        for row in rows:
+            await write_one(store, row)
+        await store.close()
+
+    thread = threading.Thread(target=asyncio.run, args=(writes(),))
+    thread.start()
+    return thread
 
 
-def test_saturated_when_tasks_waited_a_fifth_of_the_last_second(tmp_path: Path, clock: Clock):
-    psi = tmp_path / "cpu"
-    psi.write_text(PSI.format(0))
-    meter = CpuPressure(psi)
-    assert not meter.saturated()  # a first reading has no window yet
-    clock.now += 1.0
-    psi.write_text(PSI.format(150_000))  # 15 % of the second stalled
-    assert not meter.saturated()
-    clock.now += 0.5
-    psi.write_text(PSI.format(10_000_000))
-    assert not meter.saturated(), "read at most once a second: the answer stands until then"
-    clock.now += 0.5
-    assert meter.saturated()  # far above a fifth of the window
-    clock.now += 1.0
-    psi.write_text(PSI.format(10_100_000))  # 10 %
-    assert not meter.saturated()
-
-
-def test_without_psi_the_machine_never_counts_as_saturated(tmp_path: Path, clock: Clock):
-    meter = CpuPressure(tmp_path / "missing")
-    for _ in range(3):
-        clock.now += 1.0
-        assert not meter.saturated()
-
-
-def test_the_rate_meter_counts_the_last_tenth_of_a_second(monkeypatch):
-    now = [50.0]
-    monkeypatch.setattr(label_sink.time, "monotonic", lambda: now[0])
-    rate = RateMeter(window_s=0.1)
-    assert rate.add(10) == pytest.approx(100.0)
-    now[0] += 0.05
-    assert rate.add(10) == pytest.approx(200.0)
-    now[0] += 0.08  # the first 10 are out of the window
-    assert rate.add(0) == pytest.approx(100.0)
-
-
-class Pressure:
-    def __init__(self, saturated: bool) -> None:
-        self.value = saturated
-
-    def saturated(self) -> bool:
-        return self.value
-
-
-def test_the_sink_lingers_only_above_the_busy_rate_and_longer_when_saturated():
-    topology = Topology.load(Path(__file__).parents[1] / "topologies" / "demo-3region.toml")
-    sink = LabelSink(topology, "virginia")
-    tuning = topology.saturn
-    # in the meter's 0.1 s window: half the busy rate, and twice it
-    slow, fast = int(tuning.busy_rate * 0.1 * 0.5), int(tuning.busy_rate * 0.1 * 2)
-    sink.pressure = Pressure(saturated=True)
-    assert sink.linger_s(slow) == 0.0, "below the busy rate labels go as they come, even saturated"
-    time.sleep(0.11)
-    assert sink.linger_s(fast) == tuning.saturated_linger_s
-    sink.pressure = Pressure(saturated=False)
-    assert sink.linger_s(0) == tuning.busy_linger_s  # the fast ones are still in the window
-    time.sleep(0.11)
-    assert sink.linger_s(0) == 0.0, "nothing flowing: nothing to wait for"
-    assert tuning.saturated_linger_s > tuning.busy_linger_s > 0
-
-
-@pytest.mark.cluster
-def test_a_migration_label_cuts_the_linger_short(redis_url: str):
-    """migrate.lua publishes; a lingering sink wakes at once (a client waits for that label)."""
-
-    async def scenario() -> tuple[float, float]:
-        store = RegionStore(load_topology("demo-3region.toml"), "virginia", urls=[redis_url])
+def test_a_label_alone_leaves_at_once_and_a_burst_leaves_together(redis_url: str):
+    async def scenario() -> tuple[list[float], list[tuple[float, int]], list[float]]:
+        topology = load_topology("demo-3region.toml", protocol="saturn")
+        store = RegionStore(topology, "virginia", urls=[redis_url])
         await store.install()
-        shard = store.shards[0]
-        waker = MigrationWaker(shard)
+        pump = Recorder(topology, "virginia")
+        pump.gears = store.shards  # the pump reads this store
         stop = asyncio.Event()
-        listening = asyncio.create_task(waker.run(stop))
-        await asyncio.sleep(0.2)  # subscribed
-        waker.before_read()
-        started = time.monotonic()
-        await waker.linger(0.3)  # nothing written: the whole linger
-        idle = time.monotonic() - started
-        waker.before_read()
-        started = time.monotonic()
-
-        async def migrate_soon() -> None:
-            await asyncio.sleep(0.05)
-            await store.migrate(Label.zero(), "ireland")  # as a client's migration does
-
-        migrating = asyncio.create_task(migrate_soon())
-        await waker.linger(5.0)
-        await migrating
-        woken = time.monotonic() - started
+        running = asyncio.gather(*pump.pumping(await pump.cursors(), stop))
+        await asyncio.sleep(0.1)
+        delays = []
+        for i in range(5):  # alone: each leaves by itself, at once
+            written = await write_one(store, f"alone{i}")
+            while len(pump.batches) < i + 1:
+                await asyncio.sleep(0.0005)
+            delays.append(pump.batches[-1][0] - written)
+            await asyncio.sleep(0.02)
+        pump.busy_s = 0.5
+        rows = [f"burst{i}" for i in range(20)]
+        writer = write_from_another_thread(topology, redis_url, rows, pump.busy)
+        await write_one(store, "first")  # the pump sends it, and is busy 500 ms: the burst comes then
+        await asyncio.sleep(0.1)
+        writer.join()
+        pump.busy_s = 0.0
+        await asyncio.sleep(0.3)
+        steady = []  # 250 labels/s for 0.4 s: above what once made a sink linger (150/s)
+        for i in range(100):
+            steady.append((f"steady{i}", await write_one(store, f"steady{i}")))
+            await asyncio.sleep(0.004)
+        await asyncio.sleep(0.05)
         stop.set()
-        await listening
-        await shard.close()
-        return idle, woken
+        await running
+        await store.close()
+        return delays, pump.batches, sorted(pump.sent_at[row] - written for row, written in steady)
 
-    idle, woken = asyncio.run(scenario())
-    assert idle >= 0.29
-    assert woken < 1.0, f"the migration label did not wake the sink ({woken:.2f} s)"
+    delays, batches, steady = asyncio.run(scenario())
+    assert [count for _, count in batches[:5]] == [1] * 5
+    assert max(delays) < 0.05, f"a label alone waited {max(delays) * 1000:.1f} ms for company"
+    assert [count for _, count in batches[5:7]] == [1, 20], batches[5:7]
+    p90 = steady[len(steady) * 9 // 10]  # a sink that lingered 10 ms above 150 labels/s: 9 ms
+    assert p90 < 0.005, f"at 250 labels/s a label waited {p90 * 1000:.1f} ms (p90) to leave"

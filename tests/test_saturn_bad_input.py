@@ -1,28 +1,34 @@
-"""Bad input to Saturn's own surfaces on causality-3region: the tree's Deliver stream (on the
-serializer and on a region's remote proxy, hosted by its bulk receiver) and Attach at a saturn
-region. Each is refused with a clear status, and afterwards the system still delivers in causal
-order: the refused batches carry labels that would have wedged a proxy had they been accepted.
+"""Bad input to Saturn's own surfaces on causality-3region: the tree's links (the ``tree`` service
+of the link transport, on the serializer and on a region's remote proxy, hosted by its bulk
+receiver) and Attach at a saturn region. Each is refused with a clear reason, and afterwards the
+system still delivers in causal order: the refused batches carry labels that would have wedged a
+proxy had they been accepted.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 
 from causal_client import CausalClient, InvalidLabel, Label, LabelType, StoreTimeout
 from causal_client.proto import store_pb2, store_pb2_grpc
+from services import plan
 from services.launcher.cluster import Cluster
-from services.proto import saturn_pb2, saturn_pb2_grpc
+from services.proto import saturn_pb2
+from services.saturn.links import TREE
+from services.transport.client import open_link
+from services.transport.errors import LinkRefused
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 POLL_S = 0.001
+TAKEN_S = 0.5  # a link the receiver has not ended this long after its messages: all taken
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +48,7 @@ def now_us(ahead_s: float = 0.0) -> int:
     return int((time.time() + ahead_s) * 1e6)
 
 
-def poison() -> saturn_pb2.LabelBatch:
+def poison() -> bytes:
     """An update label whose payload will never come: delivered, it would block its receiver's
     queue (everything behind it waits for that payload), so nothing from b would show up again."""
     return saturn_pb2.LabelBatch(
@@ -51,25 +57,30 @@ def poison() -> saturn_pb2.LabelBatch:
                 type=saturn_pb2.TREE_UPDATE, src="b/0", ts=now_us(), target="all/poison", group="all"
             )
         ]
-    )
+    ).SerializeToString()
 
 
-def hello(node: str) -> saturn_pb2.TreeMessage:
-    return saturn_pb2.TreeMessage(hello=saturn_pb2.Hello(node=node))
+def hello(node: str) -> bytes:
+    return saturn_pb2.Hello(node=node).SerializeToString()
 
 
-def batch() -> saturn_pb2.TreeMessage:
-    return saturn_pb2.TreeMessage(batch=poison())
+def deliver(endpoint: str, hello_bytes: bytes, messages: list[bytes]) -> str:
+    """Opens a tree link with ``hello_bytes``, sends ``messages``, then ends it: what the
+    receiver said. "refused: <why>", the reason it ended the link, or "" if it took everything."""
 
-
-def deliver(endpoint: str, messages: list[saturn_pb2.TreeMessage]) -> grpc.RpcError | None:
-    """Opens one Deliver stream, sends ``messages``, closes it; the error, or None if accepted."""
-    with grpc.insecure_channel(endpoint) as channel:
+    async def attempt() -> str:
         try:
-            saturn_pb2_grpc.TreeNodeStub(channel).Deliver(iter(messages), timeout=5)
-        except grpc.RpcError as exc:
-            return exc
-    return None
+            connection, _ = await open_link(endpoint, TREE, hello_bytes)
+        except LinkRefused as exc:
+            return f"refused: {str(exc).split(': ', 1)[1]}"
+        connection.send_many(messages)
+        try:
+            return await asyncio.wait_for(asyncio.shield(connection.closed), TAKEN_S)
+        except TimeoutError:
+            connection.end()
+            return ""
+
+    return asyncio.run(attempt())
 
 
 def tree_endpoints(cluster: Cluster) -> dict[str, str]:
@@ -81,15 +92,14 @@ def tree_endpoints(cluster: Cluster) -> dict[str, str]:
 NODES = ["serializer", "proxy"]
 
 
-# -- Deliver -------------------------------------------------------------------------------------
+# -- tree links ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("node", NODES)
-@pytest.mark.parametrize(
-    "first", [batch(), saturn_pb2.TreeMessage()], ids=["batch-before-hello", "empty-message"]
-)
-def test_first_message_must_be_a_hello(cluster, node, first):
-    error = deliver(tree_endpoints(cluster)[node], [first, batch()])
-    assert error is not None and error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
-    assert error.details() == "the first message must be a hello"
+@pytest.mark.parametrize("first", [poison(), b"\xff\xff"], ids=["batch-as-hello", "garbage"])
+def test_the_hello_must_be_a_hello(cluster, node, first):
+    said = deliver(tree_endpoints(cluster)[node], first, [poison()])
+    assert said in ("refused: a tree link's hello must be a Hello", "refused: '' is not a tree neighbour "
+                    + {"serializer": "of 's-b' (neighbours: ['a', 'b', 'c'])", "proxy": "of 'a' (neighbours: "
+                       "['s-b'])"}[node])  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -104,45 +114,34 @@ def test_first_message_must_be_a_hello(cluster, node, first):
     ],
 )
 def test_hello_from_a_node_that_is_not_a_neighbour(cluster, node, stranger, own, neighbours):
-    error = deliver(tree_endpoints(cluster)[node], [hello(stranger), batch()])
-    assert error is not None and error.code() == grpc.StatusCode.FAILED_PRECONDITION, error
-    assert error.details() == (f"{stranger!r} is not a tree neighbour of {own!r} (neighbours: {neighbours})")
+    said = deliver(tree_endpoints(cluster)[node], hello(stranger), [poison()])
+    assert said == f"refused: {stranger!r} is not a tree neighbour of {own!r} (neighbours: {neighbours})"
 
 
 @pytest.mark.parametrize("node", NODES)
-def test_a_second_hello_instead_of_a_batch(cluster, node):
+def test_a_message_that_is_not_a_label_batch_ends_the_link(cluster, node):
     neighbour = {"serializer": "c", "proxy": "s-b"}[node]
-    error = deliver(tree_endpoints(cluster)[node], [hello(neighbour), hello(neighbour)])
-    assert error is not None and error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
-    assert error.details() == "expected label batches after hello"
+    said = deliver(tree_endpoints(cluster)[node], hello(neighbour), [b"\xff\xff\xff"])
+    assert said == f"{neighbour} sent a message that is not a label batch"
 
 
 @pytest.mark.parametrize("node", NODES)
-def test_an_empty_stream_is_accepted_and_does_nothing(cluster, node):
-    assert deliver(tree_endpoints(cluster)[node], []) is None
+def test_a_link_that_sends_nothing_is_taken_and_does_nothing(cluster, node):
+    neighbour = {"serializer": "c", "proxy": "s-b"}[node]
+    assert deliver(tree_endpoints(cluster)[node], hello(neighbour), []) == ""
 
 
-def test_a_label_of_unknown_type_from_a_neighbour_is_refused_cleanly(cluster):
+def test_a_label_of_unknown_type_from_a_neighbour_ends_the_link(cluster):
     """A neighbour (here: someone saying hello as s-b) sends a label type the proto does not
-    define. Refusing it (INVALID_ARGUMENT) or ignoring it (OK) are both fine; crashing the
-    handler is not."""
-    strange = saturn_pb2.TreeMessage(
-        batch=saturn_pb2.LabelBatch(labels=[saturn_pb2.TreeLabel(type=7, src="b/0", ts=1)])
-    )
-    error = deliver(cluster.topology.bulk_endpoint("a"), [hello("s-b"), strange])
-    assert error is None or error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+    define: the link ends, saying why; nothing of the batch is taken, nothing crashes."""
+    strange = saturn_pb2.LabelBatch(labels=[saturn_pb2.TreeLabel(type=7, src="b/0", ts=1)])
+    said = deliver(cluster.topology.bulk_endpoint("a"), hello("s-b"), [strange.SerializeToString()])
+    assert said == "label of unknown type 7 from s-b"
 
 
 def proxies_in_tree_order(cluster: Cluster) -> bool:
-    """Every region's proxy reports (health service "proxy") that it applies in the tree's order."""
-    for region in cluster.topology.region_names:
-        with grpc.insecure_channel(cluster.topology.bulk_endpoint(region)) as channel:
-            reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service="proxy"), timeout=5
-            )
-            if reply.status != health_pb2.HealthCheckResponse.SERVING:
-                return False
-    return True
+    """Every region's proxy reports (health "proxy") that it applies in the tree's order."""
+    return all(plan.proxy_in_tree_order(cluster.topology, region) for region in cluster.topology.region_names)
 
 
 def test_the_tree_still_delivers_in_causal_order_after_bad_input(cluster, client):
@@ -152,8 +151,8 @@ def test_the_tree_still_delivers_in_causal_order_after_bad_input(cluster, client
     the tree's order once the tree has caught up."""
     endpoints = tree_endpoints(cluster)
     for endpoint in endpoints.values():
-        assert deliver(endpoint, [batch()]) is not None
-        assert deliver(endpoint, [hello("intruder"), batch()]) is not None
+        assert deliver(endpoint, poison(), [poison()]).startswith("refused")
+        assert deliver(endpoint, hello("intruder"), [poison()]).startswith("refused")
     eventually(lambda: proxies_in_tree_order(cluster), timeout=15)
     writer, relay, observer = client.session("a"), client.session("b"), client.session("c")
     for _ in range(8):

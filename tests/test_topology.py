@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 
 import pytest
@@ -109,12 +110,12 @@ def test_a_small_valid_file_loads(tmp_path):
 
 def test_saturn_timings_come_from_the_saturn_table(tmp_path):
     """One validated place for the timings that must agree (services/tuning.py); the services
-    read them from the topology (the sink's batching here; tests/test_label_batching.py)."""
+    read them from the topology (the sink's heartbeat period here)."""
     from services.saturn.label_sink import LabelSink
 
     default = Topology.load(write(tmp_path, VALID)).saturn
     assert default.tree_silence_s >= 3 * default.sink_heartbeat_s
-    table = "sink_heartbeat_s = 1.0\ntree_silence_s = 4.0\nbusy_rate = 10\nbusy_linger_s = 0.005\n"
+    table = "sink_heartbeat_s = 1.0\ntree_silence_s = 4.0\nbulk_heartbeat_s = 0.05\n"
     text = VALID + "[saturn]\n" + table
     tuned = Topology.load(write(tmp_path, text))
     assert (tuned.saturn.sink_heartbeat_s, tuned.saturn.tree_silence_s) == (1.0, 4.0)
@@ -122,7 +123,8 @@ def test_saturn_timings_come_from_the_saturn_table(tmp_path):
     data = tuned.model_dump() | {"protocol": "saturn", "serializers": [{"name": "s", "site": "A"}],
                                  "tree": [{"a": "a", "b": "s"}, {"a": "b", "b": "s"}]}  # fmt: skip
     sink = LabelSink(Topology.from_dict(data), "a")
-    assert sink.linger_s(5) == 0.005  # 50 labels/s in the meter's window: above busy_rate 10
+    sink.last_heard_everywhere = time.monotonic() - 0.6
+    assert not sink.heartbeat_due()  # 0.6 s: due only after a second here
 
 
 # -- malformed files -----------------------------------------------------------------------------
@@ -259,7 +261,10 @@ def test_saturn_timings_come_from_the_saturn_table(tmp_path):
         ),
         pytest.param(VALID + "[saturn]\nlink_retry_s = []\n", ["saturn.link_retry_s"], id="no-retry-delay"),
         pytest.param(VALID + "[saturn]\ntree_silence = 2\n", ["saturn.tree_silence", "unknown"], id="typo"),
-        pytest.param(VALID + "[saturn]\nbusy_rate = -1\n", ["saturn.busy_rate"], id="negative-rate"),
+        pytest.param(VALID + "[saturn]\nbulk_heartbeat_s = -1\n", ["saturn.bulk_heartbeat_s"], id="negative"),
+        pytest.param(
+            VALID + "[saturn]\nbusy_linger_s = 0.01\n", ["saturn.busy_linger_s", "unknown"], id="no-linger"
+        ),
     ],
 )
 def test_malformed_file_is_refused_naming_the_field(tmp_path, text, expected):

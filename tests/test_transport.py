@@ -12,17 +12,12 @@ import pytest
 
 from causal_client.errors import SECRET_ENV
 from services.auth import CredentialsRequired
-from services.transport import (
-    LinkClosed,
-    LinkRefused,
-    LinkServer,
-    LinkUnavailable,
-    NotALinkPeer,
-    health,
-    open_link,
-)
+from services.transport.client import open_link
+from services.transport.errors import LinkClosed, LinkRefused, LinkUnavailable, NotALinkPeer
 from services.transport.frames import HEADER, MAX_BODY, FrameDecoder, FrameError, Kind, frame
 from services.transport.handshake import ANSWER_BYTES, GREETING_BYTES, answer, link_key
+from services.transport.probe import health
+from services.transport.server import LinkServer
 
 
 def free_port() -> int:
@@ -39,7 +34,7 @@ async def echo_server(port: int, **services) -> LinkServer:
     async def echo(connection, hello: bytes) -> None:
         connection.accept(b"hello " + hello)
         connection.deliver_to(lambda messages: connection.send_many(messages))
-        await connection.closed
+        await connection.wait_closed()
 
     server.add("echo", echo)
     for name, handler in services.items():
@@ -151,7 +146,7 @@ def test_a_failing_service_ends_its_connection_not_the_server(caplog):
         server = await echo_server(port, broken=broken)
         connection, _ = await open_link(f"127.0.0.1:{port}", "broken")
         connection.send(b"x")
-        reason = await connection.closed
+        reason = await connection.wait_closed()
         assert "internal error: RuntimeError" in reason
         still, _ = await open_link(f"127.0.0.1:{port}", "echo")  # the server serves on
         still.send(b"y")

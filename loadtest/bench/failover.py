@@ -10,20 +10,19 @@ visible, their mean extra visibility (over each pair's bulk latency) and p99; ``
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-
 from loadtest.bench.harness import find_base_port, started, with_overrides
 from loadtest.bench.probing import Prober, wait_flowing
 from loadtest.bench.reconfigure import Recorder
 from loadtest.bench.report import num, render_table, say, write_rows
-from services import auth, plan
-from services.proto import saturn_pb2, saturn_pb2_grpc
+from services import plan
+from services.saturn.replicas import role_of
 from services.topology import Topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,9 +39,7 @@ class Row:
 
 
 def is_primary(endpoint: str) -> bool:
-    with grpc.insecure_channel(endpoint) as channel:
-        stub = saturn_pb2_grpc.ReplicaGroupStub(channel)
-        return stub.Role(saturn_pb2.RoleRequest(), timeout=2, metadata=auth.call_metadata()).primary
+    return bool(asyncio.run(role_of(endpoint, timeout_s=2)))
 
 
 def primary_of(cluster, name: str) -> str:

@@ -2,7 +2,7 @@
 
 A real region b (its Redis and its bulk receiver, where Saturn's remote proxy runs) started by the
 launcher; every other process of the topology is stopped, and this process plays them: region
-a's bulk sender (payload batches on a ``Ship`` stream) and the serializer above b (label batches
+a's bulk sender (payload batches on a ``bulk`` link) and the serializer above b (label batches
 on a tree link). For each batch size (labels per message: a sink batches under load) it sends
 ``--updates`` updates, each batch's payloads then its labels, as fast as the proxy takes them
 (a window of batches in flight), and measures updates made visible per second end to end (b's
@@ -19,24 +19,25 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import redis.asyncio as aioredis
 
 from loadtest.bench.cpu import cpu_seconds
 from loadtest.bench.report import num, render_table, say, write_rows
 from loadtest.bench.serializer import topology_with_free_ports
-from services import auth, plan, runtime
+from services import plan, runtime
+from services.bulk.receiver import BULK
 from services.launcher.cluster import Cluster
-from services.proto import bulk_pb2, bulk_pb2_grpc, saturn_pb2
+from services.proto import bulk_pb2, saturn_pb2
 from services.region import gears
 from services.region.gears import ColumnChange
 from services.region.store import RemoteUpdate, RowChange
 from services.saturn.links import OutgoingLink
 from services.topology import Topology
+from services.transport.client import open_link
+from services.transport.connection import Connection
 
 ORIGIN_GEAR = "a/0"
 WINDOW = 8  # batches sent ahead of the proxy's progress (the bulk sender's window is the same idea)
@@ -73,13 +74,17 @@ class PlayedRegionA:
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
         self.link = OutgoingLink(topology, "s", "b")
-        self.outbox: asyncio.Queue[bulk_pb2.ShipMessage] = asyncio.Queue()
+        self.bulk: Connection | None = None
         self.store = aioredis.Redis.from_url(topology.redis_url("b", 0))
 
-    async def requests(self) -> AsyncIterator[bulk_pb2.ShipMessage]:
-        yield bulk_pb2.ShipMessage(hello=bulk_pb2.Hello(origin_gear=ORIGIN_GEAR, origin_region="a"))
-        while True:
-            yield await self.outbox.get()
+    async def connect_bulk(self) -> None:
+        hello = bulk_pb2.Hello(origin_gear=ORIGIN_GEAR, origin_region="a").SerializeToString()
+        self.bulk, _ = await open_link(self.topology.bulk_endpoint("b"), BULK, hello)
+        self.bulk.deliver_to(lambda acks: None)  # positions and notices: read, not needed here
+
+    def ship(self, batch: bulk_pb2.PayloadBatch) -> None:
+        assert self.bulk is not None
+        self.bulk.send(batch.SerializeToString())
 
     async def watermark(self) -> int:
         value = await self.store.hget(gears.WATERMARK_KEY, "a")
@@ -97,7 +102,7 @@ class PlayedRegionA:
         batch = bulk_pb2.PayloadBatch(
             payloads=[payload(ts, ts) for ts in stamps], through_ts=through_ts or start_ts + count - 1
         )
-        self.outbox.put_nowait(bulk_pb2.ShipMessage(batch=batch))
+        self.ship(batch)
         self.link.send([label(ts, ts) for ts in stamps])
 
 
@@ -105,39 +110,36 @@ async def measure(topology: Topology, pids: dict[str, int], batches: list[int], 
     played = PlayedRegionA(topology)
     stop = asyncio.Event()
     linking = asyncio.create_task(played.link.run(stop))
-    endpoint = topology.bulk_endpoint("b")
-    async with grpc.aio.insecure_channel(endpoint, options=runtime.GRPC_OPTIONS) as channel:
-        call = bulk_pb2_grpc.BulkReceiverStub(channel).Ship(played.requests(), metadata=auth.call_metadata())
-        acks = asyncio.create_task(_drain(call))
-        try:
-            await asyncio.wait_for(played.link.connected.wait(), 30)
-            # The proxy starts in timestamp order: it returns to the tree's order once the tree has
-            # brought a label of a and bulk transfer has passed it (proxy.py).
-            ts = max(await played.watermark(), int(time.time() * 1e6)) + 1
-            played.link.send([saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src="a/sink", ts=ts)])
-            played.outbox.put_nowait(bulk_pb2.ShipMessage(batch=bulk_pb2.PayloadBatch(through_ts=ts)))
-            deadline = time.monotonic() + 30
-            while not plan.proxy_in_tree_order(topology, "b"):
-                if time.monotonic() > deadline:
-                    raise TimeoutError("b's proxy did not reach the tree's order")
-                await asyncio.sleep(0.05)
-            ts += 1
-            played.send(ts, 1000)  # warm-up
-            ts += 1000
-            await played.until_watermark(ts - 1)
-            rows = []
-            for batch in batches:
-                rows.append(await one_size(played, pids, batch, total, ts))
-                ts += total
-            return rows
-        finally:
-            stop.set()
-            call.cancel()
-            for task in (acks, linking):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
-                    await task
-            await played.store.aclose()
+    await played.connect_bulk()
+    try:
+        await asyncio.wait_for(played.link.connected.wait(), 30)
+        # The proxy starts in timestamp order: it returns to the tree's order once the tree has
+        # brought a label of a and bulk transfer has passed it (proxy.py).
+        ts = max(await played.watermark(), int(time.time() * 1e6)) + 1
+        played.link.send([saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src="a/sink", ts=ts)])
+        played.ship(bulk_pb2.PayloadBatch(through_ts=ts))
+        deadline = time.monotonic() + 30
+        while not plan.proxy_in_tree_order(topology, "b"):
+            if time.monotonic() > deadline:
+                raise TimeoutError("b's proxy did not reach the tree's order")
+            await asyncio.sleep(0.05)
+        ts += 1
+        played.send(ts, 1000)  # warm-up
+        ts += 1000
+        await played.until_watermark(ts - 1)
+        rows = []
+        for batch in batches:
+            rows.append(await one_size(played, pids, batch, total, ts))
+            ts += total
+        return rows
+    finally:
+        stop.set()
+        if played.bulk is not None:
+            played.bulk.end()
+        linking.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await linking
+        await played.store.aclose()
 
 
 async def one_size(played: PlayedRegionA, pids: dict[str, int], batch: int, total: int, first: int) -> Row:
@@ -165,12 +167,6 @@ async def one_size(played: PlayedRegionA, pids: dict[str, int], batch: int, tota
     return row
 
 
-async def _drain(call) -> None:
-    """The receiver's acknowledgements (positions and notices): read, not needed here."""
-    async for _ in call:
-        pass
-
-
 def run(batches: list[int], total: int) -> list[Row]:
     topology = topology_with_free_ports()
     with tempfile.TemporaryDirectory() as scratch, Cluster(topology, Path(scratch)) as cluster:
@@ -179,7 +175,8 @@ def run(batches: list[int], total: int) -> list[Row]:
                 cluster.kill(name)
         running = cluster.processes.items()
         pids = {kept: next(p.popen.pid for n, p in running if n.startswith(kept)) for kept in KEPT}
-        return asyncio.run(measure(topology, pids, batches, total))
+        with asyncio.Runner(loop_factory=runtime.event_loop_factory()) as runner:
+            return runner.run(measure(topology, pids, batches, total))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,9 +26,10 @@ from loadtest.bench.cpu import cpu_seconds
 from loadtest.bench.harness import PORT_BLOCKS, find_base_port, with_overrides
 from loadtest.bench.report import num, render_table, say, write_rows
 from services import runtime
-from services.proto import saturn_pb2, saturn_pb2_grpc
-from services.saturn.links import OutgoingLink, TreeNodeServicer, neighbours_at
+from services.proto import saturn_pb2
+from services.saturn.links import TREE, OutgoingLink, TreeEndpoint, neighbours_at
 from services.topology import Topology
+from services.transport.server import LinkServer
 
 SITE = "X"
 
@@ -65,7 +66,7 @@ class Counting:
         self.expected = 0
         self.done = asyncio.Event()
 
-    def on_batch(self, sender: str, batch: saturn_pb2.LabelBatch, epoch: int) -> None:
+    def on_batch(self, sender: str, batch: saturn_pb2.LabelBatch, epoch: int, raw: bytes) -> None:
         self.received += len(batch.labels)
         if self.expected and self.received >= self.expected:
             self.done.set()
@@ -82,9 +83,8 @@ def labels_for(start: int, count: int) -> list[saturn_pb2.TreeLabel]:
 
 async def measure(topology: Topology, pid: int, batches: list[int], total: int) -> list[Row]:
     counter = Counting()
-    server, _ = runtime.new_server(topology.bulk_port("b"))  # where the serializer reaches region b
-    servicer = TreeNodeServicer("b", neighbours_at("b", topology), counter.on_batch)
-    saturn_pb2_grpc.add_TreeNodeServicer_to_server(servicer, server)
+    server = LinkServer("region b", "127.0.0.1", topology.bulk_port("b"))  # where the serializer reaches b
+    server.add(TREE, TreeEndpoint("b", neighbours_at("b", topology), counter.on_batch).serve)
     await server.start()
     link = OutgoingLink(topology, "a", "s")
     stop = asyncio.Event()
@@ -105,7 +105,7 @@ async def measure(topology: Topology, pid: int, batches: list[int], total: int) 
             cpu_before, started, messages_before = cpu_seconds(pid), time.perf_counter(), link.sent_batches
             for labels in prepared:
                 link.send(labels)
-                while len(link.line):  # one message each: the link merges batches that pile up
+                while len(link.out):  # one message each: the link merges batches that pile up
                     await asyncio.sleep(0)
             await asyncio.wait_for(counter.done.wait(), 600)
             seconds, cpu = time.perf_counter() - started, (cpu_seconds(pid) or 0.0) - (cpu_before or 0.0)
@@ -119,7 +119,7 @@ async def measure(topology: Topology, pid: int, batches: list[int], total: int) 
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await running
-        await server.stop(grace=1)
+        await server.stop()
     return rows
 
 
@@ -133,7 +133,8 @@ def run(batches: list[int], total: int) -> list[Row]:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
-            return asyncio.run(measure(topology, serializer.pid, batches, total))
+            with asyncio.Runner(loop_factory=runtime.event_loop_factory()) as runner:
+                return runner.run(measure(topology, serializer.pid, batches, total))
         except TimeoutError:
             if serializer.poll() is not None:
                 raise SystemExit(f"the serializer exited with {serializer.returncode}") from None

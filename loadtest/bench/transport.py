@@ -84,7 +84,7 @@ class Receiver:
 
 
 async def serve_link(port: int, mode: str, ready) -> None:
-    from services.transport import LinkServer
+    from services.transport.server import LinkServer
 
     receiver = Receiver(mode)
     server = LinkServer("bench", "127.0.0.1", port)
@@ -98,7 +98,7 @@ async def serve_link(port: int, mode: str, ready) -> None:
 
         connection.accept()
         connection.deliver_to(on_messages)
-        await connection.closed
+        await connection.wait_closed()
 
     server.add("bench", handle)
     await server.start()
@@ -107,7 +107,7 @@ async def serve_link(port: int, mode: str, ready) -> None:
 
 
 async def send_link(endpoint: str, mode: str, count: int) -> float:
-    from services.transport import open_link
+    from services.transport.client import open_link
 
     connection, _ = await open_link(endpoint, "bench")
     message = label_message()

@@ -12,21 +12,27 @@ import functools
 import logging
 import time
 
-import grpc
+from google.protobuf.message import DecodeError
 
-from causal_client.wan import DelayLine
 from services import metrics, runtime
-from services.proto import bulk_pb2, bulk_pb2_grpc
+from services.proto import bulk_pb2
 from services.protocols import Protocol, ReceivingSide, protocol_for
 from services.region.store import RegionStore, RemoteUpdate
 from services.region.sweeper import sweep_forever
 from services.topology import Topology
+from services.transport.connection import Connection
+from services.transport.delayed import DelayedWrites
+from services.transport.errors import LinkClosed
+from services.transport.server import LinkServer
 
 log = logging.getLogger("bulk-receiver")
 EMPTY_ACK_EVERY_S = 1.0  # how often batches without payloads are acknowledged (as a notice)
+BULK = "bulk"  # the link-transport service, on the region's bulk port
 
 
-class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
+class BulkReceiver:
+    """The ``bulk`` service: one connection per origin gear that ships here."""
+
     def __init__(self, topology: Topology, region: str, store: RegionStore, protocol: Protocol):
         self.topology = topology
         self.region = region
@@ -34,7 +40,7 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
         self.protocol = protocol
         self.local_groups = topology.groups_at(region)
         self.remote_gears = {g: r for r in topology.region_names if r != region for g in topology.gear_ids(r)}
-        self.ack_lines: set[DelayLine[bulk_pb2.Position | None]] = set()  # of the open streams
+        self.ack_lines: set[DelayedWrites[bulk_pb2.Position]] = set()  # of the open connections
 
     def heartbeats_changed(self) -> None:
         """Tells every connected sender whether heartbeats are wanted now (the protocol's mode
@@ -57,82 +63,95 @@ class BulkReceiverServicer(bulk_pb2_grpc.BulkReceiverServicer):
             visibility.observe(max(0.0, (now_us - update.origin_time_us) / 1e6))
         applied.inc(len(updates))
 
-    async def Ship(self, request_iterator, context: grpc.aio.ServicerContext):
+    async def ship(self, connection: Connection, hello_bytes: bytes) -> None:
+        """One origin gear's payloads, in order: the position to resume from first (the accept),
+        then each batch handed to the protocol, an acknowledgement back per batch with payloads
+        (the sender's window; delayed by the link's latency like everything that crosses it)."""
         try:
-            first = await anext(request_iterator)
-        except StopAsyncIteration:
+            gear = bulk_pb2.Hello.FromString(hello_bytes).origin_gear
+        except DecodeError:
+            connection.refuse("a bulk link's hello must be a Hello")
             return
-        if first.WhichOneof("kind") != "hello":
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a hello")
-        gear = first.hello.origin_gear
         origin = self.remote_gears.get(gear)
         if origin is None:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown or local origin gear {gear!r}")
-        acks: DelayLine[bulk_pb2.Position | None] = DelayLine(self.topology.wan_link(self.region, origin))
+            connection.refuse(f"unknown or local origin gear {gear!r}")
+            return
         position = await self.protocol.resume_position(gear)
         log.info("%s connected; resuming after ts %d", gear, position)
-        acks.put(bulk_pb2.Position(through_ts=position, heartbeats=self.protocol.wants_heartbeats))
+        connection.accept(
+            bulk_pb2.Position(
+                through_ts=position, heartbeats=self.protocol.wants_heartbeats
+            ).SerializeToString()
+        )
+        acks: DelayedWrites[bulk_pb2.Position] = DelayedWrites(
+            self.topology.wan_link(self.region, origin), _encode_positions
+        )
+        acks.attach(connection)
         self.ack_lines.add(acks)
+        try:
+            await self._consume(gear, origin, connection, acks)
+        finally:
+            self.ack_lines.discard(acks)
+            acks.detach()
+
+    async def _consume(
+        self, gear: str, origin: str, connection: Connection, acks: DelayedWrites[bulk_pb2.Position]
+    ) -> None:
         received = metrics.BULK_RECEIVED.labels(self.region, origin)
 
         def applied(updates: list[RemoteUpdate]) -> None:
             self.on_applied(origin, updates)
 
-        last_ack = [time.monotonic()]
-
-        async def consume() -> None:
+        last_ack = time.monotonic()
+        while True:
             try:
-                async for message in request_iterator:
-                    batch = message.batch
+                bodies = await connection.receive()
+            except LinkClosed:
+                return
+            for body in bodies:
+                try:
+                    batch = bulk_pb2.PayloadBatch.FromString(body)
                     unpacked = [RemoteUpdate.unpack(p.body) for p in batch.payloads]
-                    # An atomic batch may span groups: each region applies the rows it replicates.
-                    updates = [u for u in (x.only(self.local_groups) for x in unpacked) if u is not None]
-                    if len(updates) < len(unpacked):
-                        foreign = len(unpacked) - len(updates)
-                        log.error("%s sent %d updates of groups not replicated here", gear, foreign)
-                    received.inc(len(updates))
-                    # Shielded: if the sender goes away mid-apply (the stream is cancelled), the
-                    # batch the store may already have applied is still counted as applied.
-                    await asyncio.shield(
-                        self.protocol.accept_payloads(gear, batch.through_ts, updates, applied)
-                    )
-                    # Each batch with payloads is acknowledged (the sender's window); empty ones
-                    # (heartbeats, progress) only once in a while, as a notice with the position,
-                    # so that the sender can trim: an ack per heartbeat doubled their cost.
-                    now = time.monotonic()
-                    if batch.payloads or now - last_ack[0] >= EMPTY_ACK_EVERY_S:
-                        durable = self.protocol.durable_position(gear, batch.through_ts)
-                        acks.put(
-                            bulk_pb2.Position(
-                                through_ts=durable,
-                                heartbeats=self.protocol.wants_heartbeats,
-                                notice=not batch.payloads,
-                            )
+                except (DecodeError, ValueError, TypeError, AttributeError) as exc:  # none of it is applied
+                    connection.abort(f"{gear} sent a batch that does not parse: {exc}")
+                    return
+                # An atomic batch may span groups: each region applies the rows it replicates.
+                updates = [u for u in (x.only(self.local_groups) for x in unpacked) if u is not None]
+                if len(updates) < len(unpacked):
+                    foreign = len(unpacked) - len(updates)
+                    log.error("%s sent %d updates of groups not replicated here", gear, foreign)
+                received.inc(len(updates))
+                # Shielded: if the process is stopped mid-apply, the batch the store may already
+                # have applied is still counted as applied.
+                await asyncio.shield(self.protocol.accept_payloads(gear, batch.through_ts, updates, applied))
+                # Each batch with payloads is acknowledged (the sender's window); empty ones
+                # (heartbeats, progress) only once in a while, as a notice with the position,
+                # so that the sender can trim: an ack per heartbeat doubled their cost.
+                now = time.monotonic()
+                if batch.payloads or now - last_ack >= EMPTY_ACK_EVERY_S:
+                    durable = self.protocol.durable_position(gear, batch.through_ts)
+                    notice = not batch.payloads
+                    acks.put(
+                        bulk_pb2.Position(
+                            through_ts=durable, heartbeats=self.protocol.wants_heartbeats, notice=notice
                         )
-                        last_ack[0] = now
-            finally:
-                acks.put(None)
+                    )
+                    last_ack = now
 
-        consumer = asyncio.create_task(consume())
-        try:
-            while (ack := await acks.get()) is not None:
-                yield ack
-        finally:
-            self.ack_lines.discard(acks)
-            consumer.cancel()
-        await consumer  # re-raises a failure to apply, which ends the stream with an error
+
+def _encode_positions(positions: list[bulk_pb2.Position]) -> list[bytes]:
+    return [position.SerializeToString() for position in positions]
 
 
 async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event) -> None:
     store = RegionStore(topology, region)
     protocol = protocol_for(topology.protocol, store)
-    servicer = BulkReceiverServicer(topology, region, store, protocol)
-    server, health = runtime.new_server(topology.bulk_port(region), topology.bind_host(region))
-    bulk_pb2_grpc.add_BulkReceiverServicer_to_server(servicer, server)
-    side = ReceivingSide(server, health, servicer.on_applied, servicer.heartbeats_changed, stop)
+    receiver = BulkReceiver(topology, region, store, protocol)
+    server = LinkServer(f"{region}'s bulk receiver", topology.bind_host(region), topology.bulk_port(region))
+    server.add(BULK, receiver.ship)
+    side = ReceivingSide(server, server.health, receiver.on_applied, receiver.heartbeats_changed, stop)
     background = await protocol.start_receiving(side)
     await server.start()
-    runtime.mark_serving(health)
     log.info("bulk receiver %s on %s (%s)", region, topology.bulk_endpoint(region), protocol.name)
     try:
         # A failure of the protocol's work (Saturn's proxy) ends the process (crash-only: the
@@ -140,12 +159,12 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
         # acknowledges and applies nothing.
         await asyncio.gather(stop.wait(), sweep_forever(store, stop), *background)
     finally:
-        await server.stop(grace=1)
+        await server.stop()
         await store.close()
 
 
 def main() -> None:
-    runtime.service_main("bulk-receiver: applies payloads shipped from other regions", serve)
+    runtime.service_main("bulk-receiver: applies payloads shipped from other regions", serve, fast_loop=True)
 
 
 if __name__ == "__main__":

@@ -1,28 +1,34 @@
 """Bulk-data transfer, sending side: ships each local gear's outgoing stream to the regions that
 replicate the rows' groups (and to no other region: genuine partial replication).
 
-One stream per (local gear, destination). On (re)connect the receiver says how far it is; the
-sender reads the gear's Redis stream from there. Acknowledged entries are trimmed from the stream
+One link-transport connection per (local gear, destination), to the destination's ``bulk``
+service. On (re)connect the receiver says how far it is; the sender reads the gear's Redis stream
+from there. Acknowledged entries are trimmed from the stream
 once every destination has them, so a crash of the sender loses nothing either.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
-import grpc
+from google.protobuf.message import DecodeError
 from redis.exceptions import RedisError
 
-from causal_client.wan import DelayLine
-from services import auth, metrics, runtime
+from services import metrics, runtime
+from services.bulk.receiver import BULK
 from services.bulk.tail import GearTail
-from services.proto import bulk_pb2, bulk_pb2_grpc
+from services.proto import bulk_pb2
 from services.protocols import protocol_class
 from services.region import gears
 from services.region.store import Shard
 from services.topology import Topology
+from services.transport.client import open_link
+from services.transport.connection import Connection
+from services.transport.delayed import DelayedWrites
+from services.transport.errors import LinkClosed, LinkError
 
 log = logging.getLogger("bulk-sender")
 
@@ -64,61 +70,69 @@ class GearShipper:
             try:
                 await self._session(stop)
                 backoff.reset()
-            except (grpc.aio.AioRpcError, RedisError, ConnectionError, OSError) as exc:
+            except (LinkError, RedisError, ConnectionError, OSError) as exc:
                 delay = backoff.next_delay()
                 log.warning("%s → %s: %s; retrying in %.1fs", self.gear, self.destination, _why(exc), delay)
                 await runtime.sleep_or_stop(stop, delay)
 
     async def _session(self, stop: asyncio.Event) -> None:
-        async with grpc.aio.insecure_channel(
-            self.topology.relays.route(self.site, self.topology.bulk_endpoint(self.destination), "ship"),
-            options=runtime.GRPC_OPTIONS,
-        ) as channel:
-            outbox: DelayLine[bulk_pb2.ShipMessage | None] = DelayLine(self.link)
-            outbox.put(
-                bulk_pb2.ShipMessage(hello=bulk_pb2.Hello(origin_gear=self.gear, origin_region=self.region))
-            )
-
-            async def requests():
-                while (message := await outbox.get()) is not None:
-                    yield message
-
-            call = bulk_pb2_grpc.BulkReceiverStub(channel).Ship(requests(), metadata=auth.call_metadata())
-            replies = call.__aiter__()
-            start = await anext(replies)  # the receiver's durable position
+        """One connection: the receiver's position first (its accept), then the gear's entries
+        after it, until the connection ends (raising LinkClosed), the reader fails (its Redis
+        went away) or the process stops. The reader puts batches in the outbox, which writes each
+        once its latency has passed (DelayedWrites); acknowledgements are taken as they are read."""
+        endpoint = self.topology.relays.route(
+            self.site, self.topology.bulk_endpoint(self.destination), "ship"
+        )
+        hello = bulk_pb2.Hello(origin_gear=self.gear, origin_region=self.region)
+        connection, answer = await open_link(endpoint, BULK, hello.SerializeToString())
+        try:
+            start = bulk_pb2.Position.FromString(answer)
             log.info(
                 "%s → %s: connected, resuming after ts %d", self.gear, self.destination, start.through_ts
             )
             self.trimmer.acked(self.gear, self.destination, start.through_ts)
             self.heartbeats = start.heartbeats
             in_flight = asyncio.Semaphore(WINDOW)
-            reader = asyncio.create_task(self._read_stream(start.through_ts, outbox, in_flight, stop))
-            # A reader that fails (the gear's Redis went away) ends the session, which starts over
-            # from the receiver's position: without this, the loop below waits for acks forever.
-            reader.add_done_callback(lambda task: _failed(task) and call.cancel())
-            try:
-                async for ack in replies:
-                    if ack.heartbeats != self.heartbeats:
-                        log.info("%s → %s: heartbeats %s", self.gear, self.destination,
-                                 "wanted" if ack.heartbeats else "no longer wanted")  # fmt: skip
-                        self.heartbeats = ack.heartbeats
-                    if not ack.notice:  # of a batch with payloads: one fewer in flight
-                        in_flight.release()
-                    if ack.through_ts:  # a notice may carry a position too (after empty batches)
-                        self.trimmer.acked(self.gear, self.destination, ack.through_ts)
-            except asyncio.CancelledError:
-                if not _failed(reader):
-                    raise  # a real cancellation (the process stops)
-                # else: the reader failed and cancelled the call; its error is raised below
-            finally:
+            outbox: DelayedWrites[bulk_pb2.PayloadBatch] = DelayedWrites(self.link, _encode_batches)
+            outbox.attach(connection)
+            connection.deliver_to(lambda messages: self._take_acks(messages, in_flight, connection))
+            reader = asyncio.ensure_future(self._read_stream(start.through_ts, outbox, in_flight, stop))
+            await asyncio.wait([reader, connection.closed], return_when=asyncio.FIRST_COMPLETED)
+            if reader.done():
+                reader.result()  # a reader that failed raises here
+            else:
                 reader.cancel()
-                call.cancel()
-                self.tail.leave(self)
-            if _failed(reader):
-                raise reader.exception()  # type: ignore[misc]
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reader
+            if not connection.is_open and not stop.is_set():
+                raise LinkClosed(connection.closed.result())
+        finally:
+            self.tail.leave(self)
+            connection.end()
+
+    def _take_acks(self, messages: list[bytes], in_flight: asyncio.Semaphore, connection: Connection) -> None:
+        """The receiver's acknowledgements, as they are read."""
+        for body in messages:
+            try:
+                ack = bulk_pb2.Position.FromString(body)
+            except DecodeError:
+                connection.abort(f"{self.destination} sent a message that is not a Position")
+                return
+            if ack.heartbeats != self.heartbeats:
+                log.info("%s → %s: heartbeats %s", self.gear, self.destination,
+                         "wanted" if ack.heartbeats else "no longer wanted")  # fmt: skip
+                self.heartbeats = ack.heartbeats
+            if not ack.notice:  # of a batch with payloads: one fewer in flight
+                in_flight.release()
+            if ack.through_ts:  # a notice may carry a position too (after empty batches)
+                self.trimmer.acked(self.gear, self.destination, ack.through_ts)
 
     async def _read_stream(
-        self, after_ts: int, outbox: DelayLine, in_flight: asyncio.Semaphore, stop: asyncio.Event
+        self,
+        after_ts: int,
+        outbox: DelayedWrites[bulk_pb2.PayloadBatch],
+        in_flight: asyncio.Semaphore,
+        stop: asyncio.Event,
     ) -> None:
         """Ships this destination's entries as the gear's tail brings them (from Redis while
         behind it). A batch's through_ts promises that this gear will write nothing at or below
@@ -145,10 +159,9 @@ class GearShipper:
             elif self.heartbeats:
                 self.heartbeats_sent.inc()
             batch.sent_at = time.time()
-            outbox.put(bulk_pb2.ShipMessage(batch=batch))
+            outbox.put(batch)
             self.sent.inc(len(batch.payloads))
             last_sent, sent_through = time.monotonic(), through
-        outbox.put(None)
 
 
 class Trimmer:
@@ -180,13 +193,12 @@ class Trimmer:
                         log.warning("trim %s: %s", gear, exc)
 
 
-def _failed(task: asyncio.Task) -> bool:
-    return task.done() and not task.cancelled() and task.exception() is not None
+def _encode_batches(batches: list[bulk_pb2.PayloadBatch]) -> list[bytes]:
+    """A message per batch (each is acknowledged on its own), written together."""
+    return [batch.SerializeToString() for batch in batches]
 
 
 def _why(exc: BaseException) -> str:
-    if isinstance(exc, grpc.aio.AioRpcError):
-        return f"{exc.code().name} {exc.details()}"
     return str(exc) or type(exc).__name__
 
 
@@ -207,7 +219,9 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
 
 
 def main() -> None:
-    runtime.service_main("bulk-sender: ships this region's payloads to replica regions", serve)
+    runtime.service_main(
+        "bulk-sender: ships this region's payloads to replica regions", serve, fast_loop=True
+    )
 
 
 if __name__ == "__main__":

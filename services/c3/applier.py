@@ -119,7 +119,7 @@ class C3Applier(StableOrder):
     async def accepts(self, sender: str, epoch: int) -> str | None:
         return None if sender in self.origins else f"{sender!r} is not another region of this topology"
 
-    def on_labels(self, sender: str, batch: saturn_pb2.LabelBatch, epoch: int) -> None:
+    def on_labels(self, sender: str, batch: saturn_pb2.LabelBatch, epoch: int, raw: bytes = b"") -> None:
         for label in batch.labels:
             if label.type == saturn_pb2.TREE_UPDATE:
                 key = f"{label.src}|{label.ts}"

@@ -237,8 +237,10 @@ def _health_test(topology: Topology, spec: plan.ProcessSpec) -> list[str]:
     if spec.kind == "http":
         return [*probe, "http", str(spec.port), "/healthz"]
     if spec.kind == "grpc":
+        return [*probe, "grpc", str(spec.port)]
+    if spec.kind == "link":
         receiver = spec.name.endswith(".bulk-receiver") and topology.protocol == "saturn"
-        return [*probe, "grpc", str(spec.port), *([READY_HEALTH] if receiver else [])]
+        return [*probe, "link", str(spec.port), *([READY_HEALTH] if receiver else [])]
     return ["CMD", "true"]
 
 

@@ -21,7 +21,7 @@ from services.launcher import reconfigure
 from services.launcher.cluster import Cluster, LaunchError, read_state
 from services.launcher.redis_binary import RedisNotFound
 from services.pids import pid_alive
-from services.probes import grpc_serving, redis_ping
+from services.probes import grpc_serving, link_serving, redis_ping
 from services.topology import PROTOCOLS, Topology, TopologyError
 
 DEFAULT_RUN_DIR = Path(".run")
@@ -100,8 +100,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             health = "DEAD"
         elif proc["kind"] == "redis":
             health = "healthy" if redis_ping(host, proc["port"], auth.secret()) else "unhealthy"
-        elif proc["kind"] == "grpc":
-            health = "healthy" if grpc_serving(f"{host}:{proc['port']}") else "unhealthy"
+        elif proc["kind"] in ("grpc", "link"):
+            serving = grpc_serving if proc["kind"] == "grpc" else link_serving
+            health = "healthy" if serving(f"{host}:{proc['port']}") else "unhealthy"
         else:
             health = "running"
         bad += health not in ("healthy", "running")

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\nbulk.proto\x12\x0e\x63\x61usal.bulk.v1\"#\n\x07Payload\x12\n\n\x02ts\x18\x01 \x01(\x03\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\"3\n\x05Hello\x12\x13\n\x0borigin_gear\x18\x01 \x01(\t\x12\x15\n\rorigin_region\x18\x02 \x01(\t\"^\n\x0cPayloadBatch\x12)\n\x08payloads\x18\x01 \x03(\x0b\x32\x17.causal.bulk.v1.Payload\x12\x12\n\nthrough_ts\x18\x02 \x01(\x03\x12\x0f\n\x07sent_at\x18\x03 \x01(\x01\"l\n\x0bShipMessage\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.causal.bulk.v1.HelloH\x00\x12-\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x1c.causal.bulk.v1.PayloadBatchH\x00\x42\x06\n\x04kind\"B\n\x08Position\x12\x12\n\nthrough_ts\x18\x01 \x01(\x03\x12\x12\n\nheartbeats\x18\x02 \x01(\x08\x12\x0e\n\x06notice\x18\x03 \x01(\x08\x32Q\n\x0c\x42ulkReceiver\x12\x41\n\x04Ship\x12\x1b.causal.bulk.v1.ShipMessage\x1a\x18.causal.bulk.v1.Position(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\nbulk.proto\x12\x0e\x63\x61usal.bulk.v1\"#\n\x07Payload\x12\n\n\x02ts\x18\x01 \x01(\x03\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\"3\n\x05Hello\x12\x13\n\x0borigin_gear\x18\x01 \x01(\t\x12\x15\n\rorigin_region\x18\x02 \x01(\t\"^\n\x0cPayloadBatch\x12)\n\x08payloads\x18\x01 \x03(\x0b\x32\x17.causal.bulk.v1.Payload\x12\x12\n\nthrough_ts\x18\x02 \x01(\x03\x12\x0f\n\x07sent_at\x18\x03 \x01(\x01\"B\n\x08Position\x12\x12\n\nthrough_ts\x18\x01 \x01(\x03\x12\x12\n\nheartbeats\x18\x02 \x01(\x08\x12\x0e\n\x06notice\x18\x03 \x01(\x08\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,10 +37,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HELLO']._serialized_end=118
   _globals['_PAYLOADBATCH']._serialized_start=120
   _globals['_PAYLOADBATCH']._serialized_end=214
-  _globals['_SHIPMESSAGE']._serialized_start=216
-  _globals['_SHIPMESSAGE']._serialized_end=324
-  _globals['_POSITION']._serialized_start=326
-  _globals['_POSITION']._serialized_end=392
-  _globals['_BULKRECEIVER']._serialized_start=394
-  _globals['_BULKRECEIVER']._serialized_end=475
+  _globals['_POSITION']._serialized_start=216
+  _globals['_POSITION']._serialized_end=282
 # @@protoc_insertion_point(module_scope)

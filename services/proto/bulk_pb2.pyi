@@ -32,14 +32,6 @@ class PayloadBatch(_message.Message):
     sent_at: float
     def __init__(self, payloads: _Optional[_Iterable[_Union[Payload, _Mapping]]] = ..., through_ts: _Optional[int] = ..., sent_at: _Optional[float] = ...) -> None: ...
 
-class ShipMessage(_message.Message):
-    __slots__ = ("hello", "batch")
-    HELLO_FIELD_NUMBER: _ClassVar[int]
-    BATCH_FIELD_NUMBER: _ClassVar[int]
-    hello: Hello
-    batch: PayloadBatch
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[PayloadBatch, _Mapping]] = ...) -> None: ...
-
 class Position(_message.Message):
     __slots__ = ("through_ts", "heartbeats", "notice")
     THROUGH_TS_FIELD_NUMBER: _ClassVar[int]

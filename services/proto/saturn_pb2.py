@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0csaturn.proto\x12\x10\x63\x61usal.saturn.v1\"\xeb\x01\n\tTreeLabel\x12-\n\x04type\x18\x01 \x01(\x0e\x32\x1f.causal.saturn.v1.TreeLabelType\x12\x0b\n\x03src\x18\x02 \x01(\t\x12\n\n\x02ts\x18\x03 \x01(\x03\x12\x0e\n\x06target\x18\x04 \x01(\t\x12\r\n\x05group\x18\x05 \x01(\t\x12\x15\n\routside_order\x18\x06 \x01(\x08\x12\x33\n\x04\x64\x65ps\x18\x07 \x03(\x0b\x32%.causal.saturn.v1.TreeLabel.DepsEntry\x1a+\n\tDepsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"F\n\nLabelBatch\x12+\n\x06labels\x18\x01 \x03(\x0b\x32\x1b.causal.saturn.v1.TreeLabel\x12\x0b\n\x03seq\x18\x02 \x01(\x03\"L\n\x05Hello\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x11\n\tresumable\x18\x03 \x01(\x08\x12\x13\n\x0bincarnation\x18\x04 \x01(\t\"n\n\x0bTreeMessage\x12(\n\x05hello\x18\x01 \x01(\x0b\x32\x17.causal.saturn.v1.HelloH\x00\x12-\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x1c.causal.saturn.v1.LabelBatchH\x00\x42\x06\n\x04kind\"\x0e\n\x0c\x44\x65liverReply\"\x84\x01\n\x08LogEntry\x12\x0b\n\x03pos\x18\x01 \x01(\x03\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\x1a\n\x12source_incarnation\x18\x03 \x01(\t\x12\x12\n\nsource_seq\x18\x04 \x01(\x03\x12+\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x1c.causal.saturn.v1.LabelBatch\"B\n\x0eSourcePosition\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x13\n\x0bincarnation\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x03\"b\n\x0b\x46ollowStart\x12\x0e\n\x06log_id\x18\x01 \x01(\t\x12\x10\n\x08next_pos\x18\x02 \x01(\x03\x12\x31\n\x07sources\x18\x03 \x03(\x0b\x32 .causal.saturn.v1.SourcePosition\"q\n\nLogMessage\x12.\n\x05start\x18\x01 \x01(\x0b\x32\x1d.causal.saturn.v1.FollowStartH\x00\x12+\n\x05\x65ntry\x18\x02 \x01(\x0b\x32\x1a.causal.saturn.v1.LogEntryH\x00\x42\x06\n\x04kind\"/\n\rFollowRequest\x12\x0f\n\x07replica\x18\x01 \x01(\x03\x12\r\n\x05\x61\x63ked\x18\x02 \x01(\x03\"\r\n\x0bRoleRequest\"\x1c\n\tRoleReply\x12\x0f\n\x07primary\x18\x01 \x01(\x08*w\n\rTreeLabelType\x12\x0f\n\x0bTREE_UPDATE\x10\x00\x12\x12\n\x0eTREE_MIGRATION\x10\x01\x12\x12\n\x0eTREE_HEARTBEAT\x10\x02\x12\x0c\n\x08TREE_GAP\x10\x03\x12\x0e\n\nTREE_EPOCH\x10\x04\x12\x0f\n\x0bTREE_ATTACH\x10\x05\x32V\n\x08TreeNode\x12J\n\x07\x44\x65liver\x12\x1d.causal.saturn.v1.TreeMessage\x1a\x1e.causal.saturn.v1.DeliverReply(\x01\x32\x9f\x01\n\x0cReplicaGroup\x12\x42\n\x04Role\x12\x1d.causal.saturn.v1.RoleRequest\x1a\x1b.causal.saturn.v1.RoleReply\x12K\n\x06\x46ollow\x12\x1f.causal.saturn.v1.FollowRequest\x1a\x1c.causal.saturn.v1.LogMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0csaturn.proto\x12\x10\x63\x61usal.saturn.v1\"\xeb\x01\n\tTreeLabel\x12-\n\x04type\x18\x01 \x01(\x0e\x32\x1f.causal.saturn.v1.TreeLabelType\x12\x0b\n\x03src\x18\x02 \x01(\t\x12\n\n\x02ts\x18\x03 \x01(\x03\x12\x0e\n\x06target\x18\x04 \x01(\t\x12\r\n\x05group\x18\x05 \x01(\t\x12\x15\n\routside_order\x18\x06 \x01(\x08\x12\x33\n\x04\x64\x65ps\x18\x07 \x03(\x0b\x32%.causal.saturn.v1.TreeLabel.DepsEntry\x1a+\n\tDepsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"F\n\nLabelBatch\x12+\n\x06labels\x18\x01 \x03(\x0b\x32\x1b.causal.saturn.v1.TreeLabel\x12\x0b\n\x03seq\x18\x02 \x01(\x03\"L\n\x05Hello\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x11\n\tresumable\x18\x03 \x01(\x08\x12\x13\n\x0bincarnation\x18\x04 \x01(\t\" \n\x0cLinkAccepted\x12\x10\n\x08last_seq\x18\x01 \x01(\x03\"\x84\x01\n\x08LogEntry\x12\x0b\n\x03pos\x18\x01 \x01(\x03\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\x1a\n\x12source_incarnation\x18\x03 \x01(\t\x12\x12\n\nsource_seq\x18\x04 \x01(\x03\x12+\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x1c.causal.saturn.v1.LabelBatch\"B\n\x0eSourcePosition\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x13\n\x0bincarnation\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x03\"b\n\x0b\x46ollowStart\x12\x0e\n\x06log_id\x18\x01 \x01(\t\x12\x10\n\x08next_pos\x18\x02 \x01(\x03\x12\x31\n\x07sources\x18\x03 \x03(\x0b\x32 .causal.saturn.v1.SourcePosition\"/\n\rFollowRequest\x12\x0f\n\x07replica\x18\x01 \x01(\x03\x12\r\n\x05\x61\x63ked\x18\x02 \x01(\x03\"\x1c\n\tRoleReply\x12\x0f\n\x07primary\x18\x01 \x01(\x08*w\n\rTreeLabelType\x12\x0f\n\x0bTREE_UPDATE\x10\x00\x12\x12\n\x0eTREE_MIGRATION\x10\x01\x12\x12\n\x0eTREE_HEARTBEAT\x10\x02\x12\x0c\n\x08TREE_GAP\x10\x03\x12\x0e\n\nTREE_EPOCH\x10\x04\x12\x0f\n\x0bTREE_ATTACH\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TREELABEL_DEPSENTRY']._loaded_options = None
   _globals['_TREELABEL_DEPSENTRY']._serialized_options = b'8\001'
-  _globals['_TREELABELTYPE']._serialized_start=1062
-  _globals['_TREELABELTYPE']._serialized_end=1181
+  _globals['_TREELABELTYPE']._serialized_start=838
+  _globals['_TREELABELTYPE']._serialized_end=957
   _globals['_TREELABEL']._serialized_start=35
   _globals['_TREELABEL']._serialized_end=270
   _globals['_TREELABEL_DEPSENTRY']._serialized_start=227
@@ -43,26 +43,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LABELBATCH']._serialized_end=342
   _globals['_HELLO']._serialized_start=344
   _globals['_HELLO']._serialized_end=420
-  _globals['_TREEMESSAGE']._serialized_start=422
-  _globals['_TREEMESSAGE']._serialized_end=532
-  _globals['_DELIVERREPLY']._serialized_start=534
-  _globals['_DELIVERREPLY']._serialized_end=548
-  _globals['_LOGENTRY']._serialized_start=551
-  _globals['_LOGENTRY']._serialized_end=683
-  _globals['_SOURCEPOSITION']._serialized_start=685
-  _globals['_SOURCEPOSITION']._serialized_end=751
-  _globals['_FOLLOWSTART']._serialized_start=753
-  _globals['_FOLLOWSTART']._serialized_end=851
-  _globals['_LOGMESSAGE']._serialized_start=853
-  _globals['_LOGMESSAGE']._serialized_end=966
-  _globals['_FOLLOWREQUEST']._serialized_start=968
-  _globals['_FOLLOWREQUEST']._serialized_end=1015
-  _globals['_ROLEREQUEST']._serialized_start=1017
-  _globals['_ROLEREQUEST']._serialized_end=1030
-  _globals['_ROLEREPLY']._serialized_start=1032
-  _globals['_ROLEREPLY']._serialized_end=1060
-  _globals['_TREENODE']._serialized_start=1183
-  _globals['_TREENODE']._serialized_end=1269
-  _globals['_REPLICAGROUP']._serialized_start=1272
-  _globals['_REPLICAGROUP']._serialized_end=1431
+  _globals['_LINKACCEPTED']._serialized_start=422
+  _globals['_LINKACCEPTED']._serialized_end=454
+  _globals['_LOGENTRY']._serialized_start=457
+  _globals['_LOGENTRY']._serialized_end=589
+  _globals['_SOURCEPOSITION']._serialized_start=591
+  _globals['_SOURCEPOSITION']._serialized_end=657
+  _globals['_FOLLOWSTART']._serialized_start=659
+  _globals['_FOLLOWSTART']._serialized_end=757
+  _globals['_FOLLOWREQUEST']._serialized_start=759
+  _globals['_FOLLOWREQUEST']._serialized_end=806
+  _globals['_ROLEREPLY']._serialized_start=808
+  _globals['_ROLEREPLY']._serialized_end=836
 # @@protoc_insertion_point(module_scope)

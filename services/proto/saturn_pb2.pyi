@@ -67,17 +67,11 @@ class Hello(_message.Message):
     incarnation: str
     def __init__(self, node: _Optional[str] = ..., epoch: _Optional[int] = ..., resumable: _Optional[bool] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
-class TreeMessage(_message.Message):
-    __slots__ = ("hello", "batch")
-    HELLO_FIELD_NUMBER: _ClassVar[int]
-    BATCH_FIELD_NUMBER: _ClassVar[int]
-    hello: Hello
-    batch: LabelBatch
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[LabelBatch, _Mapping]] = ...) -> None: ...
-
-class DeliverReply(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+class LinkAccepted(_message.Message):
+    __slots__ = ("last_seq",)
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    last_seq: int
+    def __init__(self, last_seq: _Optional[int] = ...) -> None: ...
 
 class LogEntry(_message.Message):
     __slots__ = ("pos", "source", "source_incarnation", "source_seq", "batch")
@@ -113,14 +107,6 @@ class FollowStart(_message.Message):
     sources: _containers.RepeatedCompositeFieldContainer[SourcePosition]
     def __init__(self, log_id: _Optional[str] = ..., next_pos: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[SourcePosition, _Mapping]]] = ...) -> None: ...
 
-class LogMessage(_message.Message):
-    __slots__ = ("start", "entry")
-    START_FIELD_NUMBER: _ClassVar[int]
-    ENTRY_FIELD_NUMBER: _ClassVar[int]
-    start: FollowStart
-    entry: LogEntry
-    def __init__(self, start: _Optional[_Union[FollowStart, _Mapping]] = ..., entry: _Optional[_Union[LogEntry, _Mapping]] = ...) -> None: ...
-
 class FollowRequest(_message.Message):
     __slots__ = ("replica", "acked")
     REPLICA_FIELD_NUMBER: _ClassVar[int]
@@ -128,10 +114,6 @@ class FollowRequest(_message.Message):
     replica: int
     acked: int
     def __init__(self, replica: _Optional[int] = ..., acked: _Optional[int] = ...) -> None: ...
-
-class RoleRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
 
 class RoleReply(_message.Message):
     __slots__ = ("primary",)

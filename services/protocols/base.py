@@ -10,25 +10,24 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-from grpc_health.v1.health import HealthServicer
-
 from causal_client.label import Label
 from services.region.stable_order import StableOrder
 from services.region.store import RegionStore, RemoteUpdate
 from services.topology import Topology
+from services.transport.server import Health, LinkServer
 
 AppliedCallback = Callable[[list[RemoteUpdate]], None]
 
 
 @dataclass
 class ReceivingSide:
-    """What the bulk receiver's process offers a protocol at start: its gRPC server (for
-    services of the protocol's own) and health service, where remote updates made visible are
-    reported, how senders are told that the need for heartbeats changed, and the stop event."""
+    """What the bulk receiver's process offers a protocol at start: its link server (for services
+    of the protocol's own, e.g. the tree's ``tree`` service) and what it reports as healthy, where
+    remote updates made visible are reported, how senders are told that the need for heartbeats
+    changed, and the stop event."""
 
-    server: grpc.aio.Server
-    health: HealthServicer
+    server: LinkServer
+    health: Health
     on_applied: Callable[[str, list[RemoteUpdate]], None]
     heartbeats_changed: Callable[[], None]
     stop: asyncio.Event

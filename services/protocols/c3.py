@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import os
 
-from grpc_health.v1 import health_pb2
-
 from services.c3.applier import C3Applier
 from services.c3.sender import DirectLabelSender
 from services.probes import READY_HEALTH
-from services.proto import saturn_pb2_grpc
 from services.protocols.base import HoldsPayloads, ReceivingSide, Task
 from services.protocols.saturn import CONCURRENT_APPLY_ENV
-from services.saturn.links import TreeNodeServicer
+from services.saturn.links import TREE, TreeEndpoint
 from services.topology import Topology
 
 
@@ -37,9 +34,9 @@ class C3(HoldsPayloads):
         sender = DirectLabelSender(
             topology, region, applier.dependencies, applier.note_attach, applier.persist
         )
-        endpoint = TreeNodeServicer(region, applier.accepts, applier.on_labels, on_lost=applier.on_link_lost)
-        saturn_pb2_grpc.add_TreeNodeServicer_to_server(endpoint, side.server)
-        side.health.set(READY_HEALTH, health_pb2.HealthCheckResponse.SERVING)
+        endpoint = TreeEndpoint(region, applier.accepts, applier.on_labels, on_lost=applier.on_link_lost)
+        side.server.add(TREE, endpoint.serve)
+        side.health.set(READY_HEALTH, True)
         return [applier.run(side.stop), sender.run(side.stop)]
 
     @classmethod

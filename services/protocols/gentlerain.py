@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import asyncio
 
-from grpc_health.v1 import health_pb2
-
 from services.probes import READY_HEALTH
 from services.protocols.base import HoldsPayloads, ReceivingSide, Task
 from services.region.stable_order import StableOrder
@@ -61,7 +59,7 @@ class GentleRain(HoldsPayloads):
         stabilizer = self.stabilizer_class(self.store, side.on_applied)
         await stabilizer.load()
         self.order = stabilizer
-        side.health.set(READY_HEALTH, health_pb2.HealthCheckResponse.SERVING)
+        side.health.set(READY_HEALTH, True)
         return [stabilizer.run(side.stop)]
 
     @classmethod

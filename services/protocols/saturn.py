@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import os
 
-from grpc_health.v1 import health_pb2
-
 from services.probes import READY_HEALTH
-from services.proto import saturn_pb2_grpc
 from services.protocols.base import HoldsPayloads, ReceivingSide, Task
-from services.saturn.links import TreeNodeServicer
+from services.saturn.links import TREE, TreeEndpoint
 from services.saturn.proxy import RemoteProxy
 
 #: "0" turns off §4.4 (delivering concurrent labels past one still waiting for its payload),
@@ -31,19 +28,18 @@ class Saturn(HoldsPayloads):
     # -- receiving side (remote proxy) -------------------------------------------------------
     async def start_receiving(self, side: ReceivingSide) -> list[Task]:
         """The remote proxy lives in the receiver: payloads reach it in memory, labels through
-        the tree's ``TreeNode`` service on the same server. Health ``READY_HEALTH`` is SERVING
+        the tree's ``tree`` service on the same link server. Health ``READY_HEALTH`` is SERVING
         while it applies in the tree's order, caught up."""
-        health = health_pb2.HealthCheckResponse
-        side.health.set(READY_HEALTH, health.NOT_SERVING)
+        side.health.set(READY_HEALTH, False)
 
         def on_change() -> None:
-            side.health.set(READY_HEALTH, health.SERVING if proxy.in_tree_order else health.NOT_SERVING)
+            side.health.set(READY_HEALTH, proxy.in_tree_order)
             side.heartbeats_changed()
 
         proxy = self.start_proxy(side.on_applied, on_change)
         await proxy.load()
-        leaf = TreeNodeServicer(self.store.region, proxy.accepts, proxy.on_labels, on_lost=proxy.on_link_lost)
-        saturn_pb2_grpc.add_TreeNodeServicer_to_server(leaf, side.server)
+        leaf = TreeEndpoint(self.store.region, proxy.accepts, proxy.on_labels, on_lost=proxy.on_link_lost)
+        side.server.add(TREE, leaf.serve)
         return [proxy.run(side.stop)]
 
     def start_proxy(self, on_applied, on_change=None) -> RemoteProxy:

@@ -40,8 +40,6 @@ TREE_KEY = "saturn:tree"  # saturn: the tree this region uses, and how far it ha
 TREE_SEND_FIELD = "send"  # in TREE_KEY: the epoch whose tree the label sink must send on
 WATERMARK_EVENTS = "wm:events"  # saturn: a capped stream, one entry per raise of the watermarks
 #                                 (on shard 0): waiting attaches block on it instead of polling
-SINK_WAKE_CHANNEL = "sink:wake"  # saturn: pub/sub; a migration label was written (the sink stops
-#                                  lingering: a client is waiting for that label to travel)
 WATERMARK_EVENTS_MAXLEN = 1000
 # c3, in WATERMARK_KEY beside the watermarks (services/c3/applier.py): per origin region, the
 # greatest of its migration labels executed here (attaches wait on it), and this region's
@@ -70,7 +68,7 @@ def _constants() -> dict[str, str | int | float | list]:
     names = {
         "GEAR_KEY": GEAR_KEY, "BULK_STREAM": BULK_STREAM, "LABEL_STREAM": LABEL_STREAM,
         "POSITION_KEY": POSITION_KEY, "WATERMARK_KEY": WATERMARK_KEY, "CLAIM_PREFIX": CLAIM_PREFIX,
-        "WATERMARK_EVENTS": WATERMARK_EVENTS, "SINK_WAKE_CHANNEL": SINK_WAKE_CHANNEL,
+        "WATERMARK_EVENTS": WATERMARK_EVENTS,
         "WATERMARK_EVENTS_MAXLEN": WATERMARK_EVENTS_MAXLEN, "CONFIG_KEY": CONFIG_KEY,
         "MIGRATED_PREFIX": MIGRATED_PREFIX,
         "GROUP_FIELD": GROUP_FIELD, "PAYLOAD_FIELD": PAYLOAD_FIELD, "LABEL_FIELD": LABEL_FIELD,

@@ -7,9 +7,13 @@ will make no new label), and forwards, in (ts, src) order, the labels at or belo
 Every 500 ms it sends a heartbeat label (to every region), so that proxies can tell a live tree
 from a broken one and attaches elsewhere that present an update label never wait on a region that
 sends them nothing; not when labels that reach every region went out meanwhile (each heartbeat
-costs a few ms of CPU along the tree, so they are as rare as those two uses allow). Under load it
-lets labels gather between reads, so that one message carries many (see linger_s).
+costs a wake-up at every hop, so they are as rare as those two uses allow).
 Only labels some other region cares about leave the region (genuine partial replication).
+
+Batching is Saturn's own: drain what is ready, never wait for company. Each read takes every
+label written since the last one and sends them as one batch; at a low rate a batch holds one
+label and adds no latency, under load batches grow by themselves (while one is read and sent, the
+next gathers). The links downstream do the same with what is due on them (links.py).
 
 Online reconfiguration (paper §6.2): when the region's tree record (epochs.py) names a newer
 tree, the sink sends an epoch-change label through the old tree, behind everything it sent there,
@@ -19,17 +23,15 @@ and every later label through the new one (a cut between two reads, so each labe
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Coroutine
 from typing import Any
 
 from redis.exceptions import RedisError
 
 from services import metrics, runtime
-from services.pressure import CpuPressure
 from services.proto import saturn_pb2
 from services.region import gears
 from services.region.store import Shard
@@ -42,12 +44,6 @@ log = logging.getLogger("label-sink")
 MERGE_TICK_S = 0.001  # several shards: how often stable time is recomputed (Saturn: 1 ms)
 LABEL = gears.LABEL_FIELD.encode()  # a label entry's field
 READ_COUNT = 1000
-# Batching: a label costs ~1 ms of CPU along the tree (a Python gRPC message and wake-ups at every
-# hop) whether it travels alone or with others. Below busy_rate labels/s they go as they come;
-# above it they gather for busy_linger_s between reads, and for saturated_linger_s while the
-# machine's CPUs are saturated (services.pressure), where every message saved is CPU given back
-# and queueing dwarfs the wait. A migration label ends the wait at once (MigrationWaker).
-# Why (docs/ARCHITECTURE.md, "Label batching") and measured (docs/MEASUREMENTS.md, undated figures).
 TRIM_EVERY_S = 1.0  # forwarded labels leave the stream, and the cursors are saved, this often
 STORE_RETRY_S = 0.2  # after a store error (a Redis restarting), the next try
 TREE_POLL_S = 0.05  # how often the tree record's epoch is read (a reconfiguration starts within it)
@@ -77,60 +73,10 @@ def any_of(groups: str, wanted: set[str] | frozenset[str]) -> bool:
     return groups in wanted or (" " in groups and not wanted.isdisjoint(groups.split()))
 
 
-class RateMeter:
-    """Labels per second over the last ``window_s`` (short bursts at a low rate do not count)."""
-
-    def __init__(self, window_s: float = 0.1):
-        self.window_s = window_s
-        self.events: deque[tuple[float, int]] = deque()
-        self.total = 0
-
-    def add(self, count: int) -> float:
-        now = time.monotonic()
-        if count:
-            self.events.append((now, count))
-            self.total += count
-        while self.events and self.events[0][0] < now - self.window_s:
-            self.total -= self.events.popleft()[1]
-        return self.total / self.window_s
-
-
-class MigrationWaker:
-    """Cuts the sink's lingering short when a migration label is written (migrate.lua publishes on
-    shard 0, where every migration label is made): a client waits for that label to reach its
-    target, while update labels only wait to become visible."""
-
-    def __init__(self, shard: Shard) -> None:
-        self.shard = shard
-        self.woken = asyncio.Event()
-
-    def before_read(self) -> None:
-        """What the next read returns needs no wake-up; only what is written after it does."""
-        self.woken.clear()
-
-    async def linger(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.woken.wait(), seconds)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await runtime.unless_stopped(stop, self._listen())
-            except (RedisError, OSError) as exc:
-                log.warning("migration wake-ups unavailable (%s); retrying", exc)
-                self.woken.set()  # meanwhile nobody waits on a linger for nothing
-                await runtime.sleep_or_stop(stop, 0.5)
-
-    async def _listen(self) -> None:
-        async with self.shard.wake_ups() as messages:
-            async for _ in messages:
-                self.woken.set()
-
-
 class LabelPump:
-    """Reads a region's label streams in timestamp order, with heartbeats, lingering under load,
-    and cursors saved and streams trimmed every second (the module's doc); where labels go is a
-    subclass's: the Saturn sink's tree link, or C3's direct links (services/c3/sender.py)."""
+    """Reads a region's label streams in timestamp order, with heartbeats, and cursors saved and
+    streams trimmed every second (the module's doc); where labels go is a subclass's: the Saturn
+    sink's tree link, or C3's direct links (services/c3/sender.py)."""
 
     def __init__(self, topology: Topology, region: str):
         self.region = region
@@ -141,10 +87,7 @@ class LabelPump:
             for k, gear in enumerate(topology.gear_ids(region))
         ]
         self.last_heard_everywhere = 0.0  # when a heartbeat, or a label that reaches all, last left
-        self.rate = RateMeter()
-        self.pressure = CpuPressure()
         self.messages_sent = metrics.LABEL_MESSAGES_SENT.labels(region)
-        self.waker = MigrationWaker(self.gears[0])
 
     def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
         """Sends labels read from the streams on, in (ts, src) order."""
@@ -158,18 +101,9 @@ class LabelPump:
         """The work that reads the streams from ``cursors`` and trims them, until ``stop``."""
         pump = self.pump_one if len(self.gears) == 1 else self.pump_merged
         return [
-            self.waker.run(stop),
             self.through_store_outages(pump, cursors, stop),
             self.through_store_outages(self.trim, cursors, stop),
         ]
-
-    def linger_s(self, labels_read: int) -> float:
-        """How long to let labels gather before the next read (the module's comment on batching;
-        the rates and waits are the topology's [saturn] table)."""
-        tuning = self.topology.saturn
-        if self.rate.add(labels_read) <= tuning.busy_rate:
-            return 0.0
-        return tuning.saturated_linger_s if self.pressure.saturated() else tuning.busy_linger_s
 
     def heartbeat_due(self) -> bool:
         """Every region must hear from this one at least every sink_heartbeat_s; under load,
@@ -200,14 +134,14 @@ class LabelPump:
                 await runtime.sleep_or_stop(stop, STORE_RETRY_S)
 
     async def pump_one(self, cursors: list[int], stop: asyncio.Event) -> None:
-        """One shard: the stream is in ts order; forward it as it grows (blocking read), with a
-        heartbeat every sink_heartbeat_s even when busy (regions that get none of these labels still
-        need to hear that time has passed here)."""
+        """One shard: the stream is in ts order; forward it as it grows (a blocking read returns
+        every label written since the last one), with a heartbeat every sink_heartbeat_s even
+        when busy (regions that get none of these labels still need to hear that time has passed
+        here)."""
         gear = self.gears[0]
         while not stop.is_set():
             period = self.topology.saturn.sink_heartbeat_s
             wait_s = max(0.001, period - (time.monotonic() - self.last_heard_everywhere))
-            self.waker.before_read()
             entries = await gear.stream_after(gears.LABEL_STREAM, cursors[0], READ_COUNT, block_s=wait_s)
             if entries:
                 self.send([parse_entry(fields[LABEL]) for _, fields in entries])
@@ -218,15 +152,12 @@ class LabelPump:
                     self.send([parse_entry(fields[LABEL]) for _, fields in late])
                     cursors[0] = late[-1][0]
                 self.send_heartbeat(stable)
-            linger = self.linger_s(len(entries))
-            if linger:
-                await self.waker.linger(linger)
 
     async def pump_merged(self, cursors: list[int], stop: asyncio.Event) -> None:
-        """Several shards: forward, in (ts, src) order, what every shard has passed."""
+        """Several shards: forward, in (ts, src) order, what every shard has passed, every tick
+        (Saturn's sink: every stable label each millisecond, as one batch)."""
         shards = range(len(self.gears))
         while not stop.is_set():
-            self.waker.before_read()
             stable = min(await asyncio.gather(*(self.heartbeat(k) for k in shards)))
             parts = await asyncio.gather(*(self.read_until(k, cursors[k], stable) for k in shards))
             # A shard with more than one read's worth has only been seen up to its last entry.
@@ -241,11 +172,7 @@ class LabelPump:
             self.send(labels)
             if self.heartbeat_due():
                 self.send_heartbeat(stable)
-            linger = self.linger_s(len(labels))
-            if linger:
-                await self.waker.linger(linger)
-            else:
-                await runtime.sleep_or_stop(stop, MERGE_TICK_S)
+            await runtime.sleep_or_stop(stop, MERGE_TICK_S)
 
     async def before_save(self) -> None:
         """What must be durable before the cursors move past what was read (nothing, here)."""
@@ -362,7 +289,7 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
 
 
 def main() -> None:
-    runtime.service_main("label-sink: streams this region's labels up the Saturn tree", serve)
+    runtime.service_main("label-sink: streams this region's labels up the Saturn tree", serve, fast_loop=True)
 
 
 if __name__ == "__main__":

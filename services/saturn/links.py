@@ -1,14 +1,16 @@
 """Directed FIFO links of the serializer tree, with WAN emulation.
 
-A link u→v is one gRPC client stream from u to v's ``Deliver``: one stream, so one order. The
-sender holds batches in a :class:`DelayLine` for the link's latency (WAN latency between the two
-sites plus the edge's artificial delay, paper §5.4), then writes them to the stream.
+A link u→v is one link-transport connection (services/transport) from u to v's ``tree`` service:
+one connection, so one order. The sender holds batches in a :class:`DelayLine` for the link's
+latency (WAN latency between the two sites plus the edge's artificial delay, paper §5.4), then
+writes every batch that is due as one message (drained, never waiting for company).
 
-A stream is reliable while it lasts; labels are lost only when one ends (a process died with
+A connection is reliable while it lasts; labels are lost only when one ends (a process died with
 labels in memory, or a connection with labels in flight). So the receiving end reports every
-incoming stream that ends, and every stream from a neighbour after its first, as a possible
-loss (``on_lost``): a serializer forwards a gap label, a remote proxy falls back to timestamp
-order (paper §6.1). Waiting for silence instead would miss an outage shorter than the silence.
+incoming connection that ends, and every connection from a neighbour after its first, as a
+possible loss (``on_lost``): a serializer forwards a gap label, a remote proxy falls back to
+timestamp order (paper §6.1). Waiting for silence instead would miss an outage shorter than the
+silence.
 
 Every link belongs to one tree, named by its epoch in the hello: during a reconfiguration (§6.2)
 a region's proxy hears the old tree and the new one side by side (proxy.py).
@@ -24,12 +26,16 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-import grpc
+from google.protobuf.message import DecodeError
 
-from causal_client.wan import DelayLine, Link
-from services import auth, runtime
-from services.proto import saturn_pb2, saturn_pb2_grpc
+from causal_client.wan import Link
+from services import runtime
+from services.proto import saturn_pb2
 from services.topology import Topology
+from services.transport.client import open_link
+from services.transport.connection import Connection
+from services.transport.delayed import DelayedWrites
+from services.transport.errors import LinkClosed, LinkError
 from services.tuning import SaturnTuning
 
 log = logging.getLogger("tree-link")
@@ -37,11 +43,12 @@ log = logging.getLogger("tree-link")
 #: "0" sends heartbeats without slack, to measure what it buys; see loadtest/bench.
 HEARTBEAT_SLACK_ENV = "SATURN_HEARTBEAT_SLACK"
 KNOWN_TYPES = frozenset(saturn_pb2.TreeLabelType.values())
-ACCEPTED = "tree-link-accepted"  # initial metadata of a link the receiver took: labels may flow
-LAST_SEQ = "tree-link-last-seq"  # ... and, on a resumable link, the last batch it has from the sender
+TREE = "tree"  # the link-transport service of every tree node's port
 RESEND_KEEP_S = 10.0  # a resumable link keeps what it sent this long, to resend after a failover
 FAILOVER_S = 0.02  # a resumable link whose receiver failed tries the next replica after this
-OnBatch = Callable[[str, saturn_pb2.LabelBatch, int], Awaitable[None] | None]  # sender, batch, epoch
+#: sender, batch, epoch, and the batch as it came (bytes a serializer may forward as they are)
+OnBatch = Callable[[str, saturn_pb2.LabelBatch, int, bytes], None]
+Outgoing = tuple[saturn_pb2.LabelBatch, bytes | None]  # a batch, and its bytes when they are known
 OnLost = Callable[[str, int], None]  # sender, epoch
 #: Whether a (sender, epoch) may open a link here: None if so, else why not.
 Accepts = Callable[[str, int], Awaitable[str | None]]
@@ -49,13 +56,15 @@ Accepts = Callable[[str, int], Awaitable[str | None]]
 _SLACK_ON = os.environ.get(HEARTBEAT_SLACK_ENV, "1") != "0"
 
 
-def heartbeat_slack(labels: list[saturn_pb2.TreeLabel], link: Link, tuning: SaturnTuning) -> float:
+def heartbeat_slack(labels, link: Link, tuning: SaturnTuning) -> float:
     """How much longer than the link's latency a batch may wait for company: heartbeats only
     need to arrive, and at seven regions they were most of an idle tree's messages (each costs a
     wake-up per hop). Up to ``heartbeat_slack_s`` per hop, and never past ``heartbeat_max_age_s``
     after the heartbeat was made, so that liveness (``tree_silence_s``) is unaffected (the
     topology's [saturn] table checks that they agree). Real labels: none."""
-    if any(label.type != saturn_pb2.TREE_HEARTBEAT for label in labels) or not _SLACK_ON:
+    if labels[0].type != saturn_pb2.TREE_HEARTBEAT or not _SLACK_ON:
+        return 0.0  # (the common case, decided by the first label)
+    if any(label.type != saturn_pb2.TREE_HEARTBEAT for label in labels):
         return 0.0
     age_at_arrival = time.time() + link.latency_s - min(label.ts for label in labels) / 1e6
     return min(tuning.heartbeat_slack_s, max(0.0, tuning.heartbeat_max_age_s - age_at_arrival))
@@ -89,22 +98,25 @@ class OutgoingLink:
         self.kept: deque[tuple[int, float, saturn_pb2.LabelBatch]] = deque()  # (seq, when, batch) sent
         self.trimmed_through = 0  # the last seq no longer kept
         link = topology.wan_link(node, neighbour, tree=not direct)
-        self.line: DelayLine[saturn_pb2.LabelBatch] = DelayLine(link)
+        self.out: DelayedWrites[Outgoing] = DelayedWrites(link, self._encode)
         self.connected = asyncio.Event()
-        self.sent_batches = 0
+        self.sent_batches = 0  # messages written (batches that were due together go as one)
 
     def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
         if labels:
             self.send_batch(saturn_pb2.LabelBatch(labels=labels))
 
-    def send_batch(self, batch: saturn_pb2.LabelBatch, seq: int | None = None) -> None:
-        """Sends a batch as it is (a serializer forwards what it received without copying it);
-        on a resumable link numbered ``seq`` (a replica group's log position) or the next number."""
+    def send_batch(
+        self, batch: saturn_pb2.LabelBatch, seq: int | None = None, raw: bytes | None = None
+    ) -> None:
+        """Sends a batch as it is (a serializer forwards what it received without copying it, and
+        ``raw``, the bytes it came as, without encoding it again); on a resumable link numbered
+        ``seq`` (a replica group's log position) or the next number."""
         if not batch.labels:
             return
         if self.resumable:
-            batch = self._numbered(batch, seq)
-        self.line.put(batch, heartbeat_slack(batch.labels, self.line.link, self.tuning))
+            batch, raw = self._numbered(batch, seq), None
+        self.out.put((batch, raw), heartbeat_slack(batch.labels, self.out.line.link, self.tuning))
 
     def _numbered(self, batch: saturn_pb2.LabelBatch, seq: int | None) -> saturn_pb2.LabelBatch:
         self.seq = seq if seq is not None else self.seq + 1
@@ -120,6 +132,14 @@ class OutgoingLink:
         sent it): the next stream resends whatever of it the receiver lacks."""
         now = time.monotonic()
         self.kept.extend((seq, now, self._numbered(batch, seq)) for seq, batch in batches if batch.labels)
+
+    def _encode(self, due: list[Outgoing]) -> list[bytes]:
+        """Every batch that is due, as one message: serialized label batches concatenate into one
+        (repeated labels in order; the last batch's number wins, "numbered as the last")."""
+        self.sent_batches += 1
+        if self.resumable:
+            self._keep([batch for batch, _ in due])
+        return [b"".join(raw if raw is not None else batch.SerializeToString() for batch, raw in due)]
 
     def retire(self) -> None:
         """What was sent still goes; the link closes when its tree is taken down (a close now
@@ -143,7 +163,7 @@ class OutgoingLink:
             gap = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_GAP, src=self.node)
             again.insert(0, saturn_pb2.LabelBatch(labels=[gap]))  # unnumbered: never dropped
         if again:
-            self.line.put_back(again)
+            self.out.put_back([(batch, None) for batch in again])
 
     async def run(self, stop: asyncio.Event) -> None:
         backoff = runtime.Backoff(self.tuning.link_retry_s)
@@ -153,7 +173,7 @@ class OutgoingLink:
             try:
                 await runtime.unless_stopped(stop, self._stream(stop))
                 backoff.reset()
-            except grpc.aio.AioRpcError as exc:
+            except LinkError as exc:
                 if self.retired:
                     log.info("%s → %s: the tree of epoch %d is gone", self.node, self.neighbour, self.epoch)
                     return
@@ -165,56 +185,31 @@ class OutgoingLink:
                 else:
                     delay = backoff.next_delay()
                 if not stop.is_set():
-                    log.warning("%s → %s (%s): %s %s; retrying in %.2fs", self.node, self.neighbour,
-                                self.endpoint, exc.code().name, exc.details(), delay)  # fmt: skip
+                    log.warning("%s → %s (%s): %s; retrying in %.2fs", self.node, self.neighbour,
+                                self.endpoint, exc, delay)  # fmt: skip
                 await runtime.sleep_or_stop(stop, delay)
             finally:
                 self.connected.clear()
 
     async def _stream(self, stop: asyncio.Event) -> None:
-        """One stream. Labels flow only once the receiver has accepted the hello (its initial
-        metadata), so a refused link takes none; and a stream that ended hands back what its
-        request generator took after the end (gRPC may leave that generator waiting on the
-        line, where it would take a batch from the next stream and lose it)."""
-        accepted = asyncio.Event()
-        ended = False
+        """One connection. Labels flow only once the receiver has accepted the hello, so a
+        refused link takes none; it ends when the connection does (raising LinkClosed) or when
+        the process stops. Batches are written as they fall due (DelayedWrites): what is due at
+        one moment goes as one message."""
         hello = saturn_pb2.Hello(node=self.node, epoch=self.epoch, resumable=self.resumable,
                                  incarnation=self.incarnation)  # fmt: skip
-
-        async def messages():
-            yield saturn_pb2.TreeMessage(hello=hello)
-            await accepted.wait()
-            if ended:
-                return
+        connection, answer = await open_link(self.endpoint, TREE, hello.SerializeToString())
+        try:
+            if self.resumable:
+                self._resume_after(saturn_pb2.LinkAccepted.FromString(answer).last_seq)
             self.connected.set()
             log.info("%s → %s: connected (epoch %d)", self.node, self.neighbour, self.epoch)
-            while not stop.is_set():
-                due = await self.line.get_due()
-                if ended:
-                    self.line.put_back(due)
-                    return
-                self.sent_batches += 1
-                if self.resumable:
-                    self._keep(due)
-                if len(due) == 1:
-                    yield saturn_pb2.TreeMessage(batch=due[0])
-                else:  # batches that piled up go as one, in order (numbered as the last)
-                    labels = [x for b in due for x in b.labels]
-                    yield saturn_pb2.TreeMessage(batch=saturn_pb2.LabelBatch(labels=labels, seq=due[-1].seq))
-
-        async with grpc.aio.insecure_channel(self.endpoint, options=runtime.GRPC_OPTIONS) as channel:
-            await channel.channel_ready()
-            call = saturn_pb2_grpc.TreeNodeStub(channel).Deliver(messages(), metadata=auth.call_metadata())
-            try:
-                metadata = dict(tuple(await call.initial_metadata() or ()))
-                if metadata.get(ACCEPTED) == "1":
-                    if self.resumable:
-                        self._resume_after(int(metadata.get(LAST_SEQ, "0")))
-                    accepted.set()
-                await call  # raises the stream's error (a refusal's too)
-            finally:
-                ended = True
-                accepted.set()
+            self.out.attach(connection)
+            reason = await connection.wait_closed()
+            raise LinkClosed(reason)
+        finally:
+            self.out.detach()  # what was not written yet waits for the next connection, in order
+            connection.end()
 
 
 class Positions:
@@ -231,15 +226,16 @@ class Positions:
         self.by_sender[sender] = (incarnation, seq)
 
 
-class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
-    """The receiving end of every link into a node: hands each batch, with its sender and the
-    link's epoch, on. ``accepts`` says which senders may open a link (a serializer: its tree
-    neighbours, at its epoch; a proxy: its parent in a tree it knows).
+class TreeEndpoint:
+    """The receiving end of every link into a node (its ``tree`` service): hands each batch, with
+    its sender and the link's epoch, on. ``accepts`` says which senders may open a link (a
+    serializer: its tree neighbours, at its epoch; a proxy: its parent in a tree it knows).
 
     A link ending, or opened again, may have lost labels: ``on_lost`` is told, except for a
-    resumable sender (links.py's OutgoingLink), which resumes after the last batch this end
-    reports; it is told only when the sender comes back as another incarnation (what the old
-    one kept is gone). Batches a resumable sender sends again are dropped here."""
+    resumable sender (OutgoingLink), which resumes after the last batch this end reports; it is
+    told only when the sender comes back as another incarnation (what the old one kept is gone).
+    Batches a resumable sender sends again are dropped here. A batch that does not parse, or
+    holds a label of an unknown type, ends its link (logged): nothing of it is handed on."""
 
     def __init__(
         self, node: str, accepts: Accepts, on_batch: OnBatch, on_lost: OnLost | None = None,
@@ -253,62 +249,62 @@ class TreeNodeServicer(saturn_pb2_grpc.TreeNodeServicer):
         self.streams_opened: dict[tuple[str, int], int] = {}  # per (neighbour, epoch), since start
         self.duplicates = 0  # batches a resumable sender sent again, dropped
 
-    async def Deliver(self, request_iterator, context: grpc.aio.ServicerContext):
-        first = await anext(request_iterator, None)
-        if first is None:
-            return saturn_pb2.DeliverReply()
-        if first.WhichOneof("kind") != "hello":
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a hello")
-        hello = first.hello
+    async def serve(self, connection: Connection, hello_bytes: bytes) -> None:
+        """The link transport's handler of the ``tree`` service."""
+        try:
+            hello = saturn_pb2.Hello.FromString(hello_bytes)
+        except DecodeError:
+            connection.refuse("a tree link's hello must be a Hello")
+            return
         sender, epoch = hello.node, hello.epoch
         refusal = await self.accepts(sender, epoch)
         if refusal is not None:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, refusal)
+            connection.refuse(refusal)
+            return
         opened = self.streams_opened.get((sender, epoch), 0)
         self.streams_opened[sender, epoch] = opened + 1
+        last = 0
         if hello.resumable:
             known = self.positions.get(sender)
             last = known[1] if known and known[0] == hello.incarnation else 0
             if known and known[0] != hello.incarnation:  # what the old incarnation kept is gone
                 self.lost(sender, epoch)
             self.positions.note(sender, hello.incarnation, last)
-            await context.send_initial_metadata(((ACCEPTED, "1"), (LAST_SEQ, str(last))))
-        else:
-            await context.send_initial_metadata(((ACCEPTED, "1"),))
-            if opened:  # re-opened: whatever the old stream still carried may be gone
-                self.lost(sender, epoch)
+        elif opened:  # re-opened: whatever the old connection still carried may be gone
+            self.lost(sender, epoch)
+        connection.accept(saturn_pb2.LinkAccepted(last_seq=last).SerializeToString())
         log.info("%s ← %s: link open (epoch %d%s)", self.node, sender, epoch,
                  f", resuming after {last}" if hello.resumable else "")  # fmt: skip
         try:
-            await self._consume(sender, epoch, hello, request_iterator, context)
+            connection.deliver_to(lambda messages: self._take(sender, epoch, hello, messages, connection))
+            await connection.wait_closed()
         finally:
             log.info("%s ← %s: link closed (epoch %d)", self.node, sender, epoch)
             if not hello.resumable:
                 self.lost(sender, epoch)
-        return saturn_pb2.DeliverReply()
 
-    async def _consume(
-        self, sender: str, epoch: int, hello: saturn_pb2.Hello, request_iterator,
-        context: grpc.aio.ServicerContext,
-    ) -> None:  # fmt: skip
-        async for message in request_iterator:
-            if message.WhichOneof("kind") != "batch":
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected label batches after hello")
-            for label in message.batch.labels:
+    def _take(
+        self, sender: str, epoch: int, hello: saturn_pb2.Hello, messages: list[bytes], connection: Connection
+    ) -> None:
+        """Batches as they are read, in order (synchronously: no task wakes up per batch)."""
+        for body in messages:
+            try:
+                batch = saturn_pb2.LabelBatch.FromString(body)
+            except DecodeError:
+                connection.abort(f"{sender} sent a message that is not a label batch")
+                return
+            for label in batch.labels:
                 if label.type not in KNOWN_TYPES:
-                    await context.abort(
-                        grpc.StatusCode.INVALID_ARGUMENT, f"label of unknown type {label.type} from {sender}"
-                    )
-            seq = message.batch.seq
+                    connection.abort(f"label of unknown type {label.type} from {sender}")
+                    return
+            seq = batch.seq
             if hello.resumable and seq:
                 known = self.positions.get(sender)
                 if known and known[0] == hello.incarnation and seq <= known[1]:
                     self.duplicates += 1
                     continue
                 self.positions.note(sender, hello.incarnation, seq)
-            result = self.on_batch(sender, message.batch, epoch)
-            if asyncio.iscoroutine(result):
-                await result
+            self.on_batch(sender, batch, epoch, body)
 
     def lost(self, sender: str, epoch: int) -> None:
         if self.on_lost is not None:

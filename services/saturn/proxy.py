@@ -141,7 +141,9 @@ class RemoteProxy(StableOrder, TreeEpochs):
         else:  # the way back to the tree must start after the loss: a label lost now may lie
             self.first_since_switch = {}  # between the first labels heard so far and the stable time
 
-    def on_labels(self, sender: str, batch: saturn_pb2.LabelBatch, epoch: int | None = None) -> None:
+    def on_labels(
+        self, sender: str, batch: saturn_pb2.LabelBatch, epoch: int | None = None, raw: bytes = b""
+    ) -> None:
         """Labels from the tree of ``epoch`` (default: the current one)."""
         epoch = self.epoch if epoch is None else epoch
         if self.naive:

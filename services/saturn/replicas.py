@@ -28,15 +28,19 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 
-import grpc
+from google.protobuf.message import DecodeError
 
-from services import auth, runtime
-from services.proto import saturn_pb2, saturn_pb2_grpc
+from services import runtime
+from services.proto import saturn_pb2
 from services.saturn.links import Positions
 from services.topology import Topology
+from services.transport.client import open_link
+from services.transport.connection import Connection
+from services.transport.errors import LinkClosed, LinkError
 
 log = logging.getLogger("replica")
 
+ROLE, FOLLOW = "role", "follow"  # the group's link-transport services, on each replica's port
 LOG_KEEP = 50_000  # entries kept for a takeover's resends (links keep 10 s of what they sent)
 ROLE_TIMEOUT_S = 0.5
 ROLE_RETRY_S = 0.2
@@ -78,19 +82,29 @@ class ReplicaLog:
             self.sources.note(source.source, source.incarnation, source.seq)
 
 
-class Follower:
-    """A backup, as its primary sees it."""
+async def role_of(endpoint: str, timeout_s: float = ROLE_TIMEOUT_S) -> bool | None:
+    """Whether the replica at ``endpoint`` is its group's primary (None: it does not answer)."""
+    try:
+        connection, answer = await open_link(endpoint, ROLE, timeout_s=timeout_s)
+    except LinkError:
+        return None
+    connection.end()
+    return saturn_pb2.RoleReply.FromString(answer).primary
 
-    def __init__(self, replica: int, acked: int) -> None:
+
+class Follower:
+    """A backup, as its primary sees it: what it holds, and its connection."""
+
+    def __init__(self, replica: int, acked: int, connection: Connection) -> None:
         self.replica = replica
         self.acked = acked
-        self.queue: asyncio.Queue[saturn_pb2.LogEntry] = asyncio.Queue()
+        self.connection = connection
 
 
 Forward = Callable[[saturn_pb2.LogEntry], None]
 
 
-class Replica(saturn_pb2_grpc.ReplicaGroupServicer):
+class Replica:
     """One replica of a serializer's group: its role, its log, its backups (as primary)."""
 
     def __init__(
@@ -111,8 +125,11 @@ class Replica(saturn_pb2_grpc.ReplicaGroupServicer):
         """A batch a neighbour sent (the log's sources already hold its number: links.py)."""
         entry = self.log.append(source, batch)
         self.unforwarded.append(entry)
-        for follower in self.followers:
-            follower.queue.put_nowait(entry)
+        if self.followers:
+            body = entry.SerializeToString()
+            for follower in self.followers:
+                with contextlib.suppress(LinkClosed):  # gone: follow_me lets go of it
+                    follower.connection.send(body)
         self.forward_held()
 
     def forward_held(self) -> None:
@@ -121,37 +138,39 @@ class Replica(saturn_pb2_grpc.ReplicaGroupServicer):
         while self.unforwarded and self.unforwarded[0].pos <= held:
             self.forward(self.unforwarded.popleft())
 
-    async def Role(self, request, context):
-        return saturn_pb2.RoleReply(primary=self.primary)
+    async def role(self, connection: Connection, hello: bytes) -> None:
+        """The ``role`` service: whether this replica is the primary."""
+        connection.accept(saturn_pb2.RoleReply(primary=self.primary).SerializeToString())
 
-    async def Follow(self, request_iterator, context: grpc.aio.ServicerContext):
+    async def follow_me(self, connection: Connection, hello: bytes) -> None:
+        """The ``follow`` service (as primary): the log from now on down, acknowledgements up."""
         if not self.primary:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{self.name}#{self.index} is a backup")
-        first = await anext(request_iterator, None)
-        if first is None:
+            connection.refuse(f"{self.name}#{self.index} is a backup")
             return
-        follower = Follower(first.replica, self.log.next_pos - 1)
-        yield saturn_pb2.LogMessage(start=self.log.start())
-        self.followers.add(follower)
+        try:
+            replica = saturn_pb2.FollowRequest.FromString(hello).replica
+        except DecodeError:
+            connection.refuse("a follow's hello must be a FollowRequest")
+            return
+        follower = Follower(replica, self.log.next_pos - 1, connection)
+        connection.accept(self.log.start().SerializeToString())
+        self.followers.add(follower)  # no wait since the start: it misses no entry
         log.info("%s#%d: replica %d follows from position %d", self.name, self.index, follower.replica,
                  follower.acked + 1)  # fmt: skip
 
-        async def acks() -> None:
-            async for request in request_iterator:
-                follower.acked = max(follower.acked, request.acked)
-                self.forward_held()
+        def acks(messages: list[bytes]) -> None:
+            try:
+                acked = max(saturn_pb2.FollowRequest.FromString(body).acked for body in messages)
+            except DecodeError:
+                connection.abort(f"replica {replica} sent a message that is not a FollowRequest")
+                return
+            follower.acked = max(follower.acked, acked)
+            self.forward_held()
 
-        reader = asyncio.create_task(acks())
         try:
-            while not reader.done():
-                getter = asyncio.ensure_future(follower.queue.get())
-                await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-                if getter.done():
-                    yield saturn_pb2.LogMessage(entry=getter.result())
-                else:
-                    getter.cancel()
+            connection.deliver_to(acks)
+            await connection.wait_closed()
         finally:
-            reader.cancel()
             self.followers.discard(follower)
             log.warning("%s#%d: replica %d no longer follows", self.name, self.index, follower.replica)
             self.forward_held()  # what waited for it goes now
@@ -180,15 +199,7 @@ class Replica(saturn_pb2_grpc.ReplicaGroupServicer):
 
     async def ask_role(self, replica: int) -> bool | None:
         """Whether ``replica`` is primary (None: it does not answer)."""
-        try:
-            peer = self.peers[replica]
-            async with grpc.aio.insecure_channel(peer, options=runtime.GRPC_OPTIONS) as channel:
-                stub = saturn_pb2_grpc.ReplicaGroupStub(channel)
-                request = saturn_pb2.RoleRequest()
-                reply = await stub.Role(request, timeout=ROLE_TIMEOUT_S, metadata=auth.call_metadata())
-                return reply.primary
-        except grpc.aio.AioRpcError:
-            return None
+        return await role_of(self.peers[replica])
 
     async def find_primary(self) -> int | None:
         for replica in sorted(self.peers):
@@ -204,22 +215,26 @@ class Replica(saturn_pb2_grpc.ReplicaGroupServicer):
         return True
 
     async def follow(self, primary: int) -> None:
-        acked: asyncio.Queue[int] = asyncio.Queue()
+        """Holds the primary's log as it grows, acknowledging what it holds, until the primary
+        is gone (its connection ends)."""
+        hello = saturn_pb2.FollowRequest(replica=self.index, acked=0).SerializeToString()
+        try:
+            connection, answer = await open_link(self.peers[primary], FOLLOW, hello)
+        except LinkError:
+            return
+        try:
+            start = saturn_pb2.FollowStart.FromString(answer)
+            self.log.join(start)
+            log.info("%s#%d: following replica %d from position %d", self.name, self.index,
+                     primary, start.next_pos)  # fmt: skip
 
-        async def requests():
-            yield saturn_pb2.FollowRequest(replica=self.index, acked=0)
-            while True:
-                yield saturn_pb2.FollowRequest(replica=self.index, acked=await acked.get())
+            def entries(messages: list[bytes]) -> None:
+                for body in messages:
+                    self.log.adopt(saturn_pb2.LogEntry.FromString(body))
+                ack = saturn_pb2.FollowRequest(replica=self.index, acked=self.log.next_pos - 1)
+                connection.send(ack.SerializeToString())
 
-        with contextlib.suppress(grpc.aio.AioRpcError):
-            peer = self.peers[primary]
-            async with grpc.aio.insecure_channel(peer, options=runtime.GRPC_OPTIONS) as channel:
-                stub = saturn_pb2_grpc.ReplicaGroupStub(channel)
-                async for message in stub.Follow(requests(), metadata=auth.call_metadata()):
-                    if message.WhichOneof("kind") == "start":
-                        self.log.join(message.start)
-                        log.info("%s#%d: following replica %d from position %d", self.name, self.index,
-                                 primary, message.start.next_pos)  # fmt: skip
-                    else:
-                        self.log.adopt(message.entry)
-                        acked.put_nowait(message.entry.pos)
+            connection.deliver_to(entries)
+            await connection.wait_closed()
+        finally:
+            connection.end()

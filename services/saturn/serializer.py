@@ -8,10 +8,11 @@ import asyncio
 import logging
 
 from services import runtime
-from services.proto import saturn_pb2, saturn_pb2_grpc
-from services.saturn.links import OutgoingLink, TreeNodeServicer, neighbours_at
-from services.saturn.replicas import Replica
+from services.proto import saturn_pb2
+from services.saturn.links import TREE, OutgoingLink, TreeEndpoint, neighbours_at
+from services.saturn.replicas import FOLLOW, ROLE, Replica
 from services.topology import Topology
+from services.transport.server import LinkServer
 
 log = logging.getLogger("serializer")
 
@@ -27,6 +28,7 @@ class Router:
         self.behind = {n: topology.regions_behind[(node, n)] for n in self.neighbours}
         self.replicas = {g: set(members) for g, members in topology.group_members.items()}
         self._destinations: dict[tuple[int, str], frozenset[str]] = {}
+        self._others = {n: [x for x in self.neighbours if x != n] for n in self.neighbours}
 
     def wants(self, neighbour: str, label: saturn_pb2.TreeLabel) -> bool:
         behind = self.behind[neighbour]
@@ -53,7 +55,7 @@ class Router:
     def route(self, source: str, batch: saturn_pb2.LabelBatch) -> dict[str, saturn_pb2.LabelBatch]:
         """Per neighbour (never back to ``source``), the labels it wants, in order. A neighbour
         that wants the whole batch gets the batch itself (no label is copied)."""
-        others = [n for n in self.neighbours if n != source]
+        others = self._others.get(source) or [n for n in self.neighbours if n != source]
         picks = [self.destinations(label) for label in batch.labels]
         first = picks[0] if picks else frozenset()
         if all(pick is first for pick in picks):  # one key's answer for all (the common case)
@@ -76,9 +78,12 @@ async def serve(topology: Topology, name: str, index: int, stop: asyncio.Event) 
         return
     links = {n: OutgoingLink(topology, name, n) for n in router.neighbours}
 
-    def forward(source: str, batch: saturn_pb2.LabelBatch, epoch: int = topology.epoch) -> None:
+    def forward(
+        source: str, batch: saturn_pb2.LabelBatch, epoch: int = topology.epoch, raw: bytes = b""
+    ) -> None:
+        """A neighbour that wants the whole batch gets the bytes it came as (nothing re-encoded)."""
         for neighbour, part in router.route(source, batch).items():
-            links[neighbour].send_batch(part)
+            links[neighbour].send_batch(part, raw=raw if raw and part is batch else None)
 
     def lost(source: str, epoch: int) -> None:
         """Labels from ``source`` may have been lost: every region beyond must learn it, in order
@@ -87,19 +92,19 @@ async def serve(topology: Topology, name: str, index: int, stop: asyncio.Event) 
         gap = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_GAP, src=name)
         forward(source, saturn_pb2.LabelBatch(labels=[gap]))
 
-    server, health = runtime.new_server(topology.serializer_port(name), topology.bind_host(name))
-    servicer = TreeNodeServicer(name, neighbours_at(name, topology), forward, on_lost=lost)
-    saturn_pb2_grpc.add_TreeNodeServicer_to_server(servicer, server)
+    server = LinkServer(f"serializer {name}", topology.bind_host(name), topology.serializer_port(name))
+    server.add(TREE, TreeEndpoint(name, neighbours_at(name, topology), forward, on_lost=lost).serve)
     await server.start()
-    runtime.mark_serving(health)
     log.info("serializer %s (epoch %d) on %s, neighbours %s", name, topology.epoch,
              topology.tree_endpoint(name), ", ".join(router.neighbours))  # fmt: skip
     await asyncio.gather(*(link.run(stop) for link in links.values()))
-    await server.stop(grace=1)
+    await server.stop()
 
 
 def main() -> None:
-    runtime.service_main("serializer: forwards labels along the Saturn tree", serve, node_flag="--name")
+    runtime.service_main(
+        "serializer: forwards labels along the Saturn tree", serve, node_flag="--name", fast_loop=True
+    )
 
 
 async def serve_replica(
@@ -143,19 +148,21 @@ async def serve_replica(
         gap = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_GAP, src=name)
         replica.append(source, saturn_pb2.LabelBatch(labels=[gap]))
 
-    server, health = runtime.new_server(topology.serializer_port(name, index), topology.bind_host(name))
-    servicer = TreeNodeServicer(name, accepts, lambda source, batch, epoch: replica.append(source, batch),
-                                on_lost=lost, positions=replica.log.sources)  # fmt: skip
-    saturn_pb2_grpc.add_TreeNodeServicer_to_server(servicer, server)
-    saturn_pb2_grpc.add_ReplicaGroupServicer_to_server(replica, server)
+    server = LinkServer(
+        f"serializer {name}#{index}", topology.bind_host(name), topology.serializer_port(name, index)
+    )
+    endpoint = TreeEndpoint(name, accepts, lambda source, batch, epoch, raw: replica.append(source, batch),
+                            on_lost=lost, positions=replica.log.sources)  # fmt: skip
+    server.add(TREE, endpoint.serve)
+    server.add(ROLE, replica.role)
+    server.add(FOLLOW, replica.follow_me)
     await server.start()
-    runtime.mark_serving(health)
     log.info("serializer %s replica %d (epoch %d) on port %d", name, index, topology.epoch,
              topology.serializer_port(name, index))  # fmt: skip
     await replica.run(stop)
     await stop.wait()
     await asyncio.gather(*running)
-    await server.stop(grace=1)
+    await server.stop()
 
 
 if __name__ == "__main__":

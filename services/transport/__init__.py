@@ -5,14 +5,7 @@ serializer replica group's log; health), framed and authenticated over plain TCP
 gRPC stays where it serves clients and operators (the gateway). Chosen by measurement: a
 Python gRPC stream costs 100-200 µs of CPU per message, this transport about a tenth of it
 (``python -m loadtest.bench.transport``; docs/ARCHITECTURE.md, "The link transport").
+
+Import from the modules: ``server`` (LinkServer), ``client`` (open_link), ``connection``,
+``errors``; ``probe`` (a blocking health check) imports nothing heavy, for containers' checks.
 """
-
-from services.transport.client import health, open_link
-from services.transport.connection import Connection
-from services.transport.errors import LinkClosed, LinkError, LinkRefused, LinkUnavailable, NotALinkPeer
-from services.transport.server import LinkServer
-
-__all__ = [
-    "Connection", "LinkClosed", "LinkError", "LinkRefused", "LinkServer", "LinkUnavailable", "NotALinkPeer",
-    "health", "open_link",
-]  # fmt: skip

@@ -282,6 +282,11 @@ class Connection(asyncio.Protocol):
         log.warning("link %s (%s) closed: %s", self.peer, self.service or "handshake", reason)
         self.end(reason)
 
+    async def wait_closed(self) -> str:
+        """Waits until the connection has ended; why it did. (Cancelling the wait leaves the
+        connection as it is.)"""
+        return await asyncio.shield(self.closed)
+
     @property
     def is_open(self) -> bool:
         return not self.closed.done()

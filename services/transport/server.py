@@ -12,14 +12,13 @@ from services import auth
 from services.transport.connection import Connection
 from services.transport.errors import LinkClosed
 from services.transport.handshake import link_key
+from services.transport.probe import HEALTH, NOT_SERVING, SERVING
 
 log = logging.getLogger("link")
 
 #: A service's handler: takes the connection and the client's hello, accepts or refuses it, and
 #: serves it until done (the server ends the connection when the handler returns).
 Handler = Callable[[Connection, bytes], Awaitable[None]]
-HEALTH = "health"  # the service every link server runs: the hello names what is asked about
-SERVING, NOT_SERVING = b"SERVING", b"NOT_SERVING"
 
 
 class Health:

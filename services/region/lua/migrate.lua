@@ -1,5 +1,5 @@
--- Gear MIGRATION (paper Alg. 2, lines 15-19): a label above the client's, handed to the sink,
--- which is told at once on a pub/sub channel (a client waits for this label: no batching delay).
+-- Gear MIGRATION (paper Alg. 2, lines 15-19): a label above the client's, handed to the sink
+-- (which reads its stream as it grows: the label leaves at once).
 -- Under gentlerain and cure nothing travels: the target waits for the client's own ts (vector).
 -- args: api, label (5), target region. Returns the migration label's ts.
 local function gear_migrate(keys, args)
@@ -15,7 +15,6 @@ local function gear_migrate(keys, args)
   redis.call('HSET', GEAR_KEY, 'last_ts', I(ts))
   if cfg.emits == '1' then
     redis.call('XADD', LABEL_STREAM, I(ts) .. '-0', LABEL_FIELD, label_kind('m', outside) .. '|' .. I(ts) .. '|' .. cfg.gear .. '|' .. target)
-    redis.call('PUBLISH', SINK_WAKE_CHANNEL, I(ts))
   end
   return ts
 end
