@@ -7,6 +7,8 @@ prometheus_client's multiprocess mode: each process writes to the region's
 
 from __future__ import annotations
 
+import bisect
+import collections
 import glob
 import hmac
 import itertools
@@ -101,6 +103,21 @@ PROXY_EPOCH = Gauge(
 BULK_RECEIVED = Counter(
     "causal_bulk_payloads_received_total", "Payloads received by bulk transfer", ["region", "origin"]
 )
+
+
+def observe_many(histogram: Histogram, values: list[float]) -> None:
+    """``histogram.observe(v)`` for every value, with one write per bucket touched instead of two
+    per value: in multiprocess mode each is a write to a memory-mapped file, and a remote proxy
+    observes every update's visibility (a tenth of its CPU, one by one). Reaches into the child's
+    buckets as ``observe`` does; falls back to it where they are not there."""
+    buckets, bounds, total = (getattr(histogram, a, None) for a in ("_buckets", "_upper_bounds", "_sum"))
+    if buckets is None or bounds is None or total is None:
+        for value in values:
+            histogram.observe(value)
+        return
+    total.inc(sum(values))
+    for index, count in collections.Counter(bisect.bisect_left(bounds, value) for value in values).items():
+        buckets[index].inc(count)
 
 
 _LIVE_GAUGE_FILE = re.compile(r"gauge_live[a-z]+_(\d+)\.db")

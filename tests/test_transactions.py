@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+import redis
 from helpers.transactions import (
     count_fractured,
     rows_on_shards,
@@ -304,3 +305,37 @@ def test_parts_left_staged_while_no_sweeper_runs_never_fail_a_read(launch, clien
     assert staged_parts(cluster.topology, "a") == 2
     cluster.restart("a.bulk-receiver")
     eventually(lambda: staged_parts(cluster.topology, "a") == 0, timeout=15)
+
+
+def raw_cell(cluster: Cluster, region: str, group: str, row: str, column: str) -> tuple[str, str]:
+    """A cell as its shard's store holds it, read past the gears ((ts|src, value); a reader
+    would settle a committed part it meets, and hide what the sweeper did or did not do)."""
+    shard = wire.shard_of(group, row, cluster.topology.region(region).shards)
+    with redis.Redis.from_url(cluster.topology.redis_url(region, shard)) as store:
+        raw = store.hget(f"d:{group}:{row}", column)
+    assert raw is not None, f"{group}/{row} has no {column!r} at {region}"
+    ts, src, _flag, value = raw.decode().split("|", 3)
+    return f"{ts}|{src}", value
+
+
+@pytest.mark.parametrize(("stage", "expected"), [("before-settle", "2"), ("before-commit", "1")])
+def test_the_sweeper_alone_settles_parts_as_their_coordinator_decided(launch, stage, expected):
+    """No reader touches the rows (readers settle committed parts they meet themselves, which
+    would hide a sweeper that settles wrongly). A writer dies after its batch of "2" committed at
+    the coordinator but before its cohort's part was settled, or before the commit (undecided):
+    the sweeper alone must apply the first part at the commit (the cohort's cell becomes the
+    coordinator's update) and abort the second (both rows keep the "1" before it)."""
+    cluster = launch(sharded("two-region.toml", "eventual", 2).model_dump())
+    cluster.kill("a.bulk-receiver")  # no sweeper until the parts are staged
+    rows = sorted((("all", r) for r in rows_on_shards(["all"] * 2, 2, unique("s"))), key=on_shard)
+    child = start_stopping_writer(cluster.topology.client_address("a"), "a", rows, stage)
+    child.send_signal(signal.SIGKILL)
+    child.wait(10)
+    assert staged_parts(cluster.topology, "a", shard=1) == 1  # the cohort's part
+    cluster.restart("a.bulk-receiver")
+    eventually(lambda: staged_parts(cluster.topology, "a") == 0, timeout=15)
+    (coordinator_update, coordinator_value), (cohort_update, cohort_value) = (
+        raw_cell(cluster, "a", g, r, "v") for g, r in rows
+    )
+    assert (coordinator_value, cohort_value) == (expected, expected)
+    assert cohort_update == coordinator_update, "the two rows of one batch hold different updates"

@@ -59,8 +59,7 @@ class BulkReceiver:
     def on_applied(self, origin_region: str, updates: list[RemoteUpdate]) -> None:
         now_us = time.time() * 1e6
         visibility, applied = self.applied_metrics(origin_region)
-        for update in updates:
-            visibility.observe(max(0.0, (now_us - update.origin_time_us) / 1e6))
+        metrics.observe_many(visibility, [max(0.0, (now_us - u.origin_time_us) / 1e6) for u in updates])
         applied.inc(len(updates))
 
     async def ship(self, connection: Connection, hello_bytes: bytes) -> None:

@@ -35,7 +35,7 @@ from services.region.store import RemoteUpdate
 class VectorStabilizer(Stabilizer):
     """The receiver's side: payloads held until the GSV covers them and their vector."""
 
-    async def deliver_stable(self) -> None:
+    async def deliver_stable(self) -> int:
         gsv = {o: self.stable_of(o) for o in self.origins}
         stuck: dict[str, int] = {}  # origin → ts of its first update left held this round
 
@@ -56,6 +56,7 @@ class VectorStabilizer(Stabilizer):
             if through < NEVER and through > self.watermarks.get(origin, 0):
                 marks[origin] = through
         await self.apply_batches(due, marks)
+        return min((applied_through(o) for o in self.origins), default=NEVER)
 
     def covered(self, update: RemoteUpdate, applied_through) -> bool:
         """Every update of every other origin that ``update``'s vector names is applied here."""

@@ -17,7 +17,6 @@ re-sent duplicates) and what attaches wait on (``attach.lua``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -31,6 +30,46 @@ MAX_RUN = 512  # updates applied per Redis call at most
 NEVER = 2**62  # the stable time where no gear ships here
 STORE_RETRY_S = 0.2  # after a store error (its Redis restarting), the next try
 Applied = Callable[[str, list[RemoteUpdate]], None]
+
+
+class Wakeup:
+    """Something arrived: an ``asyncio.Event`` for the one delivery loop, whose wait with a
+    timeout costs a future and a timer (``asyncio.wait_for`` makes a task per wait, and the loop
+    waits once per arrival)."""
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        self._set = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until set, or ``timeout_s`` (no error either way)."""
+        if self._set:
+            return
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        timer = loop.call_later(timeout_s, _release, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+
+def _release(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class StableOrder:
@@ -49,7 +88,7 @@ class StableOrder:
         self.watermarks: dict[str, int] = {}
         self.delivered = 0
         self.stamp = 0  # the last stamp an apply was given: the next goes above it (deliver.lua)
-        self.wakeup = asyncio.Event()  # set when something arrived that may be delivered now
+        self.wakeup = Wakeup()  # set when something arrived that may be delivered now
 
     async def serve(
         self,
@@ -63,8 +102,7 @@ class StableOrder:
         not delivered held, and the in-memory watermarks change only after a call succeeded;
         a run applied just before the error is skipped by the watermarks when tried again."""
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wakeup.wait(), quiet_s())
+            await self.wakeup.wait(quiet_s())
             self.wakeup.clear()
             try:
                 await step()
@@ -110,14 +148,17 @@ class StableOrder:
         """The payloads held here up to ``ts``, in timestamp order ((ts, src): a total order)."""
         return sorted((u for u in self.ready.values() if u.ts <= ts), key=lambda u: (u.ts, u.src))
 
-    async def deliver_stable(self) -> None:
+    async def deliver_stable(self) -> int:
         """Everything stable, in (ts, src) order; every origin's watermark follows the stable
-        time (an origin that ships nothing here has nothing to wait for either)."""
+        time (an origin that ships nothing here has nothing to wait for either). Returns the
+        stable time it applied through: the stable time may have moved on while it applied
+        (payloads keep arriving), and what came meanwhile is not applied yet."""
         stable = self.stable_time()
         due = self.ready_through(stable)
         behind = [o for o in self.origins if stable > self.watermarks.get(o, 0)]
         marks = {} if stable >= NEVER else dict.fromkeys(behind, stable)
         await self.apply_batches(due, marks)
+        return stable
 
     async def apply_batches(self, due: list[RemoteUpdate], marks: dict[str, int]) -> None:
         """Applies ``due`` in its order, MAX_RUN at a time, then raises the watermarks to ``marks``."""

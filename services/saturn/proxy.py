@@ -214,8 +214,8 @@ class RemoteProxy(StableOrder, TreeEpochs):
                 while self.mode == "tree" and await self.deliver_run():
                     pass
         if self.mode == "timestamp":
-            await self.deliver_stable()
-            if self.tree_caught_up() and await self.own_sink_on(self.epoch):
+            applied_through = await self.deliver_stable()
+            if self.tree_caught_up(applied_through) and await self.own_sink_on(self.epoch):
                 self.switch("tree")
                 self.wakeup.set()
         if self.outside_order is not False and self.labels_caught_up():
@@ -231,10 +231,15 @@ class RemoteProxy(StableOrder, TreeEpochs):
         silence = self.store.topology.saturn.tree_silence_s  # 3 heartbeats missed: the tree is down
         return any(now - self.last_heard.get(o, 0.0) > silence for o in self.origins)
 
-    def tree_caught_up(self) -> bool:
+    def tree_caught_up(self, applied_through: int) -> bool:
+        """Every origin heard on the tree since the switch, and everything up to the first label
+        each sent since then applied in timestamp order (``applied_through``: what the last
+        round applied through, not the stable time now, which may have moved on meanwhile:
+        payloads between the two would be left behind, their labels gone, and the watermarks
+        would pass them in the tree's order; the exactly-once test caught it)."""
         if self.tree_silent() or set(self.first_since_switch) != set(self.origins):
             return False
-        return self.stable_time() >= max(self.first_since_switch.values(), default=0)
+        return applied_through >= max(self.first_since_switch.values(), default=0)
 
     def labels_caught_up(self) -> bool:
         """Every update applied here has had its label pass here on the tree (module doc)."""
