@@ -9,6 +9,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -53,6 +54,7 @@ def mark_serving(health_servicer: health.HealthServicer) -> None:
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
 
 
+T = TypeVar("T")
 Serve = Callable[[Topology, str, int, asyncio.Event], Awaitable[None]]
 
 
@@ -94,6 +96,12 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 async def unless_stopped(stop: asyncio.Event, work: Awaitable[None]) -> None:
     """Awaits ``work`` unless the process is asked to stop first, in which case ``work`` is
     cancelled (a connection attempt to a peer that is down would otherwise block the stop)."""
+    await first_or_stop(stop, work, None)
+
+
+async def first_or_stop(stop: asyncio.Event, work: Awaitable[T], default: T) -> T:
+    """``work``'s result, or ``default`` if the process is asked to stop first (``work`` is
+    cancelled then)."""
     task = asyncio.ensure_future(work)
     stopper = asyncio.ensure_future(stop.wait())
     try:
@@ -104,8 +112,7 @@ async def unless_stopped(stop: asyncio.Event, work: Awaitable[None]) -> None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-    if not task.cancelled():
-        task.result()  # re-raises what ``work`` raised
+    return default if task.cancelled() else task.result()
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

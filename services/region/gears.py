@@ -38,6 +38,7 @@ CLAIM_PREFIX = "claim:"  # strongly consistent claims decided here (never replic
 SINK_POSITION_KEY = "sink_pos"  # saturn: the label sink's durable cursor in the label stream
 TREE_KEY = "saturn:tree"  # saturn: the tree this region uses, and how far it has moved to it (epochs.py)
 TREE_SEND_FIELD = "send"  # in TREE_KEY: the epoch whose tree the label sink must send on
+TREE_EVENTS = "saturn:tree:events"  # a capped stream, an entry per change of TREE_KEY: the sink blocks on it
 WATERMARK_EVENTS = "wm:events"  # saturn: a capped stream, one entry per raise of the watermarks
 #                                 (on shard 0): waiting attaches block on it instead of polling
 WATERMARK_EVENTS_MAXLEN = 1000

@@ -19,6 +19,7 @@ from causal_client.data import Mutation, ReadSpec
 from causal_client.errors import gear_error
 from causal_client.label import Label, LabelType, merge_vectors, parse_vector
 from services.region import gears
+from services.region.lean_redis import LeanRedis
 from services.topology import LABEL_PROTOCOLS, Topology
 
 
@@ -111,9 +112,9 @@ def _staged_rows(update: RemoteUpdate, rows: list[RowChange]) -> list:
     return args
 
 
-def _entries(raw: list) -> list[tuple[int, dict[bytes, bytes]]]:
-    """Stream entries as (ts, fields): an entry's id is its label's ts (``ts-0``)."""
-    return [(int(entry_id.split(b"-", 1)[0]), fields) for entry_id, fields in raw]
+def _flat_entries(raw: list) -> list[tuple[int, dict[bytes, bytes]]]:
+    """Stream entries as RESP has them (id, [field, value, ...]) as (ts, fields)."""
+    return [(int(entry_id.split(b"-", 1)[0]), dict(zip(f[::2], f[1::2], strict=True))) for entry_id, f in raw]
 
 
 def _watermarks(raw: dict[bytes, bytes]) -> dict[str, int]:
@@ -137,7 +138,8 @@ class PackedByHiredis(aioredis.Connection):
 
 
 class Shard:
-    """One shard: a Redis server running the gears' library, and the gear that owns it."""
+    """One shard: a Redis server running the gears' library, and the gear that owns it. Gear calls
+    and stream reads go through ``lean`` (the hot path: lean_redis.py), the rest through redis-py."""
 
     def __init__(self, url: str, gear_id: str, region: str):
         self.gear_id = gear_id
@@ -145,6 +147,7 @@ class Shard:
         self.redis = aioredis.Redis.from_url(
             url, socket_timeout=30, max_connections=256, connection_class=PackedByHiredis
         )
+        self.lean = LeanRedis(url)
 
     async def install(
         self, settings: Mapping[str, str | int], groups: Mapping[str, str], gear_ids: list[str], about: str
@@ -166,7 +169,7 @@ class Shard:
         frontend's ``install``: until then client calls are refused as unconfigured)."""
         for attempt in (1, 2):
             try:
-                return await self.redis.fcall(function, len(keys), *keys, *args)
+                return await self.lean.execute("FCALL", function, len(keys), *keys, *args)
             except ResponseError as exc:
                 if attempt == 1 and str(exc).startswith(NO_FUNCTION):
                     await self.redis.function_load(gears.library_source(), replace=True)
@@ -228,16 +231,22 @@ class Shard:
     ) -> list[tuple[int, dict[bytes, bytes]]]:
         """Up to ``count`` entries (ts, fields) of ``stream`` after ``after_ts``; with ``block_s``,
         waits that long for one if there is none yet."""
-        block = None if block_s is None else max(1, int(block_s * 1000))
-        reply = await self.redis.xread({stream: f"{after_ts}-0"}, count=count, block=block)
-        return _entries(reply[0][1]) if reply else []
+        start = f"{after_ts}-0"
+        if block_s is None:
+            reply = await self.lean.execute("XREAD", "COUNT", count, "STREAMS", stream, start)
+        else:
+            block = max(1, int(block_s * 1000))
+            command = ("XREAD", "COUNT", count, "BLOCK", block, "STREAMS", stream, start)
+            reply = await self.lean.execute_blocking(*command, block_s=block_s)
+        return _flat_entries(reply[0][1]) if reply else []
 
     async def stream_between(
         self, stream: str, after_ts: int, until_ts: int | None, count: int
     ) -> list[tuple[int, dict[bytes, bytes]]]:
         """Up to ``count`` entries of ``stream`` after ``after_ts`` and at or below ``until_ts``."""
         high = f"{until_ts}-0" if until_ts is not None else "+"
-        return _entries(await self.redis.xrange(stream, f"({after_ts}-0", high, count=count))
+        reply = await self.lean.execute("XRANGE", stream, f"({after_ts}-0", high, "COUNT", count)
+        return _flat_entries(reply)
 
     async def trim_stream(self, stream: str, through_ts: int) -> None:
         """Deletes every entry at or below ``through_ts``. Exact: an approximate trim (~) deletes
@@ -262,6 +271,13 @@ class Shard:
         value = await self.redis.hget(gears.TREE_KEY, gears.TREE_SEND_FIELD)
         return int(value) if value else None
 
+    async def wait_tree_event(self, after: bytes, timeout_s: float) -> bytes:
+        """Waits up to ``timeout_s`` for a change of the tree record after event ``after`` (an
+        entry id of ``gears.TREE_EVENTS``; b"0-0": any); returns the last event's id seen."""
+        command = ("XREAD", "BLOCK", max(1, int(timeout_s * 1000)), "STREAMS", gears.TREE_EVENTS, after)
+        reply = await self.lean.execute_blocking(*command, block_s=timeout_s)
+        return reply[0][1][-1][0] if reply else after
+
     async def note_tree_progress(self, field: str, epoch: int) -> None:
         await self.redis.hset(gears.TREE_KEY, field, epoch)
 
@@ -272,7 +288,7 @@ class Shard:
         in one round trip. The time returned is what those entries cover: the heartbeat, or the
         last entry's ts when there were ``count`` or more of them."""
         stable, raw = await self.call("saturn_heartbeat", [after, count], [stream])
-        entries = _entries([(entry_id, dict(zip(f[::2], f[1::2], strict=True))) for entry_id, f in raw])
+        entries = _flat_entries(raw)
         covered = entries[-1][0] if len(entries) >= count else int(stable)
         return covered, entries
 
@@ -288,6 +304,7 @@ class Shard:
         return int(value) if value else 0
 
     async def close(self) -> None:
+        await self.lean.close()
         await self.redis.aclose()
 
 

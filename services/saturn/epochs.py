@@ -2,12 +2,13 @@
 
 A region's tree record, a hash in its shard 0 (``gears.TREE_KEY``), names the newest tree,
 ``epoch`` and ``topology`` (JSON), and ``send``, the epoch whose tree the label sink must send on:
-written by whoever deploys (the launcher, at start and on ``reconfigure``). A reconfiguration
-names the new tree first (proxies then accept its links, so its serializers connect at once) and
-sets ``send`` once they run. The region reports how far it has moved: ``sink``, the epoch the sink
-sends on, and ``proxy``, the epoch whose labels the proxy delivers. The record lives in the store
-so that a process restarted in the middle of a switch takes the current tree, and so that a
-deployment is reconfigured through the stores it already reaches.
+written by whoever deploys (the launcher, at start and on ``reconfigure``), with an entry in the
+capped stream ``gears.TREE_EVENTS`` that wakes the label sink (it blocks on it: nothing polls). A
+reconfiguration names the new tree first (proxies then accept its links, so its serializers
+connect at once) and sets ``send`` once they run. The region reports how far it has moved:
+``sink``, the epoch the sink sends on, and ``proxy``, the epoch whose labels the proxy delivers.
+The record lives in the store so that a process restarted in the middle of a switch takes the
+current tree, and so that a deployment is reconfigured through the stores it already reaches.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from services.region.store import Shard
 from services.topology import Topology, TopologyError
 
 EPOCH, TOPOLOGY, SEND, SINK, PROXY = "epoch", "topology", gears.TREE_SEND_FIELD, "sink", "proxy"
+TREE_EVENTS_KEPT = 16
 
 
 def next_tree(running: Topology, new: Topology) -> Topology:
@@ -77,6 +79,9 @@ def publish(
             if start:
                 pipe.delete(gears.TREE_KEY)
             pipe.hset(gears.TREE_KEY, mapping=fields)
+            pipe.xadd(
+                gears.TREE_EVENTS, {EPOCH: str(topology.epoch)}, maxlen=TREE_EVENTS_KEPT, approximate=False
+            )
             pipe.execute()
 
 
