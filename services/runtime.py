@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
@@ -77,7 +78,15 @@ def run_until_stopped(main: Callable[[asyncio.Event], Awaitable[None]], fast_loo
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await main(stop)
+        try:
+            await main(stop)
+        except Exception:
+            # Crash-only: a service whose work failed exits at once, for its supervisor to start
+            # it afresh. Letting asyncio cancel the other tasks first can hang for good (a task
+            # that misses its cancellation keeps a half-dead process alive: seen once, a bulk
+            # sender whose stream reader had died went on reconnecting, shipping nothing).
+            logging.getLogger("service").exception("the service failed; exiting")
+            os._exit(1)
 
     with asyncio.Runner(loop_factory=event_loop_factory() if fast_loop else None) as runner_:
         runner_.run(runner())

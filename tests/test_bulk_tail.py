@@ -122,3 +122,48 @@ def test_an_idle_stream_is_waited_on_not_spun(redis_url, position):
     found, waited = run_with_tail(redis_url, body)
     assert found == ([], position)
     assert waited >= 0.19
+
+
+def test_a_store_that_restarts_is_read_again_where_the_tail_was(tmp_path):
+    """The store's Redis restarts (the checker's store fault): the tail's blocking read fails,
+    and it reads again after the entries it had, never giving up (a tail that died with its
+    read left its sender shipping nothing, once)."""
+    import socket
+    import subprocess
+    import time
+
+    from services.launcher.redis_binary import find_redis_server
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"redis://127.0.0.1:{port}/0"
+    argv = [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path),
+            "--appendonly", "yes", "--appendfsync", "always", "--save", ""]  # fmt: skip
+
+    def start() -> subprocess.Popen:
+        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.02)
+        return server
+
+    server = start()
+    try:
+        add(url, 1, 5)
+
+        async def body(tail: GearTail) -> list[int]:
+            nonlocal server
+            first = await take(tail, "shipper", 0, 5)
+            server.kill()
+            server.wait(10)
+            await asyncio.sleep(0.5)  # the tail's read fails meanwhile, and again
+            server = await asyncio.get_running_loop().run_in_executor(None, start)
+            add(url, 6, 9)
+            return first + await take(tail, "shipper", 5, 9)
+
+        assert run_with_tail(url, body) == list(range(1, 10))
+    finally:
+        server.kill()
+        server.wait(10)

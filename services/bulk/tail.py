@@ -18,15 +18,22 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import logging
 from collections.abc import Callable
 
+from redis.exceptions import RedisError
+
+from services import runtime
 from services.region import gears
 from services.region.store import Shard
+
+log = logging.getLogger("bulk-tail")
 
 GROUP, PAYLOAD = gears.GROUP_FIELD.encode(), gears.PAYLOAD_FIELD.encode()  # a bulk entry's fields
 READ_COUNT = 512  # stream entries per read at most
 HELD_MAX = 50_000  # entries kept in memory at most (beyond: the slowest shipper reads Redis)
 IDLE_BLOCK_S = 0.5  # without heartbeats: how long a read of an idle stream blocks
+STORE_RETRY_S = 0.2  # after a store error (its Redis restarting), the next read
 
 Entry = tuple[int, bytes, bytes]  # (ts, group, payload)
 
@@ -48,7 +55,18 @@ class GearTail:
         self.changed = asyncio.Condition()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Reads the stream as it grows; when idle and a destination wants them, heartbeats."""
+        """Reads the stream as it grows; when idle and a destination wants them, heartbeats. A
+        store that restarts (it keeps what it acknowledged) is read again where the tail was."""
+        while not stop.is_set():
+            try:
+                await self._read(stop)
+            except (RedisError, OSError) as exc:
+                log.warning(
+                    "%s: store unavailable (%s); retrying in %.1f s", self.shard.gear_id, exc, STORE_RETRY_S
+                )
+                await runtime.sleep_or_stop(stop, STORE_RETRY_S)
+
+    async def _read(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             wanted = self.heartbeats_wanted()
             block_s = self.heartbeat_s if wanted else IDLE_BLOCK_S
