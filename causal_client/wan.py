@@ -194,7 +194,8 @@ class DelayLine(Generic[T]):
                 else:  # a slack head: an item put meanwhile may be due sooner
                     self._wakeup.clear()
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wakeup.wait(), delay)
+                        async with asyncio.timeout(delay):  # wait_for may swallow a cancellation (3.11)
+                            await self._wakeup.wait()
             else:
                 self._wakeup.clear()
                 await self._wakeup.wait()

@@ -127,7 +127,8 @@ async def first_or_stop(stop: asyncio.Event, work: Awaitable[T], default: T) -> 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
     """Sleeps, but wakes at once when the process is asked to stop."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
+        async with asyncio.timeout(seconds):  # not wait_for: see services/bulk/tail.py
+            await stop.wait()
 
 
 class Backoff:

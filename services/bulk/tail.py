@@ -107,8 +107,11 @@ class GearTail:
             return None
         self.positions[shipper] = position
         async with self.changed:
+            # asyncio.timeout, not asyncio.wait_for: on Python 3.11 wait_for swallows a cancellation
+            # that comes as the wait ends, and a shipper whose session ended then read on for good.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait_for(lambda: self.through > position), wait_s)
+                async with asyncio.timeout(wait_s):
+                    await self.changed.wait_for(lambda: self.through > position)
         if position < self.floor:  # let go of meanwhile (memory was full)
             self.positions.pop(shipper, None)
             return None

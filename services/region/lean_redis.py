@@ -144,9 +144,8 @@ class LeanRedis:
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         try:
-            _, connection = await asyncio.wait_for(
-                loop.create_connection(_Connection, self.host, self.port), CONNECT_TIMEOUT_S
-            )
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):  # not wait_for: see services/bulk/tail.py
+                _, connection = await loop.create_connection(_Connection, self.host, self.port)
         except (OSError, TimeoutError) as exc:
             raise StoreConnectionError(f"cannot reach the store at {self.host}:{self.port}: {exc}") from None
         try:

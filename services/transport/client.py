@@ -33,11 +33,13 @@ async def open_link(
         return connection
 
     try:
-        _, connection = await asyncio.wait_for(loop.create_connection(make, host, port), timeout_s)
+        async with asyncio.timeout(timeout_s):  # not wait_for: see services/bulk/tail.py
+            _, connection = await loop.create_connection(make, host, port)
     except (OSError, TimeoutError) as exc:
         raise LinkUnavailable(f"{endpoint}: {exc or 'no connection in time'}") from None
     try:
-        return connection, await asyncio.wait_for(asyncio.shield(connection.answer), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            return connection, await asyncio.shield(connection.answer)
     except TimeoutError:
         connection.end("no answer in time")
         why = f"{endpoint} sent no link greeting within {timeout_s:.0f} s: is it a link port?"
