@@ -6,17 +6,21 @@ For every maximum (2 to 5, the paper's x-axis; ``--quick``: 2 and 5) a plan is m
 graph placed over the topology's regions, at least 2 and at most that many replicas), then each
 protocol runs it on a fresh cluster (``loadtest.run.run_protocol``: seeding, Locust, the
 services' metrics). Writes ``fig8.json`` and ``fig8.png`` (two panels, as the paper's 8a) and
-prints a table.
+prints a table. Fig. 8b, from the same runs: the visibility CDFs of the paper's two pairs,
+Ireland→Frankfurt (10 ms, Saturn's best case: the label's path is the link) and Ireland→Tokyo
+(107 ms, its worst: the label crosses the whole tree), every maximum's updates together
+(``fig8b.png``).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from loadtest.bench.report import PROTOCOL_COLOURS, num, publish, render_table, say
+from loadtest.bench.stats import Histogram, to_ms
 from loadtest.locust_run import LocustOptions
 from loadtest.plan import make_plan
 from loadtest.run import run_protocol
@@ -24,6 +28,7 @@ from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[1] / "topologies" / "ec2-7region-m.toml"
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
+CDF_PAIRS = (("ireland", "frankfurt"), ("ireland", "tokyo"))  # Fig. 8b: Saturn's best case, its worst
 
 
 @dataclass
@@ -35,6 +40,11 @@ class Point:
     visibility_ms: float | None
     extra_ms: float | None  # over eventual at the same maximum
     failed: int
+    pairs: dict[str, dict] = field(default_factory=dict)  # "origin->region": its VisibilityRow, CDF_PAIRS
+
+
+def pair_key(origin: str, region: str) -> str:
+    return f"{origin}->{region}"
 
 
 def measure(
@@ -45,8 +55,10 @@ def measure(
     duration: float,
     out: Path,
     protocols: tuple[str, ...] = PROTOCOLS,
+    cdf_pairs: tuple[tuple[str, str], ...] = CDF_PAIRS,
 ) -> list[Point]:
-    """Every protocol at every maximum; ``eventual`` must be among ``protocols`` (the reference)."""
+    """Every protocol at every maximum; ``eventual`` must be among ``protocols`` (the reference).
+    Each point keeps the visibility histograms of ``cdf_pairs`` (Fig. 8b)."""
     base = Topology.load(topology)
     options = LocustOptions(user_class="StoreUser", clients=clients, duration=duration)
     points: list[Point] = []
@@ -60,8 +72,76 @@ def measure(
             seen, base_seen = run.visibility_mean_ms(), reference.visibility_mean_ms()
             ratio = run.ops_per_s / reference.ops_per_s if reference.ops_per_s else None
             extra = None if seen is None or base_seen is None else seen - base_seen
-            points.append(Point(most, protocol, run.ops_per_s, ratio, seen, extra, run.failed))
+            pairs = {pair_key(r.origin, r.region): asdict(r) for r in run.visibility
+                     if (r.origin, r.region) in cdf_pairs}  # fmt: skip
+            points.append(Point(most, protocol, run.ops_per_s, ratio, seen, extra, run.failed, pairs))
     return points
+
+
+def pair_histogram(points: list[Point], protocol: str, origin: str, region: str) -> Histogram:
+    """One protocol's updates from ``origin`` visible at ``region``, every maximum's together."""
+    rows = [
+        p.pairs[key]
+        for p in points
+        if p.protocol == protocol and (key := pair_key(origin, region)) in p.pairs
+    ]
+    count = sum(r["updates"] for r in rows)
+    totals: dict[float, float] = {}
+    for r in rows:
+        for ms, cumulative in r["cumulative"]:
+            totals[ms] = totals.get(ms, 0.0) + cumulative
+    return Histogram.of_cumulative_ms(sorted(totals.items()), count)
+
+
+def p90_ms(points: list[Point], protocol: str, origin: str, region: str) -> float | None:
+    return to_ms(pair_histogram(points, protocol, origin, region).quantile(0.9))
+
+
+def cdf_table(points: list[Point]) -> str:
+    protocols = list(dict.fromkeys(p.protocol for p in points))
+    rows = []
+    for protocol in protocols:
+        cells = [protocol]
+        for origin, region in CDF_PAIRS:
+            histogram = pair_histogram(points, protocol, origin, region)
+            p90, base = p90_ms(points, protocol, origin, region), p90_ms(points, "eventual", origin, region)
+            extra = None if p90 is None or base is None else p90 - base
+            cells += [
+                f"{histogram.count:,.0f}",
+                num(to_ms(histogram.quantile(0.5))),
+                num(p90),
+                num(extra, sign=True),
+            ]
+        rows.append(cells)
+    columns = ("updates", "p50", "p90", "p90 extra")
+    heads = ["protocol", *(f"{o[:3]}→{r[:3]} {what}" for o, r in CDF_PAIRS for what in columns)]
+    return render_table(
+        "Fig. 8b: visibility of the paper's two pairs, every maximum together (ms)", heads, rows
+    )
+
+
+def plot_cdfs(points: list[Point], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, (origin, region) in zip(axes, CDF_PAIRS, strict=True):
+        for protocol in dict.fromkeys(p.protocol for p in points):
+            cdf = pair_histogram(points, protocol, origin, region).cdf_ms()
+            ax.step([x for x, _ in cdf], [y for _, y in cdf], where="post", label=protocol,
+                    color=PROTOCOL_COLOURS.get(protocol))  # fmt: skip
+        ax.set_title(f"{origin} → {region}", fontsize=10)
+        ax.set_xlabel("remote update visibility (ms)")
+        ax.set_xlim(0, 300)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("CDF")
+    axes[1].legend(fontsize=8)
+    fig.suptitle("Fig. 8b: the Facebook workload, Saturn's best pair and its worst", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def table(points: list[Point]) -> str:
@@ -116,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     users, duration = (500, 8.0) if args.quick else (2000, 30.0)
     out = Path(args.out)
     points = measure(Path(args.topology), maxima, users, args.clients, duration, out)
-    publish(out, "fig8", points, table(points), lambda path: plot(points, path))
+    publish(out, "fig8", points, f"{table(points)}\n\n{cdf_table(points)}", lambda path: plot(points, path))
+    plot_cdfs(points, out / "fig8b.png")
+    say(f"wrote {out / 'fig8b.png'}")
     return 1 if any(p.failed for p in points) else 0
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from loadtest import fig8, paper
-from loadtest.bench import failover, fig4, fig5, fig6, idle, proxy, reconfigure, serializer
+from loadtest.bench import failover, fig1, fig4, fig5, fig6, idle, proxy, reconfigure, serializer
 from loadtest.bench import synthetic as fig5_synthetic
 from loadtest.bench.report import write_rows
 from loadtest.bench.synthetic import Mix
@@ -118,13 +118,55 @@ def test_fig8_runs_the_facebook_workload_per_protocol_and_maximum(tmp_path):
     """A plan per maximum of replicas, then the load test under each protocol, normalised to
     eventual (tiny: a test of the instrument on three regions, not a measurement)."""
     topology = Path(__file__).resolve().parents[1] / "topologies" / "demo-3region.toml"
-    points = fig8.measure(topology, [2], 200, 4, 3.0, tmp_path, protocols=("eventual", "cure"))
+    regions = ("virginia", "ireland", "frankfurt")
+    pairs = tuple((a, b) for a in regions for b in regions if a != b)
+    points = fig8.measure(
+        topology, [2], 200, 4, 3.0, tmp_path, protocols=("eventual", "cure"), cdf_pairs=pairs
+    )
     assert [(p.max_replicas, p.protocol) for p in points] == [(2, "eventual"), (2, "cure")]
     assert all(p.ops_per_s > 0 and p.failed == 0 for p in points)
     assert points[0].throughput_ratio == 1.0 and points[0].extra_ms == 0.0
     assert points[1].throughput_ratio is not None and points[1].extra_ms is not None
     fig8.plot(points, tmp_path / "fig8.png")
     assert (tmp_path / "fig8.png").stat().st_size > 0
+    # Fig. 8b from the same runs: the pairs' histograms kept, merged over maxima, drawn
+    busiest = max(pairs, key=lambda pair: points[1].pairs[fig8.pair_key(*pair)]["updates"])
+    updates = {p.protocol: p.pairs[fig8.pair_key(*busiest)]["updates"] for p in points}
+    assert all(updates.values()), updates
+    histogram = fig8.pair_histogram(points, "cure", *busiest)
+    assert histogram.count == updates["cure"] and histogram.cdf_ms()[-1][1] <= 1.0
+    link_ms = Topology.load(topology).region_latency_ms(*busiest)
+    assert fig8.p90_ms(points, "cure", *busiest) >= link_ms  # never faster than the link
+    assert "Fig. 8b" in fig8.cdf_table(points)
+    fig8.plot_cdfs(points, tmp_path / "fig8b.png")
+    assert (tmp_path / "fig8b.png").stat().st_size > 0
+
+
+def test_fig1_measures_the_price_of_causality_as_regions_are_added_and_replicas_removed(tmp_path):
+    """Fig. 1's instrument, tiny (not a measurement): (a) the first two and three regions of the
+    demo, each with a tree of its own, (b) degree 2 on all three; throughput and staleness against
+    eventual, then the table, the plot and the comparison."""
+    topologies = Path(__file__).resolve().parents[1] / "topologies"
+    plan = fig1.Plan(
+        base=topologies / "demo-3region.toml",
+        partial=topologies / "demo-3region.toml",
+        counts=(2, 3),
+        degrees=(2,),
+        protocols=("eventual", "gentlerain"),
+    )
+    points = fig1.measure(plan, fig5.Settings(clients=1, warmup=0.5, duration=1.5), 1, tmp_path)
+    assert [(p.protocol, p.panel, p.x) for p in points] == [
+        (q, panel, x) for q in plan.protocols for panel, x in (("a", 2), ("a", 3), ("b", 2))
+    ]
+    assert all(p.ops > 0 and p.errors == 0 and p.visibility_ms for p in points)
+    assert fig1.throughput_penalty(points, "a", 3, "eventual") == 0.0
+    assert fig1.staleness_overhead(points, "b", 2, "gentlerain") is not None
+    assert "Fig. 1a" in fig1.table(points) and "Fig. 1b" in fig1.table(points)
+    write_rows(str(tmp_path), "fig1", points)
+    table, verdict = paper.compare_fig1(tmp_path)
+    assert table[0][1] == "small / ≈ -20 / -" and "GentleRain's staleness overhead" in verdict
+    fig1.plot(points, tmp_path / "fig1.png")
+    assert (tmp_path / "fig1.png").stat().st_size > 0
 
 
 def test_the_idle_bench_shows_what_heartbeats_cost():

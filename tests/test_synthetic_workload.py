@@ -3,13 +3,17 @@ client draws, under each correlation, as the paper's benchmark driver draws them
 
 from __future__ import annotations
 
+import itertools
+import json
 import random
 from collections import Counter
 
 import pytest
-from helpers.topologies import load_topology
+from helpers.topologies import TOPOLOGIES, load_topology
 
-from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, inclusion, write_topology
+from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, inclusion, traffic_weights, write_topology
+from loadtest.bench.synthetic import main as synthetic_main
+from services.configure.inputs import weights_from_file
 from services.topology import Topology
 
 
@@ -72,3 +76,52 @@ def test_a_mix_refuses_what_it_cannot_be():
     with pytest.raises(ValueError, match="value_bytes"):
         Mix(value_bytes=0)
     assert Mix().name == "2 B, 90:10, exponential, 0 % remote"
+
+
+def test_a_replication_degree_keeps_each_bucket_among_the_closest_regions(buckets):
+    """Fig. 1b: degree d is the client's region and its d - 1 closest, every draw alike."""
+    rng = random.Random(1)
+    groups = buckets.groups()
+    for degree in (1, 2, 5):
+        drawn = {buckets.local("ireland", "exponential", rng, replicas=degree) for _ in range(20)}
+        assert len(drawn) == 1
+        assert set(groups[drawn.pop()]) == {"ireland", *buckets.others["ireland"][: degree - 1]}
+    assert buckets.others["ireland"][:1] == ["frankfurt"]
+    assert Mix(replicas=2).name == "2 B, 90:10, 2 closest replicas, 0 % remote"
+    with pytest.raises(ValueError, match="replicas"):
+        Mix(replicas=-1)
+
+
+def test_traffic_weights_follow_the_correlation(buckets):
+    """Per pair, the chance each one's writes reach the other, both ways added."""
+    exponential = traffic_weights(buckets, "exponential")
+    assert exponential["ireland"]["frankfurt"] == 1.0  # each is the other's closest: 1/2 + 1/2
+    assert exponential["virginia"]["sydney"] < 0.1  # far from both sides
+    full = traffic_weights(buckets, "full")
+    assert {w for row in full.values() for w in row.values()} == {2.0}
+    assert sum(len(row) for row in full.values()) == 21  # every pair once
+
+
+def test_the_generator_builds_another_tree_for_the_workloads_traffic(tmp_path):
+    """The weights file the workload writes is what ``services.configure --weights`` reads; for the
+    paper's default workload (exponential correlation) it yields another tree than equal weights,
+    with a smaller mismatch where the traffic is (the shipped ec2-7region-mx.toml)."""
+    base = load_topology("ec2-7region.toml")
+    weights_file = tmp_path / "weights.json"
+    assert synthetic_main(["weights", str(TOPOLOGIES / "ec2-7region.toml"), "--out", str(weights_file)]) == 0
+    shipped_weights = TOPOLOGIES / "ec2-7region-exponential-weights.json"
+    assert json.loads(weights_file.read_text()) == json.loads(shipped_weights.read_text()), "regenerate it"
+    weights = weights_from_file(base, weights_file)
+    assert weights[frozenset(("ireland", "frankfurt"))] == 1.0
+    shipped = load_topology("ec2-7region-mx.toml")
+    equal = load_topology("ec2-7region-m.toml")
+
+    def lag(topology: Topology) -> float:
+        pairs = [frozenset((a, b)) for a, b in itertools.combinations(topology.region_names, 2)]
+        total = sum(
+            weights[p] * abs(topology.tree_path_ms(*p) - topology.region_latency_ms(*p)) for p in pairs
+        )
+        return total / sum(weights[p] for p in pairs)
+
+    assert {s.name for s in shipped.serializers} != {s.name for s in equal.serializers}
+    assert lag(shipped) < 0.6 * lag(equal)

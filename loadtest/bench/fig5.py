@@ -9,7 +9,8 @@ from the same runs: the mean remote-update visibility over the bulk link's laten
 ``causal_visibility_seconds``) and the CPU the cluster spent per operation.
 
 Each protocol runs every point on one cluster of its own (the workload's parameters are the
-clients' alone), started on ec2-7region-m.toml plus one group per bucket: ``--clients`` closed-loop
+clients' alone), started on ec2-7region-mx.toml (the tree generated for the workload's traffic
+at the defaults) plus one group per bucket: ``--clients`` closed-loop
 clients per region, each with its own session, a client per region at that region's site (calls to
 another region cross the emulated WAN). With ``--rounds`` above 1 the protocols take turns again
 and each figure is the median over the rounds (the machine is shared and noisy). Writes
@@ -31,13 +32,16 @@ from loadtest.bench.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
 from loadtest.bench.harness import clients_at_sites, find_base_port, started, with_overrides
 from loadtest.bench.loop import run_closed_loop
 from loadtest.bench.metrics import scrape_visibility
-from loadtest.bench.probing import extra
+from loadtest.bench.probing import extra, merged
 from loadtest.bench.report import PROTOCOL_COLOURS, num, publish, render_table, say
+from loadtest.bench.stats import to_ms
 from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, client_op, preload, write_topology
 from loadtest.bench.visibility import DRAIN_TIMEOUT_S, wait_replicated
 from services.topology import Topology
 
-TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-m.toml"
+# The tree the generator makes for this workload's traffic at the defaults (exponential
+# correlation): half the label lag of the equal-weights tree for it (docs/MEASUREMENTS.md).
+TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-mx.toml"
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
 DEFAULT = Mix()
 
@@ -84,6 +88,8 @@ class Point:
     over_bulk_ms: float | None  # their mean visibility minus the bulk link's latency
     cpu_us_per_op: float | None  # the cluster's processes (not the clients)
     cpu_us_by_role: dict[str, float] = field(default_factory=dict)
+    replicas: int = 0  # Mix.replicas (Fig. 1b's replication degree)
+    visibility_ms: float | None = None  # the remote updates' mean visibility
 
     @property
     def regions_cpu_us_per_op(self) -> float | None:
@@ -95,7 +101,9 @@ class Point:
 
     @property
     def mix(self) -> Mix:
-        return Mix(self.value_bytes, self.read_fraction, self.correlation, self.remote_read_fraction)
+        return Mix(
+            self.value_bytes, self.read_fraction, self.correlation, self.remote_read_fraction, self.replicas
+        )
 
 
 @dataclass(frozen=True)
@@ -170,6 +178,7 @@ def _measure_point(
     stats = run_closed_loop(ops, settings.warmup, settings.duration, at_edge)
     (seen_then, cpu_then), (seen_now, cpu_now) = edges["open"], edges["close"]
     remote_updates, over_bulk = extra(topology, seen_now, seen_then)
+    visible = merged(seen_now, seen_then)
     cpu = used_between(cpu_then, cpu_now)
     cpu.pop(CLIENT_ROLE, None)
     done = sum(len(s.latencies) for s in stats)
@@ -190,6 +199,8 @@ def _measure_point(
         over_bulk_ms=over_bulk,
         cpu_us_per_op=1e6 * sum(cpu.values()) / done if done else None,
         cpu_us_by_role={role: 1e6 * s / done for role, s in by_role(cpu).items()} if done else {},
+        replicas=mix.replicas,
+        visibility_ms=to_ms(visible.mean),
     )
 
 
@@ -324,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m loadtest.bench.fig5", description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument("--quick", action="store_true", help="the sweeps' end points only, 3 s a point")
-    parser.add_argument("--topology", default=str(TOPOLOGY), help="default: ec2-7region-m.toml")
+    parser.add_argument("--topology", default=str(TOPOLOGY), help="default: ec2-7region-mx.toml")
     parser.add_argument("--clients", type=int, default=2, help="closed-loop clients per region (default: 2)")
     parser.add_argument("--rounds", type=int, default=1, help="turns of all protocols (default: 1)")
     parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="comma-separated; eventual first")

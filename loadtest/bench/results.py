@@ -67,6 +67,7 @@ class VisibilityRow:
     p50_ms: float | None
     p90_ms: float | None
     p99_ms: float | None
+    cumulative: list[tuple[float, float]] = field(default_factory=list)  # Histogram.cumulative_ms()
 
     @property
     def extra_ms(self) -> float | None:

@@ -35,6 +35,22 @@ class Histogram:
     def mean(self) -> float | None:
         return self.sum / self.count if self.count > 0 else None
 
+    def cumulative_ms(self) -> list[tuple[float, float]]:
+        """(upper bound in ms, observations at or below it) for the finite bounds: JSON's shape."""
+        return [(1000 * bound, cumulative) for bound, cumulative in self.buckets if not math.isinf(bound)]
+
+    @classmethod
+    def of_cumulative_ms(cls, cumulative: Sequence[Sequence[float]], count: float) -> Histogram:
+        """The histogram ``cumulative_ms`` describes, ``count`` observations in all (no sum)."""
+        buckets = (*((ms / 1000, c) for ms, c in cumulative), (math.inf, count))
+        return cls(buckets, 0.0, count)
+
+    def cdf_ms(self) -> list[tuple[float, float]]:
+        """(upper bound in ms, fraction at or below it) for the finite bounds: a CDF to draw."""
+        if self.count <= 0:
+            return []
+        return [(ms, cumulative / self.count) for ms, cumulative in self.cumulative_ms()]
+
     def minus(self, earlier: Histogram | None) -> Histogram:
         """What was observed since ``earlier`` (counters only grow, so differences are exact)."""
         if earlier is None:

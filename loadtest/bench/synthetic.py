@@ -22,12 +22,24 @@ migration label. Under ``full`` nothing is remote, so a remote read is a local o
 The authors' driver rounds the probabilities to whole percents (``trunc``); this one uses them
 exactly. Rows: ``KEYS_PER_BUCKET`` per bucket, column ``v``, preloaded with the point's value
 size (``preload``) so that reads return values of that size.
+
+Fig. 1b's *replication degree* d replaces the draw: a bucket is the client's region and its d - 1
+closest others (``Mix.replicas``), "until only datacenters close to each other replicate the same
+data".
+
+The workload's traffic between two regions, for the configuration generator (paper §5.5: the
+tree is chosen for the pairs that exchange the most), is what ``traffic_weights`` gives and
+``python -m loadtest.bench.synthetic weights TOPOLOGY --correlation C`` writes as the JSON
+``services.configure --weights`` reads.
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import json
 import random
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -53,10 +65,13 @@ class Mix:
     read_fraction: float = 0.9
     correlation: str = "exponential"
     remote_read_fraction: float = 0.0  # of the reads
+    replicas: int = 0  # 0: the correlation draws each bucket; d: home and its d - 1 closest regions
 
     def __post_init__(self) -> None:
         if self.correlation not in CORRELATIONS:
             raise ValueError(f"correlation {self.correlation!r}: one of {', '.join(CORRELATIONS)}")
+        if self.replicas < 0:
+            raise ValueError("replicas must be 0 (the correlation decides) or a replication degree")
         if not (0 <= self.read_fraction <= 1 and 0 <= self.remote_read_fraction <= 1):
             raise ValueError("read_fraction and remote_read_fraction are fractions (0 to 1)")
         if self.value_bytes < 1:
@@ -66,7 +81,8 @@ class Mix:
     def name(self) -> str:
         reads = round(100 * self.read_fraction)
         remote = round(100 * self.remote_read_fraction)
-        return f"{self.value_bytes} B, {reads}:{100 - reads}, {self.correlation}, {remote} % remote"
+        spread = f"{self.replicas} closest replicas" if self.replicas else self.correlation
+        return f"{self.value_bytes} B, {reads}:{100 - reads}, {spread}, {remote} % remote"
 
 
 def inclusion(correlation: str, rank: int, regions: int) -> float:
@@ -114,8 +130,11 @@ class Buckets:
             o for k, o in enumerate(self.others[region], 1) if rng.random() < inclusion(correlation, k, n)
         ]
 
-    def local(self, region: str, correlation: str, rng: random.Random) -> str:
-        """A bucket replicated at ``region``."""
+    def local(self, region: str, correlation: str, rng: random.Random, replicas: int = 0) -> str:
+        """A bucket replicated at ``region``: drawn by ``correlation``, or with ``replicas``, the
+        region and its ``replicas - 1`` closest others."""
+        if replicas:
+            return self.group([region, *self.others[region][: replicas - 1]])
         return self.group([region, *self._draw(region, correlation, rng)])
 
     def remote(self, region: str, correlation: str, rng: random.Random) -> tuple[str, str] | None:
@@ -148,13 +167,13 @@ def client_op(client: CausalClient, home: str, buckets: Buckets, mix: Mix, seed:
 
     def op() -> bool:
         if rng.random() >= mix.read_fraction:
-            session.write(buckets.local(home, mix.correlation, rng), row(rng), {COLUMN: value})
+            session.write(buckets.local(home, mix.correlation, rng, mix.replicas), row(rng), {COLUMN: value})
             return True
         remote = (
             buckets.remote(home, mix.correlation, rng) if rng.random() < mix.remote_read_fraction else None
         )
         if remote is None:
-            session.read(buckets.local(home, mix.correlation, rng), row(rng), columns)
+            session.read(buckets.local(home, mix.correlation, rng, mix.replicas), row(rng), columns)
             return False
         group, closest = remote
         session.migrate(closest)
@@ -180,3 +199,41 @@ def preload(clients: Mapping[str, CausalClient], buckets: Buckets, value_bytes: 
         for region in members[1:]:
             expected[origin, region] += KEYS_PER_BUCKET
     return dict(expected)
+
+
+def traffic_weights(buckets: Buckets, correlation: str) -> dict[str, dict[str, float]]:
+    """Per pair of regions, the updates they exchange per write of each (every region writing at
+    the same rate): the chance that one's bucket holds the other, both ways. Remote reads are
+    left out (the defaults have none)."""
+    n = len(buckets.regions)
+    weights: dict[str, dict[str, float]] = {}
+    for a, b in itertools.combinations(buckets.regions, 2):
+        both_ways = sum(
+            inclusion(correlation, buckets.others[origin].index(other) + 1, n)
+            for origin, other in ((a, b), (b, a))
+        )
+        weights.setdefault(a, {})[b] = round(both_ways, 6)
+    return weights
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.bench.synthetic",
+        description="the synthetic workload's traffic per pair of regions, as services.configure --weights",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    weights = commands.add_parser("weights", help="write the weights JSON for a topology and a correlation")
+    weights.add_argument("topology", type=Path)
+    weights.add_argument("--correlation", choices=CORRELATIONS, default="exponential")
+    weights.add_argument("--out", type=Path, help="default: print to stdout")
+    args = parser.parse_args(argv)
+    text = json.dumps(traffic_weights(Buckets(Topology.load(args.topology)), args.correlation), indent=2)
+    if args.out:
+        args.out.write_text(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -84,6 +84,7 @@ def visibility_rows(
                 p50_ms=to_ms(delta.quantile(0.50)),
                 p90_ms=to_ms(delta.quantile(0.90)),
                 p99_ms=to_ms(delta.quantile(0.99)),
+                cumulative=delta.cumulative_ms(),
             )
         )
     return rows

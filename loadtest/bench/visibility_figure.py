@@ -67,8 +67,7 @@ def rows_for(name: str, topology: Topology, now: Snapshot, then: Snapshot) -> li
             delta = merged(now, then, [(origin, region)])
             bulk = topology.region_latency_ms(origin, region)
             mean = to_ms(delta.mean)
-            cdf = [(bound * 1000, cumulative / delta.count) for bound, cumulative in delta.buckets
-                   if delta.count and bound != float("inf")]  # fmt: skip
+            cdf = delta.cdf_ms()
             excess = None if mean is None else mean - bulk
             p90 = to_ms(delta.quantile(0.9))
             rows.append(PairRow(name, origin, region, bulk, int(delta.count), mean, excess, p90, cdf))

@@ -17,6 +17,12 @@ class Config:
     serializers: list[tuple[str, str]]  # (name, site)
     edges: list[tuple[str, str, float]]  # (a, b, delay ms)
 
+    def topology_fields(self) -> dict:
+        """The configuration as a topology's ``serializers`` and ``tree`` (and Saturn's protocol)."""
+        tree = [{"a": a, "b": b, **({"delay_ms": delay} if delay else {})} for a, b, delay in self.edges]
+        serializers = [{"name": name, "site": site} for name, site in self.serializers]
+        return {"protocol": "saturn", "serializers": serializers, "tree": tree}
+
 
 def simplify(placement: Placement, instance: Instance) -> Config:
     site: dict[int | str, str] = {n: placement.site(n, instance) for e in placement.tree.edges for n in e}

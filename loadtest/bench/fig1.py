@@ -1,0 +1,224 @@
+"""The paper's Fig. 1, the problem Saturn answers: ``python -m loadtest.bench.fig1 [--quick] --out DIR``.
+
+(a) *Throughput against freshness*: GentleRain (one scalar of metadata) and Cure (a vector, an
+entry per datacenter) against eventual consistency as datacenters are added, 3 to 7 of
+ec2-7region (its first N regions: the US ones first, then Europe, then Asia-Pacific), under full
+replication: the throughput penalty (%) and the data-staleness overhead (%), that is the remote
+updates' mean visibility over eventual's. (b) *Partial replication*: on all seven regions, the
+staleness overhead as the replication degree falls from 5 to 2 (each client writes and reads
+rows that its region and its d - 1 closest regions replicate), "until only datacenters close to
+each other replicate the same data". Saturn beside them, as the paper's later figures put it.
+
+Everything else is Fig. 5's workload at its defaults (``synthetic.py``: 2-byte values, 90:10
+reads:writes, closed-loop clients at every region; ``fig5.measure_protocol`` runs it). For (a)
+each N gets its own Saturn tree from the configuration generator (every pair weighs the same under
+full replication); (b) runs on the tree generated for the workload's traffic
+(ec2-7region-mx.toml). Writes ``fig1.json`` and ``fig1.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from loadtest.bench import fig5
+from loadtest.bench.report import PROTOCOL_COLOURS, num, publish, render_table, say
+from loadtest.bench.synthetic import Mix, write_topology
+from services.configure.inputs import generate
+from services.topology import Topology
+
+BASE = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region.toml"
+PARTIAL = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-mx.toml"
+PROTOCOLS = ("eventual", "gentlerain", "cure", "saturn")
+DATACENTERS, DATACENTERS_QUICK = (3, 4, 5, 6, 7), (3, 7)
+DEGREES, DEGREES_QUICK = (5, 4, 3, 2), (5, 2)
+FULL = Mix(correlation="full")
+
+
+@dataclass
+class Point(fig5.Point):
+    panel: str = "a"  # "a": datacenters added under full replication; "b": replication degree
+    datacenters: int = 7
+
+    @property
+    def x(self) -> int:
+        """The panel's horizontal axis: datacenters in (a), the replication degree in (b)."""
+        return self.datacenters if self.panel == "a" else self.replicas
+
+
+def first_regions(base: Topology, n: int, out: Path) -> Path:
+    """``base``'s first ``n`` regions (their latencies only) with the tree the generator makes
+    for them, and the synthetic workload's groups, written to ``out``."""
+    regions = base.regions[:n]
+    sites = {r.site for r in regions}
+    data = base.model_dump(exclude_defaults=True, exclude_none=True)
+    data.update(
+        name=out.stem,
+        protocol="eventual",
+        regions=[r.model_dump(exclude_defaults=True, exclude_none=True) for r in regions],
+        latency_ms={a: {b: ms for b, ms in row.items() if b in sites} for a, row in base.latency_ms.items()
+                    if a in sites},
+        groups={"all": ["*"]},
+    )  # fmt: skip
+    for key in ("serializers", "tree"):
+        data.pop(key, None)
+    config, mismatch = generate(Topology.from_dict(data, source=str(out)))
+    say(
+        f"  {n} datacenters: a generated tree of {len(config.serializers)} serializers "
+        f"({mismatch:.1f} ms mean mismatch)"
+    )
+    subset = Topology.from_dict({**data, **config.topology_fields()}, source=str(out))
+    return write_topology(subset, out)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run measures: (a) on ``base``'s first N regions for each N of ``counts``, (b) on
+    ``partial`` at each replication degree of ``degrees``."""
+
+    base: Path = BASE
+    partial: Path = PARTIAL
+    counts: tuple[int, ...] = DATACENTERS
+    degrees: tuple[int, ...] = DEGREES
+    protocols: tuple[str, ...] = PROTOCOLS
+
+    @property
+    def clusters(self) -> int:
+        return len(self.protocols) * (len(self.counts) + 1)
+
+
+QUICK = Plan(counts=DATACENTERS_QUICK, degrees=DEGREES_QUICK)
+
+
+def measure(plan: Plan, settings: fig5.Settings, rounds: int, out: Path) -> list[Point]:
+    base = Topology.load(plan.base)
+    topologies = {n: first_regions(base, n, out / f"topology-{n}dc.toml") for n in plan.counts}
+    partial = write_topology(Topology.load(plan.partial), out / "topology-partial.toml")
+    degrees = [Mix(replicas=d) for d in plan.degrees]
+    points: list[Point] = []
+    for round_ in range(1, rounds + 1):
+        for protocol in plan.protocols:
+            say(f"== round {round_}/{rounds}: {protocol}")
+            for n, topology in topologies.items():
+                run = out / f"run-{protocol}-{n}dc-{round_}"
+                measured = fig5.measure_protocol(protocol, topology, [FULL], settings, run, round_)
+                points += [Point(**asdict(p), panel="a", datacenters=n) for p in measured]
+            run = out / f"run-{protocol}-partial-{round_}"
+            measured = fig5.measure_protocol(protocol, partial, degrees, settings, run, round_)
+            points += [Point(**asdict(p), panel="b", datacenters=len(base.regions)) for p in measured]
+    return points
+
+
+# -- reading the points ---------------------------------------------------------------------------
+def _median(points: list[Point], panel: str, x: int, protocol: str, field: str) -> float | None:
+    values = [getattr(p, field) for p in points if (p.panel, p.x, p.protocol) == (panel, x, protocol)]
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def throughput_penalty(points: list[Point], panel: str, x: int, protocol: str) -> float | None:
+    """Percent of eventual's throughput lost (negative: slower), as the paper's Fig. 1a."""
+    mine, base = (_median(points, panel, x, p, "ops_per_s") for p in (protocol, "eventual"))
+    return 100 * (mine / base - 1) if mine is not None and base else None
+
+
+def staleness_overhead(points: list[Point], panel: str, x: int, protocol: str) -> float | None:
+    """Percent by which remote updates' mean visibility exceeds eventual's."""
+    mine, base = (_median(points, panel, x, p, "visibility_ms") for p in (protocol, "eventual"))
+    return 100 * (mine / base - 1) if mine is not None and base else None
+
+
+def xs(points: list[Point], panel: str) -> list[int]:
+    found = sorted({p.x for p in points if p.panel == panel})
+    return found if panel == "a" else found[::-1]  # (b) as the paper draws it: degree 5 down to 2
+
+
+def table(points: list[Point]) -> str:
+    parts = []
+    for panel, title, axis in (
+        ("a", "Fig. 1a: full replication, datacenters added", "datacenters"),
+        ("b", "Fig. 1b: seven datacenters, replication degree falling", "degree"),
+    ):
+        rows = [
+            [str(x), protocol, num(_median(points, panel, x, protocol, "ops_per_s"), 0),
+             num(throughput_penalty(points, panel, x, protocol), sign=True),
+             num(_median(points, panel, x, protocol, "visibility_ms")),
+             num(staleness_overhead(points, panel, x, protocol), 0, sign=True)]
+            for x in xs(points, panel)
+            for protocol in PROTOCOLS
+            if _median(points, panel, x, protocol, "ops_per_s") is not None
+        ]  # fmt: skip
+        heads = [axis, "protocol", "ops/s", "throughput %", "visibility ms", "staleness overhead %"]
+        parts.append(render_table(f"{title} (against eventual; medians over rounds)", heads, rows))
+    return "\n\n".join(parts)
+
+
+def _drawn(value: float | None) -> float:
+    """A gap in the line where nothing was measured."""
+    return math.nan if value is None else value
+
+
+def plot(points: list[Point], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (penalty, stale, partial) = plt.subplots(1, 3, figsize=(13, 3.9))
+    for protocol in PROTOCOLS[1:]:
+        style = {"color": PROTOCOL_COLOURS.get(protocol), "label": protocol, "marker": "o"}
+        a = xs(points, "a")
+        penalty.plot(a, [_drawn(throughput_penalty(points, "a", x, protocol)) for x in a], **style)
+        stale.plot(a, [_drawn(staleness_overhead(points, "a", x, protocol)) for x in a], **style)
+        b = xs(points, "b")
+        positions = list(range(len(b)))
+        partial.plot(positions, [_drawn(staleness_overhead(points, "b", x, protocol)) for x in b], **style)
+        partial.set_xticks(positions, [str(x) for x in b])
+    penalty.set(title="(a) throughput penalty", xlabel="datacenters", ylabel="% of eventual's throughput")
+    stale.set(
+        title="(a) data staleness overhead", xlabel="datacenters", ylabel="% over eventual's visibility"
+    )
+    partial.set(
+        title="(b) partial geo-replication", xlabel="replication degree", ylabel="staleness overhead %"
+    )
+    for ax in (penalty, stale, partial):
+        ax.grid(alpha=0.3)
+        ax.axhline(0, color=PROTOCOL_COLOURS["eventual"], lw=0.8)
+    stale.legend(fontsize=8)
+    fig.suptitle("Fig. 1: causal consistency's price against eventual (this machine)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.bench.fig1", description=(__doc__ or "").split("\n")[0]
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="3 and 7 datacenters, degrees 5 and 2, 3 s a point"
+    )
+    parser.add_argument("--clients", type=int, default=2, help="closed-loop clients per region (default: 2)")
+    parser.add_argument("--rounds", type=int, default=1, help="turns of all protocols (default: 1)")
+    parser.add_argument("--out", required=True, help="directory for fig1.json, fig1.png and the runs' logs")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.clients < 1:
+        parser.error("--rounds and --clients must be at least 1")
+    settings = fig5.Settings(args.clients, *((1.0, 3.0) if args.quick else (2.0, 10.0)))
+    plan = QUICK if args.quick else Plan()
+    clusters = args.rounds * plan.clusters
+    minutes = clusters * (45 + settings.warmup + settings.duration + 1) / 60
+    say(f"Fig. 1: {clusters} clusters, {settings.duration:g} s a point: about {minutes:.0f} minutes")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    points = measure(plan, settings, args.rounds, out)
+    publish(out, "fig1", points, table(points), lambda path: plot(points, path))
+    return 1 if any(p.errors for p in points) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
