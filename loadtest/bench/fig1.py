@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = fig5.Settings(args.clients, *((1.0, 3.0) if args.quick else (2.0, 10.0)))
     plan = QUICK if args.quick else Plan()
     clusters = args.rounds * plan.clusters
-    minutes = clusters * (45 + settings.warmup + settings.duration + 1) / 60
+    minutes = clusters * (15 + settings.warmup + settings.duration + 1) / 60
     say(f"Fig. 1: {clusters} clusters, {settings.duration:g} s a point: about {minutes:.0f} minutes")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
