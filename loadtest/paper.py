@@ -40,7 +40,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from loadtest import fig8
@@ -193,6 +193,22 @@ def compare_fig5(out: Path) -> tuple[list[list[str]], str]:
         ratio_row("Saturn / Cure at 40 % remote reads", "1.605", "cure", remote),
         ratio_row("Saturn / GentleRain at the defaults (target ≥ 1.05)", "-", "gentlerain", defaults),
         ratio_row("Saturn / Cure at the defaults (target ≥ 1.25)", "-", "cure", defaults),
+        *(
+            [
+                f"Saturn over eventual / GentleRain / Cure, mean of sweep {sweep.title}",
+                "-",
+                " / ".join(
+                    num(over("saturn", other, among), digits=3)
+                    for other in ("eventual", "gentlerain", "cure")
+                ),
+            ]
+            for sweep in fig5.SWEEPS
+            if (
+                among := [
+                    m for m in mixes if replace(fig5.DEFAULT, **{sweep.key: getattr(m, sweep.key)}) == m
+                ]
+            )
+        ),
         [
             "extra visibility at the defaults, Saturn / Cure / GentleRain (ms)",
             "7.3 / 21.3 / 97.9 (Fig. 7)",
