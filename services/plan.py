@@ -77,7 +77,7 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
         specs.append(ProcessSpec(
             f"{r.name}.bulk-sender", _service(layout, "services.bulk.sender", r.name), "worker", None, r.name,
         ))  # fmt: skip
-        if t.protocol == "saturn":
+        if t.protocol == "saturn" and not t.saturn.sink_in_bulk_sender:
             specs.append(ProcessSpec(
                 f"{r.name}.label-sink", _service(layout, "services.saturn.label_sink", r.name),
                 "worker", None, r.name,

@@ -32,6 +32,9 @@ class SaturnTuning(BaseModel):
     link_retry_s: tuple[float, ...] = Field(default=(0.05, 0.1, 0.2, 0.5, 1.0), min_length=1)
     #: delays between a bulk sender's reconnection attempts (the last one repeats)
     bulk_retry_s: tuple[float, ...] = Field(default=(0.1, 0.2, 0.5, 1.0, 2.0), min_length=1)
+    #: the label sink runs in the bulk sender's process (one event loop for a region's two
+    #: streams) instead of a process of its own
+    sink_in_bulk_sender: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> SaturnTuning:

@@ -127,7 +127,32 @@ class Writer:
     "victims", [["c.bulk-receiver"], ["serializer.s-b"], ["c.label-sink", "a.label-sink"]]
 )
 def test_crash_and_restart_loses_and_doubles_nothing(saturn3, victims):
-    cluster, client = saturn3
+    crash_and_restart_lose_and_double_nothing(*saturn3, victims)
+
+
+def test_a_sink_in_the_bulk_senders_process_keeps_order_and_survives_its_crash(launch, client_for):
+    """``[saturn] sink_in_bulk_sender``: one process (one event loop) per region for both
+    streams. No sink process of its own; killing the bulk senders of a and c mid-stream kills
+    their sinks with them, and the supervisor's restart loses and doubles nothing."""
+    data = Topology.load(TOPOLOGIES / "causality-3region.toml").model_dump()
+    data["protocol"] = "saturn"
+    data["saturn"] = {**data["saturn"], "sink_in_bulk_sender": True}
+    cluster = launch(data)
+    assert not [name for name in cluster.processes if name.endswith("label-sink")]
+
+    def in_tree_order() -> bool:  # the sinks are heard: not the timestamp-order fallback
+        return all(proxy_mode(cluster, r) == 1 for r in "abc")
+
+    eventually(in_tree_order, timeout=10)
+    crash_and_restart_lose_and_double_nothing(
+        cluster, client_for(cluster), ["c.bulk-sender", "a.bulk-sender"]
+    )
+    eventually(in_tree_order, timeout=10)
+
+
+def crash_and_restart_lose_and_double_nothing(
+    cluster: Cluster, client: CausalClient, victims: list[str]
+) -> None:
     reader = client.session("c")
     before = metric_sum(cluster, "c", "causal_remote_updates_applied_total", region="c", origin="a")
     writer = Writer(client, 600).start()

@@ -24,6 +24,7 @@ from services.proto import bulk_pb2
 from services.protocols import protocol_class
 from services.region import gears
 from services.region.store import Shard
+from services.saturn.label_sink import LabelSink
 from services.topology import Topology
 from services.transport.client import open_link
 from services.transport.connection import Connection
@@ -215,7 +216,10 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
         tails.append(tail)
         shippers += mine
     log.info("bulk sender %s → %s", region, ", ".join(destinations) or "(nobody)")
-    await asyncio.gather(trimmer.run(stop), *(t.run(stop) for t in tails), *(s.run(stop) for s in shippers))
+    work = [trimmer.run(stop), *(t.run(stop) for t in tails), *(s.run(stop) for s in shippers)]
+    if topology.protocol == "saturn" and topology.saturn.sink_in_bulk_sender:
+        work.append(LabelSink(topology, region).run(stop))  # one loop for both streams (tuning.py)
+    await asyncio.gather(*work)
 
 
 def main() -> None:
