@@ -1,0 +1,96 @@
+"""Where a region's label sink runs: ``python -m loadtest.bench.sink_placement [--rounds N] --out DIR``.
+
+Saturn on ec2-7region-mx under Fig. 5's workload (``fig5.measure_protocol``) at the defaults and
+at 50:50, once with the sink in a process of its own and once in the bulk sender's
+(``[saturn] sink_in_bulk_sender``), the two taking turns round by round (the machine is shared
+and noisy). Prints, per round and as medians, throughput and the CPU per operation of the sink
+and the sender together and of the whole cluster; writes ``sink_placement.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadtest.bench import fig5
+from loadtest.bench.harness import with_overrides
+from loadtest.bench.report import num, render_table, say, write_rows
+from loadtest.bench.synthetic import Mix, write_topology
+from services.topology import Topology
+
+MIXES = (fig5.DEFAULT, Mix(read_fraction=0.5))
+SHIPPING = ("label-sink", "bulk-sender")  # the roles the setting merges
+
+
+@dataclass
+class Row:
+    together: bool  # the sink in the bulk sender's process
+    round: int
+    point: str
+    ops_per_s: float
+    shipping_cpu_us_per_op: float  # sink and sender together
+    cpu_us_per_op: float | None  # the whole cluster's
+
+
+def measure(rounds: int, settings: fig5.Settings, out: Path) -> list[Row]:
+    base = Topology.load(fig5.TOPOLOGY)
+    files = {
+        together: write_topology(
+            with_overrides(base, saturn={**base.saturn.model_dump(), "sink_in_bulk_sender": together}),
+            out / f"topology-{'together' if together else 'apart'}.toml",
+        )
+        for together in (False, True)
+    }
+    rows = []
+    for round_ in range(1, rounds + 1):
+        for together in (False, True) if round_ % 2 else (True, False):
+            run = out / f"run-{'together' if together else 'apart'}-{round_}"
+            for p in fig5.measure_protocol("saturn", files[together], list(MIXES), settings, run, round_):
+                shipping = sum(p.cpu_us_by_role.get(role, 0.0) for role in SHIPPING)
+                rows.append(Row(together, round_, p.mix.name, p.ops_per_s, shipping, p.cpu_us_per_op))
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    lines = []
+    for point in dict.fromkeys(r.point for r in rows):
+        for together in (False, True):
+            mine = [r for r in rows if r.point == point and r.together == together]
+            lines.append([
+                point, "together" if together else "apart",
+                num(statistics.median(r.ops_per_s for r in mine), 0),
+                num(statistics.median(r.shipping_cpu_us_per_op for r in mine), 0),
+                num(statistics.median(r.cpu_us_per_op or 0.0 for r in mine), 0),
+            ])  # fmt: skip
+    heads = ["point", "sink", "ops/s", "sink + sender µs CPU/op", "cluster µs CPU/op"]
+    return render_table("Where the label sink runs (medians over rounds)", heads, lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.bench.sink_placement", description=(__doc__ or "").split("\n")[0]
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="turns of both placements (default 3)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per point (default 10)")
+    parser.add_argument("--out", required=True, help="directory for sink_placement.json and the runs' logs")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.seconds <= 0:
+        parser.error("--rounds must be at least 1 and --seconds positive")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    say(f"sink placement: {args.rounds} round(s) x 2 placements x {len(MIXES)} points of {args.seconds:g} s")
+    rows = measure(args.rounds, fig5.Settings(2, 2.0, args.seconds), out)
+    for r in rows:
+        where = "together" if r.together else "apart"
+        cost = f"sink + sender {r.shipping_cpu_us_per_op:.0f} µs/op, cluster {num(r.cpu_us_per_op, 0)} µs/op"
+        say(f"round {r.round} {where} {r.point}: {r.ops_per_s:,.0f} ops/s, {cost}")
+    print(table(rows))
+    write_rows(str(out), "sink_placement", rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
