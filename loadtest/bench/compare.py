@@ -8,18 +8,14 @@ survives that."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from statistics import mean, median
+from statistics import mean
 
 from loadtest.bench.report import num, render_table
 from loadtest.bench.results import OP_TITLES, OPS, ProtocolRun, VisibilityRow
+from loadtest.bench.stats import median_present as _median
 from services.topology import Topology
 
 BASELINE = "eventual"
-
-
-def _median(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return median(present) if present else None
 
 
 def _diff(a: float | None, b: float | None) -> float | None:

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from loadtest.bench import fig5
 from loadtest.bench.report import PROTOCOL_COLOURS, num, publish, render_table, say
+from loadtest.bench.stats import median_present
 from loadtest.bench.synthetic import Mix, write_topology
 from services.configure.inputs import generate
 from services.topology import Topology
@@ -115,9 +115,10 @@ def measure(plan: Plan, settings: fig5.Settings, rounds: int, out: Path) -> list
 
 # -- reading the points ---------------------------------------------------------------------------
 def _median(points: list[Point], panel: str, x: int, protocol: str, field: str) -> float | None:
-    values = [getattr(p, field) for p in points if (p.panel, p.x, p.protocol) == (panel, x, protocol)]
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
+    """One figure of one protocol at one x of a panel, the median over the rounds (as Fig. 5's)."""
+    return median_present(
+        [getattr(p, field) for p in points if (p.panel, p.x, p.protocol) == (panel, x, protocol)]
+    )
 
 
 def throughput_penalty(points: list[Point], panel: str, x: int, protocol: str) -> float | None:

@@ -20,7 +20,6 @@ and each figure is the median over the rounds (the machine is shared and noisy).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from loadtest.bench.loop import run_closed_loop
 from loadtest.bench.metrics import scrape_visibility
 from loadtest.bench.probing import extra, merged
 from loadtest.bench.report import PROTOCOL_COLOURS, num, publish, render_table, say
-from loadtest.bench.stats import to_ms
+from loadtest.bench.stats import median_present, to_ms
 from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, client_op, preload, write_topology
 from loadtest.bench.visibility import DRAIN_TIMEOUT_S, wait_replicated
 from services.topology import Topology
@@ -205,16 +204,11 @@ def _measure_point(
 
 
 # -- reading the points ---------------------------------------------------------------------------
-def _median(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
 def figure(
     points: list[Point], protocol: str, mix: Mix, what: Callable[[Point], float | None]
 ) -> float | None:
     """The median over the rounds of one figure of one protocol at one point."""
-    return _median([what(p) for p in points if p.protocol == protocol and p.mix == mix])
+    return median_present([what(p) for p in points if p.protocol == protocol and p.mix == mix])
 
 
 def ratio(points: list[Point], protocol: str, mix: Mix, base: str = "eventual") -> float | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,13 @@ def percentile(sorted_values: Sequence[float], q: float) -> float | None:
     low = math.floor(position)
     high = min(low + 1, len(sorted_values) - 1)
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def median_present(values: Sequence[float | None]) -> float | None:
+    """The median of the values there are ("no value" left out), None when there is none: a
+    figure over rounds, some of which measured nothing."""
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
 
 
 def to_ms(seconds: float | None) -> float | None:
