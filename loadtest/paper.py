@@ -240,7 +240,11 @@ def compare_fig5(out: Path) -> tuple[list[list[str]], str]:
         )
         return float("nan") if cost is None else cost
 
-    label_path = by_role("saturn", ("label-sink", "serializer"))
+    # the sink runs in the bulk sender's process by default: the label path is what Saturn's
+    # sinks, senders and serializers cost over eventual's senders
+    label_path = by_role("saturn", ("label-sink", "bulk-sender", "serializer")) - by_role(
+        "eventual", ("bulk-sender",)
+    )
     bulk = ("bulk-sender", "bulk-receiver")
     heartbeats = by_role("gentlerain", bulk) - by_role("eventual", bulk)
     met = at_defaults[0] >= 1.05 and at_defaults[1] >= 1.25

@@ -52,8 +52,9 @@ class ProcessSpec:
 
 def processes(topology: Topology, layout: Layout, web: bool = False) -> list[ProcessSpec]:
     """Every process, in start order: stores, serializers (saturn), receivers (which host the
-    remote proxies), frontends, then bulk senders and label sinks (saturn); with ``web``, per
-    region also a Celery broker, the Django app under gunicorn and a Celery worker."""
+    remote proxies), frontends, then bulk senders and, where a sender does not run it, the label
+    sinks (saturn); with ``web``, per region also a Celery broker, the Django app under gunicorn
+    and a Celery worker."""
     t = topology
     specs: list[ProcessSpec] = []
     for r in t.regions:
@@ -77,7 +78,7 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
         specs.append(ProcessSpec(
             f"{r.name}.bulk-sender", _service(layout, "services.bulk.sender", r.name), "worker", None, r.name,
         ))  # fmt: skip
-        if t.protocol == "saturn" and not t.saturn.sink_in_bulk_sender:
+        if label_sink_process(t, r.name) == f"{r.name}.label-sink":
             specs.append(ProcessSpec(
                 f"{r.name}.label-sink", _service(layout, "services.saturn.label_sink", r.name),
                 "worker", None, r.name,
@@ -85,6 +86,15 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
     if web:
         specs += _web(t, layout)
     return specs
+
+
+def label_sink_process(t: Topology, region: str) -> str | None:
+    """The process that runs ``region``'s label sink: by default the bulk sender's (one event loop
+    for the region's two streams, ``[saturn] sink_in_bulk_sender``), else one of its own; None
+    where the protocol has no sink. Faults and tests that mean "kill the sink" ask here."""
+    if t.protocol != "saturn":
+        return None
+    return f"{region}.bulk-sender" if t.saturn.sink_in_bulk_sender else f"{region}.label-sink"
 
 
 def relays(t: Topology, layout: Layout) -> list[ProcessSpec]:

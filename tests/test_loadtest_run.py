@@ -75,7 +75,7 @@ def test_one_command_runs_both_protocols_side_by_side(tmp_path, capsys):
         assert any(m["client_mean_ms"] and m["wait_mean_ms"] is not None for m in run["migrations"])
         cpu = run["cpu_us_per_op"]  # every role's CPU per operation, and Locust's own
         assert cpu["redis"] > 0 and cpu["load generator"] > 0 and cpu["bulk-receiver"] > 0, cpu
-    assert "label-sink" in summary["runs"][1]["cpu_us_per_op"]
+    assert "serializer" in summary["runs"][1]["cpu_us_per_op"]
     assert "saturn" in summary["ratios"]
     assert (out / "summary.png").stat().st_size > 10_000
     assert (out / "saturn_stats.csv").exists() and (out / "saturn.json").exists()

@@ -14,6 +14,7 @@ from helpers.waiting import eventually, unique
 
 from causal_client import CausalClient
 from services.launcher.cluster import Cluster
+from services.plan import label_sink_process
 from services.saturn.proxy import MAX_RUN
 from services.topology import Topology
 
@@ -74,19 +75,24 @@ def test_labels_made_after_timestamp_order_do_not_overtake(launch, client_for):
     b sees x by bulk transfer (5 ms) and timestamp order, and its answer y goes up the tree to c
     in 5 ms. Unless y's label says "made outside the tree's order" and c waits for y to be stable
     in timestamp order, c shows y without x. (A→C is 400 ms here, so that timestamp order at b,
-    which waits up to a bulk heartbeat period, 100 ms, is surely faster than x's label.)"""
+    which waits up to a bulk heartbeat period, 100 ms, is surely faster than x's label.) c's sink
+    runs in a process of its own here: killed with c's bulk sender, it would take c's bulk
+    heartbeats along, and b's timestamp order would wait for c's restart."""
     data = Topology.load(TOPOLOGIES / "causality-3region.toml").model_dump()
+    data["saturn"] = {**data["saturn"], "sink_in_bulk_sender": False}
     data["latency_ms"]["A"]["C"] = 400.0
     data["serializers"] = [{"name": "s-c", "site": "C"}]
     data["tree"] = [{"a": region, "b": "s-c"} for region in "abc"]
     cluster = launch(data)
     client = client_for(cluster)
     assert causal_rounds(client, 2)[0] == 0  # in the tree's order everywhere
-    cluster.kill("c.label-sink")
+    sink = label_sink_process(cluster.topology, "c")
+    assert sink == "c.label-sink"
+    cluster.kill(sink)
     eventually(lambda: proxy_mode(cluster, "b") == 0, timeout=10)
     assert proxy_mode(cluster, "c") == 1
     assert causal_rounds(client, 5)[0] == 0
-    cluster.restart("c.label-sink")
+    cluster.restart(sink)
     eventually(lambda: proxy_mode(cluster, "b") == 1, timeout=10)
     assert causal_rounds(client, 3)[0] == 0
 
@@ -97,7 +103,7 @@ def test_services_stop_promptly_while_their_tree_neighbour_is_down(saturn3):
     cluster, _ = saturn3
     cluster.kill("serializer.s-b")
     time.sleep(0.5)  # the sinks are now retrying their link to s-b
-    for name in ("a.label-sink", "c.label-sink"):
+    for name in sinks(cluster, "ac"):
         started = time.monotonic()
         cluster.kill(name, signal.SIGTERM)  # waits for the exit (at most 10 s)
         assert time.monotonic() - started < 3, f"{name} took {time.monotonic() - started:.1f}s to stop"
@@ -123,30 +129,36 @@ class Writer:
         return self
 
 
-@pytest.mark.parametrize(
-    "victims", [["c.bulk-receiver"], ["serializer.s-b"], ["c.label-sink", "a.label-sink"]]
-)
+def sinks(cluster: Cluster, regions: str) -> list[str]:
+    """The processes that run these regions' label sinks (by default their bulk senders)."""
+    return [label_sink_process(cluster.topology, r) or "" for r in regions]
+
+
+@pytest.mark.parametrize("victims", [["c.bulk-receiver"], ["serializer.s-b"], ["sinks of c and a"]])
 def test_crash_and_restart_loses_and_doubles_nothing(saturn3, victims):
-    crash_and_restart_lose_and_double_nothing(*saturn3, victims)
+    cluster, client = saturn3
+    if victims == ["sinks of c and a"]:  # a sink dies with the bulk sender that runs it
+        victims = sinks(cluster, "ca")
+        assert victims == ["c.bulk-sender", "a.bulk-sender"]
+    crash_and_restart_lose_and_double_nothing(cluster, client, victims)
 
 
-def test_a_sink_in_the_bulk_senders_process_keeps_order_and_survives_its_crash(launch, client_for):
-    """``[saturn] sink_in_bulk_sender``: one process (one event loop) per region for both
-    streams. No sink process of its own; killing the bulk senders of a and c mid-stream kills
-    their sinks with them, and the supervisor's restart loses and doubles nothing."""
+def test_a_sink_in_a_process_of_its_own_keeps_order_and_survives_its_crash(launch, client_for):
+    """``[saturn] sink_in_bulk_sender = false``: each region's sink in a process of its own, as
+    Saturn's reference code runs it. Killing the sinks of a and c mid-stream (their bulk senders
+    live on) loses and doubles nothing, and the tree's order comes back."""
     data = Topology.load(TOPOLOGIES / "causality-3region.toml").model_dump()
     data["protocol"] = "saturn"
-    data["saturn"] = {**data["saturn"], "sink_in_bulk_sender": True}
+    data["saturn"] = {**data["saturn"], "sink_in_bulk_sender": False}
     cluster = launch(data)
-    assert not [name for name in cluster.processes if name.endswith("label-sink")]
+    assert sinks(cluster, "abc") == ["a.label-sink", "b.label-sink", "c.label-sink"]
+    assert all(name in cluster.processes for name in sinks(cluster, "abc"))
 
     def in_tree_order() -> bool:  # the sinks are heard: not the timestamp-order fallback
         return all(proxy_mode(cluster, r) == 1 for r in "abc")
 
     eventually(in_tree_order, timeout=10)
-    crash_and_restart_lose_and_double_nothing(
-        cluster, client_for(cluster), ["c.bulk-sender", "a.bulk-sender"]
-    )
+    crash_and_restart_lose_and_double_nothing(cluster, client_for(cluster), sinks(cluster, "ca"))
     eventually(in_tree_order, timeout=10)
 
 

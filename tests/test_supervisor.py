@@ -20,8 +20,8 @@ from services.pids import pid_alive
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
-VICTIMS = [
-    "a.frontend0", "b.label-sink", "c.bulk-sender", "c.bulk-receiver", "serializer.s-b", "a.redis0",
+VICTIMS = [  # b's and c's bulk senders run their regions' label sinks (plan.label_sink_process)
+    "a.frontend0", "b.bulk-sender", "c.bulk-sender", "c.bulk-receiver", "serializer.s-b", "a.redis0",
 ]  # fmt: skip
 
 

@@ -1,8 +1,9 @@
 """Faults scheduled during a checked run, one at a time, each healed before the next.
 
 - crashes (SIGKILL from outside; the launcher's supervisor starts the process again): a
-  serializer, a label sink, a bulk receiver (with its remote proxy), a bulk sender, a frontend,
-  a store (Redis, durable: it comes back with what it acknowledged);
+  serializer, a label sink (its own process, or the bulk sender that runs it), a bulk receiver
+  (with its remote proxy), a bulk sender, a frontend, a store (Redis, durable: it comes back with
+  what it acknowledged);
 - a whole region: every process of it stopped at once, started again after the fault's time;
 - a partition of a WAN link between two sites: messages held, then let through in order;
 - a latency spike on a WAN link;
@@ -26,10 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.launcher.cluster import Cluster
+from services.plan import label_sink_process
 from services.wan.flood import flood
 from services.wan.routes import FLOOD, flood_endpoint
 
-CRASHES = {  # fault → the processes it may hit (by the end of their names)
+CRASHES = {  # fault → the processes it may hit (by the end of their names; "sink": plan's choice)
     "serializer": "serializer.",
     "sink": ".label-sink",
     "receiver": ".bulk-receiver",
@@ -78,6 +80,8 @@ class Nemesis(threading.Thread):
     # -- what can be hit ----------------------------------------------------------------------
     def targets(self, fault: str) -> list[str]:
         t = self.cluster.topology
+        if fault == "sink":  # the processes that run sinks: their own, or the bulk senders
+            return sorted(filter(None, (label_sink_process(t, r) for r in t.region_names)))
         if fault in CRASHES:
             suffix = CRASHES[fault]
             return sorted(n for n in self.cluster.specs if n.endswith(suffix) or n.startswith(suffix))
