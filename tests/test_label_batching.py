@@ -40,8 +40,8 @@ class Recorder(LabelPump):
                 time.sleep(self.busy_s)  # blocks the loop: what arrives meanwhile waits for the next read
                 self.busy.clear()
 
-    def send_heartbeat(self, ts: int) -> None:
-        self.last_heard_everywhere = time.monotonic()
+    def send_heartbeat(self, ts: int, regions: tuple[str, ...]) -> None:
+        self.reached(regions)
 
 
 async def write_one(store: RegionStore, row: str) -> float:

@@ -40,6 +40,16 @@ def test_migrations_go_to_their_target_and_heartbeats_everywhere():
     assert routed("s-us", migration, heartbeat) == {"ireland": [8], "frankfurt": [7, 8]}
 
 
+def test_a_heartbeat_that_names_regions_goes_only_towards_them():
+    def beat(ts: int, target: str) -> saturn_pb2.TreeLabel:
+        return saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src="v/sink", ts=ts, target=target)
+
+    assert routed("s-us", beat(1, "frankfurt")) == {"frankfurt": [1]}
+    assert routed("s-us", beat(2, "ireland frankfurt")) == {"ireland": [2], "frankfurt": [2]}
+    assert routed("ireland", beat(3, "virginia")) == {"s-us": [3]}
+    assert routed("ireland", beat(4, "virginia"), beat(5, "")) == {"s-us": [4, 5], "frankfurt": [5]}
+
+
 def test_a_batch_wanted_whole_is_forwarded_as_it_is():
     batch = saturn_pb2.LabelBatch(labels=[update("all", 9), update("all", 10)])
     out = ROUTER.route("s-us", batch)

@@ -123,8 +123,10 @@ def test_saturn_timings_come_from_the_saturn_table(tmp_path):
     data = tuned.model_dump() | {"protocol": "saturn", "serializers": [{"name": "s", "site": "A"}],
                                  "tree": [{"a": "a", "b": "s"}, {"a": "b", "b": "s"}]}  # fmt: skip
     sink = LabelSink(Topology.from_dict(data), "a")
-    sink.last_heard_everywhere = time.monotonic() - 0.6
+    sink.last_reached["b"] = time.monotonic() - 0.6
     assert not sink.heartbeat_due()  # 0.6 s: due only after a second here
+    sink.last_reached["b"] = time.monotonic() - 1.0
+    assert sink.heartbeat_due()
 
 
 # -- malformed files -----------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
@@ -87,14 +86,15 @@ class DirectLabelSender(LabelPump):
         for kind, count in kinds.items():  # as the sink counts them (one metric update per kind)
             metrics.LABELS_SENT.labels(self.region, kind).inc(count)
 
-    def send_heartbeat(self, ts: int) -> None:
+    def send_heartbeat(self, ts: int, regions: tuple[str, ...]) -> None:
         """Every other region hears that nothing more up to ``ts`` comes from here: a label it
-        still lacks below that was lost (C3Applier's fallback)."""
+        still lacks below that was lost (C3Applier's fallback). Always all of them (C3's labels
+        do not count as heard: ``regions`` is every region each period)."""
         self.sent_through = max(self.sent_through, ts)
         beat = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src=f"{self.region}/sink", ts=ts)
         for link in self.links.values():
             link.send([beat])
-        self.last_heard_everywhere = time.monotonic()
+        self.reached(self.others)
 
     async def before_save(self) -> None:
         await self.persist()

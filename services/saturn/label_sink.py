@@ -4,10 +4,11 @@ Gears append every label to their shard's ``labels`` stream inside the write scr
 shard the stream is already in timestamp order and the sink forwards it as it grows. With several
 shards it merges them: every tick it asks each gear for a heartbeat (a time below which that gear
 will make no new label), and forwards, in (ts, src) order, the labels at or below the smallest.
-Every 500 ms it sends a heartbeat label (to every region), so that proxies can tell a live tree
-from a broken one and attaches elsewhere that present an update label never wait on a region that
-sends them nothing; not when labels that reach every region went out meanwhile (each heartbeat
-costs a wake-up at every hop, so they are as rare as those two uses allow).
+Every region hears from this one at least every 500 ms, so that proxies can tell a live tree from
+a broken one and attaches elsewhere that present an update label never wait on a region that sends
+them nothing: a heartbeat label goes to the regions that no label reached meanwhile (each costs a
+wake-up at every hop, so they are as rare, and go as short a way, as those two uses allow; idle,
+to every region).
 Only labels some other region cares about leave the region (genuine partial replication).
 
 Batching is Saturn's own: drain what is ready, never wait for company. Each read takes every
@@ -86,16 +87,25 @@ class LabelPump:
             Shard(topology.redis_url(region, k), gear, region)
             for k, gear in enumerate(topology.gear_ids(region))
         ]
-        self.last_heard_everywhere = 0.0  # when a heartbeat, or a label that reaches all, last left
+        self.others = tuple(r for r in topology.region_names if r != region)
+        self.last_reached = dict.fromkeys(self.others, 0.0)  # region → when a label for it last left
         self.messages_sent = metrics.LABEL_MESSAGES_SENT.labels(region)
 
     def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
         """Sends labels read from the streams on, in (ts, src) order."""
         raise NotImplementedError
 
-    def send_heartbeat(self, ts: int) -> None:
-        """Sends on that no label of this region up to ``ts`` is still to come."""
+    def send_heartbeat(self, ts: int, regions: tuple[str, ...]) -> None:
+        """Tells ``regions`` (all of ``others``: every region) that no label of this region up to
+        ``ts`` is still to come."""
         raise NotImplementedError
+
+    def reached(self, regions) -> None:
+        """Labels (or a heartbeat) for ``regions`` just left: they hear from this region."""
+        now = time.monotonic()
+        last = self.last_reached
+        for region in regions:
+            last[region] = now
 
     def pumping(self, cursors: list[int], stop: asyncio.Event) -> list[Coroutine[Any, Any, None]]:
         """The work that reads the streams from ``cursors`` and trims them, until ``stop``."""
@@ -105,10 +115,23 @@ class LabelPump:
             self.through_store_outages(self.trim, cursors, stop),
         ]
 
+    def heartbeat_in(self) -> float:
+        """Seconds until some region has not heard from this one for sink_heartbeat_s (labels
+        for it count: under load, heartbeats go only where labels did not)."""
+        quietest = min(self.last_reached.values(), default=time.monotonic())
+        return quietest + self.topology.saturn.sink_heartbeat_s - time.monotonic()
+
     def heartbeat_due(self) -> bool:
-        """Every region must hear from this one at least every sink_heartbeat_s; under load,
-        labels that reach every region do that, and heartbeats are left out."""
-        return time.monotonic() - self.last_heard_everywhere >= self.topology.saturn.sink_heartbeat_s
+        return self.heartbeat_in() <= 0
+
+    def heartbeat_targets(self) -> tuple[str, ...]:
+        """Who the due heartbeat goes to: every region unheard for half a period or more, so that
+        the ones that would be due soon come along rather than costing a heartbeat of their own."""
+        since = time.monotonic() - self.topology.saturn.sink_heartbeat_s / 2
+        return tuple(r for r in self.others if self.last_reached[r] <= since)
+
+    def beat(self, ts: int) -> None:
+        self.send_heartbeat(ts, self.heartbeat_targets())
 
     async def cursors(self) -> list[int]:
         """Where each shard's stream was forwarded up to before a restart (0 = never)."""
@@ -140,8 +163,7 @@ class LabelPump:
         here)."""
         gear = self.gears[0]
         while not stop.is_set():
-            period = self.topology.saturn.sink_heartbeat_s
-            wait_s = max(0.001, period - (time.monotonic() - self.last_heard_everywhere))
+            wait_s = max(0.001, self.heartbeat_in())
             entries = await gear.stream_after(gears.LABEL_STREAM, cursors[0], READ_COUNT, block_s=wait_s)
             if entries:
                 self.send([parse_entry(fields[LABEL]) for _, fields in entries])
@@ -151,7 +173,7 @@ class LabelPump:
                 if late:
                     self.send([parse_entry(fields[LABEL]) for _, fields in late])
                     cursors[0] = late[-1][0]
-                self.send_heartbeat(stable)
+                self.beat(stable)
 
     async def pump_merged(self, cursors: list[int], stop: asyncio.Event) -> None:
         """Several shards: forward, in (ts, src) order, what every shard has passed, every tick
@@ -171,7 +193,7 @@ class LabelPump:
             labels.sort(key=lambda label: (label.ts, label.src))
             self.send(labels)
             if self.heartbeat_due():
-                self.send_heartbeat(stable)
+                self.beat(stable)
             await runtime.sleep_or_stop(stop, MERGE_TICK_S)
 
     async def before_save(self) -> None:
@@ -200,10 +222,22 @@ class LabelSink(LabelPump):
         self.link = self.link_on(topology)
         self.link_tasks: list[asyncio.Task] = []
         self.noted_epoch = -1  # the epoch last reported in the tree record
-        others = set(topology.region_names) - {region}
+        others = set(self.others)
         self.shipped_groups = {g for g, members in topology.group_members.items() if others & set(members)}
-        # Groups replicated in every other region: their labels reach everyone, as a heartbeat does.
-        self.everywhere = {g for g, members in topology.group_members.items() if others <= set(members)}
+        self.replicas = {g: others & set(members) for g, members in topology.group_members.items()}
+        self._reach: dict[tuple[int, str], tuple[str, ...]] = {}  # (type, group or target) → regions
+
+    def reach(self, kind: int, key: str) -> tuple[str, ...]:
+        """The regions a label reaches (as the serializers route it): an update's, those that
+        replicate one of its groups; a migration's, its target."""
+        found = self._reach.get((kind, key))
+        if found is None:
+            if kind == saturn_pb2.TREE_UPDATE:
+                found = tuple(sorted(set().union(*(self.replicas.get(g, ()) for g in key.split()))))
+            else:
+                found = (key,) if key in self.last_reached else ()
+            self._reach[(kind, key)] = found
+        return found
 
     def link_on(self, tree: Topology) -> OutgoingLink:
         (parent,) = tree.tree_neighbours[self.region]  # a region is a leaf of the tree
@@ -226,7 +260,7 @@ class LabelSink(LabelPump):
         log.info("label sink %s: epoch %d → %d, now through %s", self.region, old.epoch, tree.epoch,
                  self.link.neighbour)  # fmt: skip
         self.start_link(stop)
-        self.last_heard_everywhere = 0.0  # a heartbeat on the new tree at once
+        self.last_reached = dict.fromkeys(self.others, 0.0)  # a heartbeat on the new tree at once
 
     async def watch_tree(self, stop: asyncio.Event) -> None:
         """Reads which tree to send on whenever the tree record changes (it blocks on the
@@ -264,19 +298,22 @@ class LabelSink(LabelPump):
         labels = [label for label in labels if self.wanted(label)]
         if labels:
             self.link.send(labels)
-            if any(x.type == saturn_pb2.TREE_UPDATE and any_of(x.group, self.everywhere) for x in labels):
-                self.last_heard_everywhere = time.monotonic()
+            update = saturn_pb2.TREE_UPDATE
+            for kind, key in {(x.type, x.group if x.type == update else x.target) for x in labels}:
+                self.reached(self.reach(kind, key))
             kinds = Counter("update" if x.type == saturn_pb2.TREE_UPDATE else "migration" for x in labels)
             for kind, count in kinds.items():  # one metric update per kind and batch: they cost
                 metrics.LABELS_SENT.labels(self.region, kind).inc(count)
             self.messages_sent.inc()
 
-    def send_heartbeat(self, ts: int) -> None:
+    def send_heartbeat(self, ts: int, regions: tuple[str, ...]) -> None:
+        """The serializers route a heartbeat towards the regions it names (all: none named)."""
         self.sent_through = max(self.sent_through, ts)
-        self.link.send(
-            [saturn_pb2.TreeLabel(type=saturn_pb2.TREE_HEARTBEAT, src=f"{self.region}/sink", ts=ts)]
-        )
-        self.last_heard_everywhere = time.monotonic()
+        target = "" if len(regions) == len(self.others) else " ".join(regions)
+        self.link.send([saturn_pb2.TreeLabel(
+            type=saturn_pb2.TREE_HEARTBEAT, src=f"{self.region}/sink", ts=ts, target=target,
+        )])  # fmt: skip
+        self.reached(regions)
 
     async def run(self, stop: asyncio.Event) -> None:
         cursors = await self.cursors()

@@ -36,16 +36,18 @@ class Router:
             return any(not behind.isdisjoint(self.replicas.get(g, ())) for g in label.group.split())
         if label.type == saturn_pb2.TREE_MIGRATION:
             return label.target in behind
-        return True  # heartbeats and gaps go everywhere
+        if label.type == saturn_pb2.TREE_HEARTBEAT and label.target:  # to the regions it names
+            return not behind.isdisjoint(label.target.split())
+        return True  # gaps, epoch changes and heartbeats that name no region go everywhere
 
     def destinations(self, label: saturn_pb2.TreeLabel) -> frozenset[str]:
         kind = label.type
         if kind == saturn_pb2.TREE_UPDATE:
             key = (kind, label.group)
-        elif kind == saturn_pb2.TREE_MIGRATION:
+        elif kind == saturn_pb2.TREE_MIGRATION or kind == saturn_pb2.TREE_HEARTBEAT:
             key = (kind, label.target)
         else:
-            key = (kind, "")  # heartbeats and gaps go everywhere
+            key = (kind, "")  # gaps and epoch changes go everywhere
         found = self._destinations.get(key)
         if found is None:
             found = frozenset(n for n in self.neighbours if self.wants(n, label))
