@@ -1,12 +1,22 @@
 """causal_client: a Python client for a Saturn causally consistent, geo-replicated store."""
 
 from causal_client.client import CausalClient, ClaimResult, RegionInfo, Session
+from causal_client.commands import (
+    BadCommand,
+    Command,
+    CommandResult,
+    CompareAndSet,
+    Decrement,
+    InsertIfAbsent,
+)
 from causal_client.data import Cell, Mutation, ReadSpec, Row
 from causal_client.errors import (
     AccessDenied,
     CausalError,
+    Conflict,
     InvalidLabel,
     InvalidRequest,
+    NoQuorum,
     NotReplicatedHere,
     OutcomeUnknown,
     RegionUnavailable,
@@ -18,18 +28,28 @@ from causal_client.errors import (
 )
 from causal_client.label import Label, LabelType
 from causal_client.session_token import SessionToken
+from causal_client.strong import ExecuteResult, StrongResult
 
 __all__ = [
     "AccessDenied",
+    "BadCommand",
     "CausalClient",
     "CausalError",
     "Cell",
     "ClaimResult",
+    "Command",
+    "CommandResult",
+    "CompareAndSet",
+    "Conflict",
+    "Decrement",
+    "ExecuteResult",
+    "InsertIfAbsent",
     "InvalidLabel",
     "InvalidRequest",
     "Label",
     "LabelType",
     "Mutation",
+    "NoQuorum",
     "NotReplicatedHere",
     "OutcomeUnknown",
     "ReadSpec",
@@ -40,6 +60,7 @@ __all__ = [
     "Session",
     "SessionToken",
     "StoreTimeout",
+    "StrongResult",
     "UnknownRegion",
     "VersionMismatch",
     "WrongPlace",

@@ -21,12 +21,14 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TypeVar
 
 import grpc
 
 from causal_client import direct
 from causal_client.claims import owner_region
+from causal_client.commands import Command
 from causal_client.credentials import CLIENT_SECRET_ENV, client_password
 from causal_client.data import Mutation, ReadSpec, Row, Value
 from causal_client.errors import (
@@ -41,6 +43,7 @@ from causal_client.gateway import OPTIONS, GatewayTransport
 from causal_client.label import Label, LabelType
 from causal_client.proto import store_pb2, store_pb2_grpc
 from causal_client.session_token import SessionToken
+from causal_client.strong import ExecuteResult, StrongRegisters, StrongResult
 from causal_client.transport import Transport
 from causal_client.wan import Link, Relays
 
@@ -254,7 +257,14 @@ class CausalClient:
         session._arrive(region, past.label, timeout)
         return session
 
+    @cached_property
+    def strong(self) -> StrongRegisters:
+        """Strongly consistent registers over a majority of the regions (causal_client/strong.py)."""
+        return StrongRegisters(self)
+
     def close(self) -> None:
+        if "strong" in self.__dict__:
+            self.strong.close()
         self.transport.close()
 
     def __enter__(self) -> CausalClient:
@@ -431,6 +441,23 @@ class Session:
             "Claim", lambda t: t.claim(owner, namespace, key, holder, release), region=owner
         )
         return ClaimResult(granted, current)
+
+    # -- strongly consistent registers (Vivace's algorithms; causal_client/strong.py) -------------
+    def strong_read(self, namespace: str, key: str) -> StrongResult:
+        """The register's value, linearizable: a timestamp round trip to the closest majority of
+        regions (in the links' critical class), the value usually from this region."""
+        return self.client.strong.read(self.region, namespace, key)
+
+    def strong_write(self, namespace: str, key: str, value: str) -> str:
+        """Sets the register, linearizably; returns the timestamp it took effect at. The value
+        stays here, its timestamp goes to a majority; ``OutcomeUnknown`` if that was cut short."""
+        return self.client.strong.write(self.region, namespace, key, value)
+
+    def execute(self, namespace: str, key: str, command: Command) -> ExecuteResult:
+        """A read-modify-write of the register (causal_client/commands.py: insert-if-absent,
+        compare-and-set, bounded decrement), linearizable: ``Conflict`` when concurrent ones won
+        every time (nothing happened), ``OutcomeUnknown`` when its commit was cut short."""
+        return self.client.strong.execute(self.region, namespace, key, command)
 
     # -- reads -------------------------------------------------------------------------------
     def read(self, group: str, row: str, columns: Sequence[str] = ()) -> Row:

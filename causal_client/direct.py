@@ -15,6 +15,7 @@ import inspect
 import json
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -137,6 +138,16 @@ class DirectTransport(Transport):
         args = [wire.GEARS_API, namespace, key, holder, int(release)]
         granted, current = self._gear(region, 0, wire.CLAIM, args, meta=True)
         return granted == 1, current.decode()
+
+    def register_call(
+        self, region: str, namespace: str, key: str, function: str, args: list, meta: bool
+    ) -> list:
+        shards = self._shards(region, meta)
+        shard = zlib.crc32(f"{namespace}\x00{key}".encode()) % len(shards)
+        read_only = function in (wire.STRONG_TS, wire.STRONG_DATA)
+        return self._gear(
+            region, shard, function, [wire.GEARS_API, namespace, key, *args], read_only, meta=meta
+        )
 
     def close(self) -> None:
         self._rounds.shutdown(wait=False)

@@ -58,6 +58,23 @@ class OutcomeUnknown(RegionUnavailable):
     retryable = False
 
 
+class NoQuorum(RegionUnavailable):
+    """A strong operation could not reach a majority of the register's regions in time; the
+    message (and ``missing``) name those that did not answer. Nothing is known to have changed:
+    a write or a read-modify-write that got this far may still take effect (see each method)."""
+
+    def __init__(self, message: str, missing: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.missing = missing
+
+
+class Conflict(CausalError):
+    """A strong operation kept losing to concurrent ones on the same register (their timestamps
+    overtook it) and gave up; it did not take effect. It may be sent again."""
+
+    retryable = True
+
+
 class StoreTimeout(CausalError):
     """The call did not finish within its deadline (e.g. an attach still waiting for stability)."""
 

@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from causal_client.data import Mutation, ReadSpec
+from causal_client.errors import InvalidRequest
 from causal_client.label import Label
 from causal_client.transactions import ReadResult
 
@@ -42,6 +43,16 @@ class Transport(ABC):
     @abstractmethod
     def claim(self, region: str, namespace: str, key: str, holder: str, release: bool) -> tuple[bool, str]:
         """A claim (or its release) at the key's owner region: granted, and the holder after it."""
+
+    def register_call(
+        self, region: str, namespace: str, key: str, function: str, args: list, meta: bool
+    ) -> list:
+        """One phase of a strong operation at a register's replica in ``region`` (its shard there
+        is the register's); ``meta``: in the critical class of a prioritising link."""
+        raise InvalidRequest(
+            f"{type(self).__name__} cannot run strong operations: they need the stores themselves "
+            "(a client made without gateway=True)"
+        )
 
     @abstractmethod
     def close(self) -> None: ...

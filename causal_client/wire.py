@@ -10,8 +10,9 @@ from collections.abc import Iterable
 from causal_client.label import Label
 
 # Raised when an argument list or a reply changes shape (2: labels carry a vector; 3: every read
-# says its row's size; 4: transactions, reads as of a time, writes say whether they are atomic).
-GEARS_API = "4"
+# says its row's size; 4: transactions, reads as of a time, writes say whether they are atomic;
+# 5: strong registers).
+GEARS_API = "5"
 # The functions a client calls (DESCRIBE: what any one region tells of the whole topology).
 DESCRIBE = "saturn_describe"
 WRITE, READ, MIGRATE = "saturn_write", "saturn_read", "saturn_migrate"
@@ -20,6 +21,9 @@ READ_AT = "saturn_read_at"  # a read as of a time (a read-only transaction's lat
 STAGE, COMMIT, SETTLE = "saturn_stage", "saturn_commit", "saturn_settle"  # write-only transactions
 TXN_CHECK = "saturn_check"  # a transaction's decision, asked at its coordinator
 ATTACH, CLAIM = "saturn_attach", "saturn_claim"
+# A strong register's phases at one replica (services/region/lua/strong.lua, causal_client/strong.py)
+STRONG_PUT, STRONG_TS = "saturn_strong_put", "saturn_strong_ts"
+STRONG_SET_TS, STRONG_DATA = "saturn_strong_set_ts", "saturn_strong_data"
 
 # Limits the gears enforce (a client may check them first to fail without a round trip).
 MAX_KEY_BYTES = 1024  # a row key, a column name

@@ -4,12 +4,13 @@
 -- Returns {granted (1/0), holder ('' when free)}.
 local MAX_CLAIM_PART = 200
 
+-- (also the strong registers' names, strong.lua: ``what`` names the part, e.g. 'claim key')
 local function check_part(what, value)
-  if value == nil or value == '' then fail(CODE_INVALID, 'claim ' .. what .. ' must not be empty') end
+  if value == nil or value == '' then fail(CODE_INVALID, what .. ' must not be empty') end
   local chars = 0
   for _ in string.gmatch(value, '[^\128-\191]') do chars = chars + 1 end
   if chars > MAX_CLAIM_PART or string.find(value, '[%z\1-\31\127]') then
-    fail(CODE_INVALID, 'claim ' .. what .. ' must be 1-' .. MAX_CLAIM_PART .. ' printable characters')
+    fail(CODE_INVALID, what .. ' must be 1-' .. MAX_CLAIM_PART .. ' printable characters')
   end
 end
 
@@ -17,9 +18,9 @@ local function gear_claim(keys, args)
   check_api(args[1])
   local cfg = config()
   local namespace, key, holder, release = args[2], args[3], args[4], args[5] == '1'
-  check_part('namespace', namespace)
-  check_part('key', key)
-  check_part('holder', holder)
+  check_part('claim namespace', namespace)
+  check_part('claim key', key)
+  check_part('claim holder', holder)
   if args[5] ~= '1' and args[5] ~= '0' then fail(CODE_INVALID, 'a claim says whether it is a release (1/0)') end
   check_consumed(args, 6)
   local regions = words(cfg.regions)

@@ -1,0 +1,332 @@
+"""Strongly consistent registers, Vivace's way (Vivace, USENIX ATC'12, §3): linearizable reads,
+writes and read-modify-writes over a majority of the regions, where what crosses the WAN on the
+critical path is a timestamp (the links' critical class), and the value stays local or follows
+in the background (the bulk class).
+
+Each region holds a replica of every register (services/region/lua/strong.lua); any majority of
+them decides. The client runs the phases (Vivace's client library does too):
+
+- **write** (Algorithm 1): the value to the local replica, which stamps it (W-LOCAL; the local
+  replica is this region's store, durable); the timestamp alone to every region, done at a
+  majority; the value then to the others in the background.
+- **read** (Algorithm 1): timestamps from a majority, the greatest is ``mts``; the value written at
+  ``mts`` from the first replica that has it (usually the local one); the timestamp written back
+  to a majority, skipped when a majority already reported ``mts`` (§3.4), so that no later read
+  returns an older value.
+- **execute** (Algorithm 3): a promise at a majority for a fresh timestamp (OR-TS: nothing below
+  it is stored there any more) with their timestamps; the value at the greatest (OR-DATA); the
+  command applied (causal_client/commands.py); the result to the local replica (W-LOCAL); the
+  commit of the timestamp at a majority (OW-TS), refused where a greater promise came meanwhile.
+
+Outcomes are never guessed: an operation whose timestamp reached some replicas but not a
+majority may still take effect later (a read can find it and write it back), so it raises
+``OutcomeUnknown``, never a plain failure; one that reached none raises ``Conflict`` (lost to
+concurrent ones) or ``NoQuorum`` (not enough regions answered).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from causal_client import wire
+from causal_client.commands import Command, CommandResult, check_value
+from causal_client.errors import CausalError, Conflict, InvalidRequest, NoQuorum, OutcomeUnknown
+
+if TYPE_CHECKING:
+    from causal_client.client import CausalClient
+
+R = TypeVar("R")
+TRIES = 6  # attempts of one operation that loses to concurrent ones before Conflict
+BACKOFF_S = 0.005  # the first retry's pause (doubling, with jitter)
+MAX_PART = 200  # a namespace or key: printable, at most this many characters (as claims)
+
+
+@dataclass(frozen=True, slots=True)
+class StrongResult:
+    value: str | None  # the register's value (None: never written)
+    ts: str  # its timestamp ('' for never written): '<16-digit µs>.<region>'
+
+
+@dataclass(frozen=True, slots=True)
+class ExecuteResult:
+    applied: bool  # the command changed the register
+    value: str | None  # the register's value after it
+    ts: str  # the timestamp the read-modify-write committed at
+
+
+@dataclass(frozen=True, slots=True)
+class _TsReply:
+    accepted: bool
+    stored: str  # the replica's greatest stored timestamp
+    here: bool  # whether the replica has the value written at ``stored``
+
+
+class StrongRegisters:
+    """Runs the phases of strong operations for one client (module doc). ``regions``: where
+    every register is replicated; ``local``: the region whose store is the local replica."""
+
+    def __init__(self, client: CausalClient):
+        self.client = client
+        self.regions = tuple(client.regions)
+        self.majority = len(self.regions) // 2 + 1
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    # -- the operations --------------------------------------------------------------------------
+    def write(self, local: str, namespace: str, key: str, value: str) -> str:
+        """Algorithm 1's write; returns the timestamp it took effect at. ``OutcomeUnknown`` if its
+        timestamp reached some replicas but not a majority (it may yet take effect)."""
+        check_names(namespace, key)
+        check_value(value)
+        floor, reached = "", False
+        for attempt in range(TRIES):
+            ts, _ = self._put(local, namespace, key, "", value, floor)  # W-LOCAL: stamped there
+            replies = self._committing(namespace, key, [ts, "w"], "write's timestamp phase")
+            accepted = sum(r.accepted for r in replies.values())
+            reached = reached or accepted > 0
+            if accepted >= self.majority:
+                self._push(local, namespace, key, ts, value)
+                return ts
+            floor = max(r.stored for r in replies.values())  # a promise or newer writes: go above
+            self._pause(attempt)
+        raise self._gave_up("write", namespace, key, reached)
+
+    def read(self, local: str, namespace: str, key: str) -> StrongResult:
+        """Algorithm 1's read with §3.4's skipped write-back."""
+        check_names(namespace, key)
+        for attempt in range(TRIES):
+            replies = self._quorum(namespace, key, wire.STRONG_TS, [], "its timestamp phase")
+            mts = max(r.stored for r in replies.values())
+            if not mts:
+                return StrongResult(None, "")
+            value = self._data(local, namespace, key, mts, [r for r, x in replies.items() if x.stored == mts])
+            if sum(x.stored == mts for x in replies.values()) >= self.majority:  # C1 (C2: the value is mts's)
+                return StrongResult(value, mts)
+            back = self._quorum(
+                namespace, key, wire.STRONG_SET_TS, [mts, "w"], "its write-back", accepted=True
+            )
+            if sum(x.accepted for x in back.values()) >= self.majority:
+                return StrongResult(value, mts)
+            self._pause(attempt)  # a read-modify-write holds a promise above mts: after it
+        raise Conflict(f"register {namespace}/{key}: read-modify-writes kept overtaking this read")
+
+    def execute(self, local: str, namespace: str, key: str, command: Command) -> ExecuteResult:
+        """Algorithm 3. ``Conflict`` if it lost to concurrent read-modify-writes every time (it
+        did not take effect); ``OutcomeUnknown`` if its commit reached a minority."""
+        check_names(namespace, key)
+        if not isinstance(command, Command):
+            raise InvalidRequest(
+                f"execute takes a Command (causal_client.commands), not {type(command).__name__}"
+            )
+        floor = ""
+        for attempt in range(TRIES):
+            ts = self._stamp(local, floor)
+            promises = self._quorum(
+                namespace, key, wire.STRONG_SET_TS, [ts, "o"], "its ordering phase", accepted=True
+            )
+            holders = [r for r, x in promises.items() if x.accepted]
+            if len(holders) < self.majority:  # a greater promise or write: go above it
+                floor = max(x.stored for x in promises.values())
+                self._pause(attempt)
+                continue
+            mts = max(promises[r].stored for r in holders)
+            current = (
+                self._data(local, namespace, key, mts, [r for r in holders if promises[r].stored == mts])
+                if mts
+                else None
+            )
+            outcome = command.apply(current)
+            self._put(local, namespace, key, ts, outcome.value, "")  # W-LOCAL (unchanged: written too)
+            commits = self._committing(namespace, key, [ts, "c"], f"{command.name}'s commit phase")
+            accepted = sum(x.accepted for x in commits.values())
+            if accepted >= self.majority:
+                self._push(local, namespace, key, ts, outcome.value)
+                return ExecuteResult(outcome.applied, outcome.value, ts)
+            if accepted:
+                raise OutcomeUnknown(
+                    f"register {namespace}/{key}: {command.name} committed at {accepted} of "
+                    f"{len(self.regions)} regions before a concurrent one overtook it: it may or may not "
+                    "take effect (read the register to know)"
+                )
+            self._pause(attempt)
+        raise Conflict(f"register {namespace}/{key}: {command.name} lost to concurrent ones {TRIES} times")
+
+    # -- phases ----------------------------------------------------------------------------------
+    def _call(self, region: str, namespace: str, key: str, function: str, args: list, meta: bool) -> list:
+        """One call at one replica, paying the emulated WAN each way (as a session's calls)."""
+        link = self.client.link_to(region)
+        link.sleep_one_way()
+        try:
+            return self.client.transport.register_call(region, namespace, key, function, args, meta)
+        finally:
+            link.sleep_one_way()
+
+    def _put(
+        self, region: str, namespace: str, key: str, ts: str, value: str | None, floor: str
+    ) -> tuple[str, bool]:
+        """Stores ``value`` at ``ts`` ('': a fresh stamp above ``floor``) at one replica."""
+        args = [ts, _encode(value), floor]
+        ts_text, stored = self._call(region, namespace, key, wire.STRONG_PUT, args, meta=False)
+        return _text(ts_text), stored == 1
+
+    def _committing(self, namespace: str, key: str, args: list, what: str) -> dict[str, _TsReply]:
+        """A phase that stores a timestamp: one that could not reach a majority may still land
+        where it was sent, so its operation's outcome is unknown, not failed."""
+        try:
+            return self._quorum(namespace, key, wire.STRONG_SET_TS, args, what, accepted=True)
+        except NoQuorum as exc:
+            raise OutcomeUnknown(f"{exc}; it may or may not take effect (read the register to know)") from exc
+
+    def _quorum(
+        self, namespace: str, key: str, function: str, args: list, what: str, accepted: bool = False
+    ) -> dict[str, _TsReply]:
+        """The phase at every replica (in the critical class) until a majority answered (with
+        ``accepted``: a majority accepted, or too many refused for that); ``NoQuorum`` naming the
+        silent ones if fewer than a majority answered within the client's timeout."""
+
+        def one(region: str) -> _TsReply:
+            reply = self._call(region, namespace, key, function, args, meta=True)
+            if function == wire.STRONG_TS:
+                return _TsReply(True, _text(reply[0]), reply[1] == 1)
+            return _TsReply(reply[0] == 1, _text(reply[1]), reply[2] == 1)
+
+        def enough(answers: dict[str, _TsReply]) -> bool:
+            if not accepted:
+                return len(answers) >= self.majority
+            yes = sum(a.accepted for a in answers.values())
+            return yes >= self.majority or len(answers) - yes > len(self.regions) - self.majority
+
+        answered, failed = self._gather(self.regions, one, enough)
+        if len(answered) < self.majority:
+            silent = tuple(r for r in self.regions if r not in answered)
+            why = "; ".join(f"{r}: {failed[r]}" for r in silent if r in failed) or "no answer in time"
+            raise NoQuorum(
+                f"register {namespace}/{key}: {what} reached {len(answered)} of {len(self.regions)} regions, "
+                f"a majority is {self.majority}; not answering: {', '.join(silent)} ({why})",
+                missing=silent,
+            )
+        return answered
+
+    def _data(self, local: str, namespace: str, key: str, ts: str, holders: list[str]) -> str | None:
+        """The value written at ``ts``: the local replica first, then those that reported it, then
+        any (it travels in the background), until the client's timeout."""
+        deadline = time.monotonic() + self.client.timeout
+        order = [local] + [r for r in holders if r != local]
+        order += [r for r in self.regions if r not in order]
+        while True:
+            for region in order:
+                try:
+                    found = self._call(region, namespace, key, wire.STRONG_DATA, [ts], meta=False)
+                except CausalError:
+                    continue
+                if found:
+                    return _decode(_text(found[0]))
+            if time.monotonic() > deadline:
+                raise NoQuorum(
+                    f"register {namespace}/{key}: no answering region has the value written at {ts} "
+                    "(it is at its writer's region, which does not answer)",
+                    missing=tuple(holders),
+                )
+            time.sleep(0.01)
+
+    def _push(self, local: str, namespace: str, key: str, ts: str, value: str | None) -> None:
+        """The value to the other replicas, in the background (the bulk class): a read there then
+        finds it locally."""
+        pool = self._executor()
+        for region in self.regions:
+            if region != local:
+                pool.submit(self._quietly, region, namespace, key, ts, value)
+
+    def _quietly(self, region: str, namespace: str, key: str, ts: str, value: str | None) -> None:
+        with contextlib.suppress(CausalError):  # the value stays at its writer's region, for readers
+            self._put(region, namespace, key, ts, value, "")
+
+    def _stamp(self, local: str, floor: str) -> str:
+        """A timestamp for a read-modify-write: this client's clock, above ``floor``."""
+        micros = time.time_ns() // 1000
+        if floor:
+            micros = max(micros, int(floor.split(".", 1)[0]) + 1)
+        return f"{micros:016d}.{local}"
+
+    def _gather(
+        self, regions: Iterable[str], call: Callable[[str], R], enough: Callable[[dict[str, R]], bool]
+    ) -> tuple[dict[str, R], dict[str, str]]:
+        """``call`` at every region at once; returns once the answers are ``enough`` (or all are
+        done, or the client's timeout passed): the answers so far, and why the failed ones failed."""
+        pool = self._executor()
+        futures: dict[Future[R], str] = {pool.submit(call, r): r for r in regions}
+        answered: dict[str, R] = {}
+        failed: dict[str, str] = {}
+        pending = set(futures)
+        deadline = time.monotonic() + self.client.timeout
+        while pending and not enough(answered):
+            done, pending = wait(
+                pending, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_COMPLETED
+            )
+            if not done:
+                break
+            for future in done:
+                region = futures[future]
+                try:
+                    answered[region] = future.result()
+                except CausalError as exc:
+                    if isinstance(exc, InvalidRequest):
+                        raise
+                    failed[region] = f"{type(exc).__name__}: {exc}"
+        return answered, failed
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=4 * len(self.regions), thread_name_prefix="strong"
+                )
+            return self._pool
+
+    def _pause(self, attempt: int) -> None:
+        time.sleep(BACKOFF_S * (2**attempt) * random.uniform(0.5, 1.5))
+
+    def _gave_up(self, what: str, namespace: str, key: str, reached: bool) -> CausalError:
+        if reached:
+            return OutcomeUnknown(
+                f"register {namespace}/{key}: the {what}'s timestamp reached some regions but never a "
+                f"majority in {TRIES} tries: it may or may not take effect"
+            )
+        return Conflict(f"register {namespace}/{key}: the {what} lost to concurrent operations {TRIES} times")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None
+
+
+def check_names(namespace: str, key: str) -> None:
+    for what, value in (("namespace", namespace), ("key", key)):
+        if not isinstance(value, str) or not value or len(value) > MAX_PART or not value.isprintable():
+            raise InvalidRequest(
+                f"a register's {what} must be 1-{MAX_PART} printable characters, got {value!r}"
+            )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _encode(value: str | None) -> str:
+    """A replica stores '=' and the value, or '' for nothing (a command that left it empty)."""
+    return "" if value is None else "=" + value
+
+
+def _decode(stored: str) -> str | None:
+    return stored[1:] if stored.startswith("=") else None
+
+
+__all__ = ["CommandResult", "ExecuteResult", "StrongRegisters", "StrongResult"]

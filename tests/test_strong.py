@@ -1,0 +1,269 @@
+"""Strongly consistent registers (causal_client/strong.py, services/region/lua/strong.lua) on a
+real three-region cluster: a value written anywhere is read everywhere; of concurrent
+insert-if-absent from every region exactly one wins; a minority of regions down changes nothing,
+a majority down is named; bad input writes nothing; and random concurrent histories from every
+region are linearizable (loadtest/check/linearizable.py)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+
+import pytest
+from helpers.waiting import unique
+
+from causal_client import (
+    CausalClient,
+    CompareAndSet,
+    Decrement,
+    InsertIfAbsent,
+    InvalidRequest,
+    NoQuorum,
+)
+from causal_client.commands import BadCommand, CommandResult
+from causal_client.errors import CausalError, Conflict, OutcomeUnknown
+from loadtest.check.linearizable import EXECUTE, READ, WRITE, StrongOp, check_linearizable
+
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+
+NS = "test"
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    """causality-3region (A-B 5 ms, B-C 5 ms, A-C 100 ms), shared by the module's tests."""
+    from helpers.topologies import load_topology
+
+    from services.launcher.cluster import Cluster
+
+    cluster = Cluster(
+        load_topology("causality-3region.toml", protocol="eventual"), tmp_path_factory.mktemp("strong")
+    )
+    with cluster:
+        yield cluster
+
+
+def client_at(cluster, site: str, timeout: float = 10.0) -> CausalClient:
+    return CausalClient.connect(cluster.topology.client_address("a"), site=site, timeout=timeout)
+
+
+def test_a_value_written_anywhere_is_read_everywhere(three):
+    key = unique("k")
+    with client_at(three, "A") as at_a, client_at(three, "C") as at_c:
+        a, c = at_a.session("a"), at_c.session("c")
+        assert c.strong_read(NS, key).value is None
+        ts = a.strong_write(NS, key, "one")
+        assert ts.endswith(".a") and len(ts.split(".")[0]) == 16
+        assert c.strong_read(NS, key).value == "one"  # the value from a, its timestamp from a majority
+        c.strong_write(NS, key, "two")
+        read = a.strong_read(NS, key)
+        assert read.value == "two" and read.ts > ts
+
+
+def test_read_modify_writes_apply_their_commands(three):
+    key = unique("stock")
+    with client_at(three, "B") as client:
+        s = client.session("b")
+        assert s.execute(NS, key, Decrement(1)).applied is False  # nothing to take from
+        s.strong_write(NS, key, "3")
+        assert s.execute(NS, key, Decrement(2)).value == "1"
+        result = s.execute(NS, key, Decrement(2))
+        assert (result.applied, result.value) == (False, "1")  # never below the floor
+        assert s.execute(NS, key, CompareAndSet("1", "ten")).applied
+        assert s.execute(NS, key, CompareAndSet("1", "eleven")).value == "ten"
+        assert s.strong_read(NS, key).value == "ten"
+
+
+def test_of_concurrent_claims_from_every_region_exactly_one_wins(three):
+    clients = [client_at(three, site) for site in "ABC"]
+    try:
+        for _ in range(5):
+            key, start = unique("name"), threading.Barrier(6)
+            results: list[tuple[str, object]] = []
+
+            def claim(
+                client: CausalClient, region: str, who: str, key=key, start=start, results=results
+            ) -> None:
+                start.wait()
+                try:
+                    results.append((who, client.session(region).execute(NS, key, InsertIfAbsent(who))))
+                except (Conflict, OutcomeUnknown) as exc:  # a loser may give up; never two winners
+                    results.append((who, exc))
+
+            threads = [
+                threading.Thread(target=claim, args=(c, r, f"{r}{i}"))
+                for (c, r), i in itertools.product(zip(clients, "abc", strict=True), range(2))
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            winners = [who for who, r in results if getattr(r, "applied", False)]
+            holder = clients[0].session("a").strong_read(NS, key).value
+            assert len(winners) <= 1 and holder is not None, results
+            assert winners in ([holder], []), (winners, holder)
+            # everyone who got an answer agrees on the holder
+            assert all(r.value == holder for _, r in results if hasattr(r, "value")), results
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_minority_down_changes_nothing_and_a_majority_down_is_named(three):
+    key = unique("k")
+    with client_at(three, "A", timeout=2.0) as client:
+        s = client.session("a")
+        s.strong_write(NS, key, "before")
+        three.kill("c.redis0")
+        try:
+            s.strong_write(NS, key, "while c is down")
+            assert s.strong_read(NS, key).value == "while c is down"
+            assert s.execute(NS, key, CompareAndSet("while c is down", "cas")).applied
+            three.kill("b.redis0")
+            try:
+                with pytest.raises(NoQuorum) as refused:
+                    s.strong_read(NS, key)
+                assert set(refused.value.missing) == {"b", "c"} and "majority" in str(refused.value)
+                with pytest.raises(OutcomeUnknown, match="b, c"):  # a write cut short may still land
+                    s.strong_write(NS, key, "no majority")
+            finally:
+                three.restart("b.redis0")
+        finally:
+            three.restart("c.redis0")
+        assert client.session("c").strong_read(NS, key).value in ("cas", "no majority")
+
+
+def test_a_read_writes_back_what_it_returns(three):
+    """A writer died in its timestamp phase: its timestamp is at a alone. A reader at A asks a
+    and b (the closest majority), finds it at one of them, and must write it back before it
+    returns the new value; otherwise a later reader at C, which asks c and b, returns the old
+    value after the new one was read (not linearizable). Fails with the write-back skipped."""
+    key = unique("partial")
+    with client_at(three, "A") as at_a, client_at(three, "C") as at_c:
+        at_a.session("a").strong_write(NS, key, "old")
+        raw = at_a.transport
+        ts, _ = raw.register_call("a", NS, key, "saturn_strong_put", ["", "=new", ""], meta=False)
+        raw.register_call("a", NS, key, "saturn_strong_set_ts", [ts.decode(), "w"], meta=True)  # then it died
+        first = at_a.session("a").strong_read(NS, key)
+        later = at_c.session("c").strong_read(NS, key)
+    assert first.value == "new"
+    assert later.value == "new", "a read returned the old value after another had returned the new one"
+    history = [
+        StrongOp(0, 0, key, WRITE, "new", None, 0.0, None),  # the writer that died: unknown outcome
+        StrongOp(1, 1, key, READ, None, first.value, 1.0, 2.0),
+        StrongOp(2, 2, key, READ, None, later.value, 3.0, 4.0),
+    ]
+    assert check_linearizable(history, initial=lambda _: "old").ok
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda s: s.strong_write(NS, "", "v"), InvalidRequest),
+        (lambda s: s.strong_write(NS, "k\x00", "v"), InvalidRequest),
+        (lambda s: s.strong_write(NS, "k", "x" * 5000), BadCommand),
+        (lambda s: s.strong_read("n" * 300, "k"), InvalidRequest),
+        (lambda s: s.execute(NS, "k", "insert"), InvalidRequest),
+        (lambda s: s.execute(NS, "k", Decrement(-1)), BadCommand),
+    ],
+    ids=[
+        "empty key",
+        "control character",
+        "oversized value",
+        "long namespace",
+        "not a command",
+        "bad amount",
+    ],
+)
+def test_bad_input_gets_a_typed_error_and_writes_nothing(three, call, error):
+    with client_at(three, "B") as client:
+        s = client.session("b")
+        with pytest.raises(error):
+            call(s)
+        assert s.strong_read(NS, "k").value is None
+
+
+def test_the_gears_refuse_what_the_client_would_not_send(three):
+    """A client that skips its own checks meets the replica's: typed errors, nothing stored."""
+    with client_at(three, "B") as client:
+        transport = client.transport
+        for args in (["not-a-ts", "=v", ""], ["", "bad\x01value", ""]):
+            with pytest.raises(InvalidRequest):
+                transport.register_call("b", NS, "raw", "saturn_strong_put", args, meta=False)
+        with pytest.raises(InvalidRequest, match="mode"):
+            transport.register_call(
+                "b", NS, "raw", "saturn_strong_set_ts", ["0000000000000001.b", "x"], meta=True
+            )
+        assert client.session("b").strong_read(NS, "raw").value is None
+
+
+def test_random_concurrent_histories_from_every_region_are_linearizable(three):
+    """Six sessions (two per region) on three keys for a few seconds: writes, reads and
+    read-modify-writes at random; every operation recorded with its call and return times."""
+    keys = [unique("lin") for _ in range(3)]
+    ops: list[StrongOp] = []
+    clock = time.monotonic()
+    ids = itertools.count()
+    lock = threading.Lock()
+    deadline = clock + 6.0
+
+    def session_loop(client: CausalClient, region: str, number: int) -> None:
+        rng = random.Random(number)
+        s = client.session(region)
+        n = 0
+        while time.monotonic() < deadline:
+            key, n = rng.choice(keys), n + 1
+            roll = rng.random()
+            kind, arg = (
+                (WRITE, f"{region}{number}.{n}")
+                if roll < 0.35
+                else (READ, None)
+                if roll < 0.7
+                else (EXECUTE, None)
+            )
+            if kind == EXECUTE:
+                seen = [None, *(f"{r}{m}.{k}" for r in "abc" for m in range(6) for k in (n - 1, n - 2))]
+                arg = CompareAndSet(rng.choice(seen), f"{region}{number}.{n}")
+            start = time.monotonic() - clock
+            result: object = None
+            end: float | None = None
+            try:
+                if kind == WRITE:
+                    s.strong_write(NS, key, arg)
+                elif kind == READ:
+                    result = s.strong_read(NS, key).value
+                else:
+                    done = s.execute(NS, key, arg)
+                    result = CommandResult(done.applied, done.value)
+                end = time.monotonic() - clock
+            except (Conflict, NoQuorum):
+                continue  # did not take effect (a conflict), or a read that constrains nothing
+            except OutcomeUnknown:
+                if kind == READ:
+                    continue
+            with lock:
+                ops.append(StrongOp(next(ids), number, key, kind, arg, result, start, end))
+
+    clients = [client_at(three, site) for site in "ABC"]
+    try:
+        threads = [
+            threading.Thread(target=session_loop, args=(clients[i % 3], "abc"[i % 3], i)) for i in range(6)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for client in clients:
+            client.close()
+    result = check_linearizable(ops)
+    assert result.operations > 100, result
+    assert result.ok, (result.violations, result.undecided, result.examples[:1])
+    assert len({o.kind for o in ops}) == 3
+
+
+def test_errors_are_typed_causal_errors():
+    assert issubclass(NoQuorum, CausalError) and NoQuorum.retryable
+    assert Conflict.retryable and not OutcomeUnknown.retryable
