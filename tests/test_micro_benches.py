@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from loadtest import fig8, paper
-from loadtest.bench import failover, fig1, fig4, fig5, fig6, idle, proxy, reconfigure, serializer
+from loadtest.bench import failover, fig1, fig4, fig5, fig6, idle, proxy, reconfigure, serializer, strong
 from loadtest.bench import synthetic as fig5_synthetic
 from loadtest.bench.report import write_rows
 from loadtest.bench.synthetic import Mix
@@ -180,6 +180,18 @@ def test_the_idle_bench_shows_what_heartbeats_cost():
     assert rows[1].percent_of_a_core > rows[0].percent_of_a_core
     assert "bulk-sender" in rows[1].by_role
     assert "Idle cluster" in idle.table(rows)
+
+
+def test_the_strong_bench_times_each_kind_of_strong_operation_against_a_majority_round_trip(tmp_path):
+    """demo-3region: from frankfurt the closest majority is itself and ireland (20 ms round trip),
+    from virginia itself and the nearer of the two (82 ms): no operation can be faster than one."""
+    topology = Path(__file__).resolve().parents[1] / "topologies" / "demo-3region.toml"
+    assert strong.main(["--topology", str(topology), "--rounds", "2", "--out", str(tmp_path)]) == 0
+    rows = {r["region"]: r for r in json.loads((tmp_path / "strong.json").read_text())}
+    assert set(rows) == {"virginia", "ireland", "frankfurt"}
+    assert rows["frankfurt"]["majority_rtt_ms"] == 20 and rows["virginia"]["majority_rtt_ms"] == 82
+    for row in rows.values():
+        assert row["majority_rtt_ms"] * 0.9 <= min(row["write_ms"], row["read_ms"]) <= row["execute_ms"]
 
 
 def test_the_page_bench_times_a_page_with_and_without_likes_and_reposts():
