@@ -1,5 +1,15 @@
-"""Accounts: a username is unique across all regions (a strongly consistent claim at the name's
-owner region, then the account, replicated everywhere, so a user can sign in at any region)."""
+"""Accounts: a username is unique across all regions. Sign-up is an insert-if-absent on the
+name's strongly consistent register (replicated at every region, decided by any majority:
+causal_client/strong.py), then the account row, replicated everywhere, which carries the claim's
+token: a user can sign in at any region, and sign-up works with any minority of regions down.
+
+An unknown outcome never frees a name. The token for a name is kept in the browser's session
+until its sign-up succeeds, so a retry from there presents the same token and is recognised as
+the holder (the insert is idempotent), whether the first attempt's claim or account write landed
+or not. Names are never given back: there is nothing to release that a later sign-up could take
+over. Accounts made before the registers existed (their claim was a compare-and-set at an owner
+region) carry over: a name whose account row exists without this token is taken.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +17,13 @@ import secrets
 
 from django.contrib.auth.hashers import check_password, make_password
 
-from causal_client import CausalError
+from causal_client import Conflict, InsertIfAbsent, OutcomeUnknown, Session
 from webapp.causal import CausalRequest
 from webapp.social import Account, NoSuchUser
 
-CLAIM_NAMESPACE = "username"
+USERNAMES = "username"  # the strong registers' namespace of usernames
+PENDING_KEY = "signup_tokens"  # in the browser's session: name → the token its sign-up presents
+CLAIM_TRIES = 3
 
 
 class UsernameTaken(Exception):
@@ -19,18 +31,38 @@ class UsernameTaken(Exception):
 
 
 def register(causal: CausalRequest, username: str, password: str) -> Account:
-    """Claims the name, then writes the account; gives the name back if the write fails."""
-    session = causal.session
-    holder = secrets.token_hex(12)
-    if not session.claim(CLAIM_NAMESPACE, username, holder).granted:
+    """Claims the name on its register, then writes the account (module doc)."""
+    pending = causal.request.session.setdefault(PENDING_KEY, {})
+    holder = pending.setdefault(username, secrets.token_hex(12))
+    causal.request.session.modified = True  # saved before anything is claimed with it
+    if claim_name(causal.session, username, holder) != holder:
         raise UsernameTaken(username)
     try:
-        account = causal.social.create_account(username, make_password(password), causal.ctx.home_group())
-    except CausalError:
-        session.release_claim(CLAIM_NAMESPACE, username, holder)
-        raise
+        existing = causal.social.account(username)
+    except NoSuchUser:
+        existing = None
+    if existing is not None and existing.claim != holder:  # an account from before the registers
+        raise UsernameTaken(username)
+    account = causal.social.create_account(username, make_password(password), causal.ctx.home_group(), holder)
+    pending.pop(username, None)
+    causal.request.session.modified = True
     causal.sign_in(username, note=f"signed up at {causal.ctx.region}")
     return account
+
+
+def claim_name(session: Session, username: str, holder: str) -> str | None:
+    """Who holds the name after an insert-if-absent of ``holder``: its holder's token. A cut
+    short insert is settled by reading the register (it is the same insert when tried again)."""
+    for _ in range(CLAIM_TRIES - 1):
+        try:
+            return session.execute(USERNAMES, username, InsertIfAbsent(holder)).value
+        except OutcomeUnknown:
+            settled = session.strong_read(USERNAMES, username).value
+            if settled is not None:
+                return settled
+        except Conflict:
+            continue  # concurrent sign-ups for the name: one of them wins, try again to see which
+    return session.execute(USERNAMES, username, InsertIfAbsent(holder)).value
 
 
 def authenticate(causal: CausalRequest, username: str, password: str) -> Account | None:

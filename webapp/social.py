@@ -176,6 +176,7 @@ class Account:
     followers: int = 0
     following: int = 0
     ended: bool = False  # the browser session that asked was signed out (Social.account)
+    claim: str = ""  # the token its name's register holds ("": made before the registers)
 
 
 def entries_of(row: Row) -> list[Entry]:
@@ -200,6 +201,7 @@ class Social:
             return None
         return Account(
             username, row.text("password") or "", row.text("home") or "", int(row.text("joined") or 0),
+            claim=row.text("claim") or "",
         )  # fmt: skip
 
     def account(self, username: str, family: str | None = None) -> Account:
@@ -219,16 +221,17 @@ class Social:
         is refused once this write is visible there."""
         self.session.write(self.accounts, ENDED_ROW, {family: str(time.time_ns() // 1000)})
 
-    def create_account(self, username: str, password_hash: str, home_group: str) -> Account:
-        """The account row and a directory entry (after the username was claimed)."""
+    def create_account(self, username: str, password_hash: str, home_group: str, claim: str = "") -> Account:
+        """The account row (with the token its name's register holds, webapp/accounts.py) and a
+        directory entry, after the username was claimed."""
         joined = time.time_ns() // 1000
         self.session.batch([
             Mutation(self.accounts, f"account:{username}").update(
-                {"password": password_hash, "home": home_group, "joined": str(joined)}
+                {"password": password_hash, "home": home_group, "joined": str(joined), "claim": claim}
             ),
             Mutation(self.accounts, "directory").set(f"{joined:016d}|{username}", username),
         ])  # fmt: skip
-        return Account(username, password_hash, home_group, joined)
+        return Account(username, password_hash, home_group, joined, claim=claim)
 
     def newest_people(self, limit: int = 20) -> list[str]:
         row = self.session.slice(self.accounts, "directory", limit=limit)

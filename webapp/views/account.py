@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
+from causal_client import NoQuorum, OutcomeUnknown
 from webapp import throttle
 from webapp.accounts import UsernameTaken, authenticate, register
 from webapp.forms import LoginForm, SignupForm
@@ -23,15 +24,27 @@ def next_url(request: HttpRequest) -> str:
 @require_http_methods(["GET", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:
     form = SignupForm(request.POST or None)
+    status = 400 if request.method == "POST" else 200
     if request.method == "POST" and form.is_valid():
         try:
             register(request.causal, form.cleaned_data["username"], form.cleaned_data["password"])
         except UsernameTaken:
             form.add_error("username", "That username is taken (in this or another region).")
+        except NoQuorum as exc:  # the name is kept for this browser: a retry picks it up
+            status = 503
+            form.add_error(None, (
+                f"Signing up needs most regions to answer, and {', '.join(exc.missing) or 'too many'} "
+                "do not right now. Try again in a moment."
+            ))  # fmt: skip
+        except OutcomeUnknown:  # 202, not 5xx: the session (with the name's token) is saved only then
+            status = 202
+            form.add_error(None, (
+                "We could not confirm your sign-up. Send the form again from this browser: the name "
+                "is kept for you, and nobody else can take it meanwhile."
+            ))  # fmt: skip
         else:
             messages.success(request, f"Welcome, @{form.cleaned_data['username']}!")
             return redirect("home")
-    status = 400 if request.method == "POST" else 200
     return render(request, "signup.html", {"form": form}, status=status)
 
 

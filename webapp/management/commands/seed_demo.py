@@ -12,7 +12,7 @@ import random
 from django.contrib.auth.hashers import make_password
 from django.core.management.base import BaseCommand
 
-from webapp.accounts import CLAIM_NAMESPACE
+from webapp.accounts import claim_name
 from webapp.context import current
 from webapp.fanout import drain
 from webapp.social import NoSuchUser, Social
@@ -51,10 +51,11 @@ class Command(BaseCommand):
                 accounts[name] = social.account(name)
                 self.stdout.write(f"  @{name} exists")
             except NoSuchUser:
-                if not session.claim(CLAIM_NAMESPACE, name, f"seed-{name}").granted:
+                token = f"seed-{name}"  # the same at every run: a seed cut short is finished next time
+                if claim_name(session, name, token) != token:
                     self.stdout.write(self.style.WARNING(f"  @{name} is taken by someone else; skipped"))
                     continue
-                accounts[name] = social.create_account(name, make_password(password), ctx.home_group())
+                accounts[name] = social.create_account(name, make_password(password), ctx.home_group(), token)
                 self.stdout.write(f"  @{name} created (home group {accounts[name].home_group})")
         for name, account in accounts.items():
             for other in rng.sample(sorted(accounts), k=min(3, len(accounts))):
