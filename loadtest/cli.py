@@ -119,6 +119,13 @@ def parser() -> argparse.ArgumentParser:
     checked.add_argument("--sessions", type=positive(int), default=12, help="client sessions (default: 12)")
     checked.add_argument("--keys", type=positive(int), default=6, help="hot keys per group (default: 6)")
     checked.add_argument(
+        "--strong-sessions",
+        type=int,
+        default=4,
+        help="sessions of strong operations (Vivace's registers) beside them, checked for linearizability "
+        "(default: 4; 0: none)",
+    )
+    checked.add_argument(
         "--shards",
         type=positive(int),
         help="shards per region (default: the topology's): transactions span them",
@@ -255,6 +262,6 @@ def check_command(args: argparse.Namespace) -> int:
         sessions=args.sessions, keys_per_group=args.keys, faults=faults, interval_s=args.interval,
         fault_s=args.fault_seconds, seed=args.seed, out=out, mix=Mix(atomic=not args.non_atomic),
         shards=args.shards, bandwidth_mbit=args.bandwidth_mbit, priority=args.priority,
-        running=Path(args.running) if args.running else None,
+        running=Path(args.running) if args.running else None, strong_sessions=max(0, args.strong_sessions),
     )  # fmt: skip
     return 0 if passed(run_check(settings, say)) else 1

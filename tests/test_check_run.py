@@ -1,6 +1,7 @@
 """`python -m loadtest check` end to end: the self-check (under `eventual` on a topology with skewed
 latencies the checker finds violations, so a clean run means something), and a minute of
-`saturn` under every fault the nemesis knows, which must show none, lose nothing and converge."""
+`saturn` under every fault the nemesis knows, which must show none, lose nothing and converge,
+with strong operations beside the causal ones, linearizable throughout."""
 
 from __future__ import annotations
 
@@ -45,3 +46,5 @@ def test_saturn_under_every_fault(tmp_path):
     assert applied == set(FAULTS), f"faults not applied: {set(FAULTS) - applied}, {data['faults']}"
     assert data["acknowledged"] > 5_000
     assert sum(data["errors"].values()) > 0  # the faults were felt by the clients
+    strong = data["linearizability"]  # the strong sessions' registers, under the same faults
+    assert strong["ok"] and strong["operations"] > 1_000 and strong["registers"] == 4, strong

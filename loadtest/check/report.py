@@ -20,6 +20,7 @@ from loadtest.check.atomicity import AtomicityResult, Fracture
 from loadtest.check.causal import PATTERNS, CheckResult, Violation
 from loadtest.check.convergence import Convergence
 from loadtest.check.history import Failure, History, Op
+from loadtest.check.linearizable import LinearizabilityResult
 from loadtest.check.nemesis import Event
 
 WINDOW_GAP_S = 1.0  # failures further apart than this are separate unavailability windows
@@ -127,6 +128,31 @@ def text_report(
         rows = [[e.fault, e.target, num(e.start), num(e.end), e.note] for e in events]
         out.append(render_table("\nFaults", ["fault", "target", "from s", "to s", "note"], rows))
     return "\n".join(out)
+
+
+def linearizability_text(result: LinearizabilityResult, failed_calls: int) -> str:
+    """The strong operations' check (loadtest/check/linearizable.py), with an excerpt of a key
+    no single register explains."""
+    out = [
+        f"\nLinearizability: {result.operations:,} strong operations on {result.keys} registers: "
+        f"{result.violations} not linearizable, {result.undecided} undecided ({failed_calls:,} failed calls)"
+    ]
+    for history in result.examples[:1]:
+        for op in history[:12]:
+            end = "unknown" if op.end is None else f"{op.end:.3f}"
+            out.append(
+                f"  {op.key} s{op.session} {op.kind} {op.arg!r} -> {op.result!r} [{op.start:.3f}, {end}]"
+            )
+    return "\n".join(out)
+
+
+def linearizability_json(result: LinearizabilityResult) -> dict:
+    return {
+        "linearizability": {
+            "operations": result.operations, "registers": result.keys, "violations": result.violations,
+            "undecided": result.undecided, "ok": result.ok,
+        }
+    }  # fmt: skip
 
 
 def to_json(

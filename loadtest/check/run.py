@@ -18,7 +18,9 @@ from loadtest.check.atomicity import check_atomicity
 from loadtest.check.causal import check
 from loadtest.check.convergence import check_convergence
 from loadtest.check.history import History
+from loadtest.check.linearizable import check_linearizable
 from loadtest.check.nemesis import Nemesis
+from loadtest.check.strong_sessions import StrongHistory, StrongSession, final_reads, register_keys
 from loadtest.check.timeline import VisibilitySampler
 from loadtest.check.workload import CheckedSession, Mix, hot_keys
 from loadtest.run import running_topology
@@ -46,6 +48,8 @@ class CheckSettings:
     shards: int | None = None  # shards per region, instead of the topology's
     bandwidth_mbit: float | None = None  # every link's, instead of the topology's (congestion)
     priority: bool = False  # with bandwidth_mbit: critical metadata ahead of bulk data
+    strong_sessions: int = 0  # sessions of strong operations beside the causal ones
+    registers: int = 4  # the registers they work on
 
 
 def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
@@ -78,7 +82,8 @@ def _checked_run(
     regions = topology.region_names
     groups = sorted(topology.group_members)
     keys = hot_keys(groups, settings.keys_per_group, run=f"{secrets.token_hex(3)}-")
-    history = History()
+    history, strong = History(), StrongHistory()
+    registers = register_keys(settings.registers, run=keys[0][1].rpartition("k")[0])
     stop = threading.Event()
     with CausalClient.connect(
         topology.client_address(regions[0]),
@@ -91,6 +96,10 @@ def _checked_run(
                            settings.seed * 1000 + i)
             for i in range(settings.sessions)
         ]  # fmt: skip
+        sessions += [
+            StrongSession(i, client, regions, registers, strong, clock, stop, settings.seed * 1000 + 500 + i)
+            for i in range(settings.strong_sessions)
+        ]
         nemesis = Nemesis(
             cluster, settings.faults, clock, stop, settings.interval_s, settings.fault_s, settings.seed, say
         )
@@ -118,6 +127,8 @@ def _checked_run(
         nemesis.heal()
         say(f"[{topology.protocol}] {len(history.ops):,} operations; letting replication quiesce ...")
         convergence = check_convergence(client, history, keys, topology.group_members, say)
+        if settings.strong_sessions:
+            final_reads(client, regions, registers, strong, clock)
     say(f"[{topology.protocol}] checking the history ...")
     result = check(history.ops)
     atomicity = check_atomicity(history.ops)
@@ -128,21 +139,28 @@ def _checked_run(
         "atomic_batches": settings.mix.atomic,
     }  # fmt: skip
     text = report.text_report(run_settings, history, result, convergence, nemesis.events, atomicity)
+    linearizability = check_linearizable(strong.ops) if settings.strong_sessions else None
+    if linearizability is not None:
+        text += report.linearizability_text(linearizability, strong.failures)
     print(text, flush=True)
     for problem in nemesis.errors:
         say(f"nemesis: {problem}")
     data = report.to_json(
         run_settings, history, result, convergence, nemesis.events, sampler.samples, atomicity
     )
+    if linearizability is not None:
+        data |= report.linearizability_json(linearizability)
     for path in report.write(settings.out, data):
         say(f"wrote {path}")
     return data
 
 
 def passed(data: dict) -> bool:
-    """No violation (causal or of read atomicity), nothing lost or doubled, every replica the same."""
+    """No violation (causal, of read atomicity, of linearizability), nothing lost or doubled,
+    every replica the same."""
     return (
-        sum(data["violations"].values()) == 0
+        data.get("linearizability", {}).get("ok", True)
+        and sum(data["violations"].values()) == 0
         and data["fractured_reads"] == 0
         and not data["lost_writes"]
         and data["lost_increments"] == 0
