@@ -27,3 +27,5 @@ def test_client_api_example_runs(launch, capsys):
     assert namespace["older"].columns == ["2026-11-22T10:00|t0"]
     assert namespace["alice"].region == "frankfurt"
     assert "not replicated at region 'virginia'" in capsys.readouterr().out
+    assert namespace["won"].applied and namespace["won"].value == "alice's token"
+    assert namespace["alice"].strong_read("stock", "tickets").value == "7"
