@@ -85,18 +85,16 @@ class StrongRegisters:
         timestamp reached some replicas but not a majority (it may yet take effect)."""
         check_names(namespace, key)
         check_value(value)
-        floor, reached = "", False
+        floor = ""
         for attempt in range(TRIES):
             ts, _ = self._put(local, namespace, key, "", value, floor)  # W-LOCAL: stamped there
             replies = self._committing(namespace, key, [ts, "w"], "write's timestamp phase")
-            accepted = sum(r.accepted for r in replies.values())
-            reached = reached or accepted > 0
-            if accepted >= self.majority:
+            if self._settled(replies, "write", namespace, key):
                 self._push(local, namespace, key, ts, value)
                 return ts
-            floor = max(r.stored for r in replies.values())  # a promise or newer writes: go above
+            floor = max(r.stored for r in replies.values())  # refused under a promise: go above
             self._pause(attempt)
-        raise self._gave_up("write", namespace, key, reached)
+        raise Conflict(f"register {namespace}/{key}: the write lost to read-modify-writes {TRIES} times")
 
     def read(self, local: str, namespace: str, key: str) -> StrongResult:
         """Algorithm 1's read with §3.4's skipped write-back."""
@@ -127,7 +125,7 @@ class StrongRegisters:
             )
         floor = ""
         for attempt in range(TRIES):
-            ts = self._stamp(local, floor)
+            ts = self._stamp(local, namespace, key, floor)
             promises = self._quorum(
                 namespace, key, wire.STRONG_SET_TS, [ts, "o"], "its ordering phase", accepted=True
             )
@@ -145,18 +143,27 @@ class StrongRegisters:
             outcome = command.apply(current)
             self._put(local, namespace, key, ts, outcome.value, "")  # W-LOCAL (unchanged: written too)
             commits = self._committing(namespace, key, [ts, "c"], f"{command.name}'s commit phase")
-            accepted = sum(x.accepted for x in commits.values())
-            if accepted >= self.majority:
+            if self._settled(commits, command.name, namespace, key):
                 self._push(local, namespace, key, ts, outcome.value)
                 return ExecuteResult(outcome.applied, outcome.value, ts)
-            if accepted:
-                raise OutcomeUnknown(
-                    f"register {namespace}/{key}: {command.name} committed at {accepted} of "
-                    f"{len(self.regions)} regions before a concurrent one overtook it: it may or may not "
-                    "take effect (read the register to know)"
-                )
             self._pause(attempt)
         raise Conflict(f"register {namespace}/{key}: {command.name} lost to concurrent ones {TRIES} times")
+
+    def _settled(self, replies: dict[str, _TsReply], what: str, namespace: str, key: str) -> bool:
+        """Whether a phase that stores a timestamp took effect (a majority accepted it: True) or
+        surely did not (every region refused it: False, and the operation may run again with
+        another timestamp). Anything between, accepted somewhere or unanswered somewhere, may
+        still take effect: trying again with another timestamp could make it happen twice."""
+        accepted = sum(r.accepted for r in replies.values())
+        if accepted >= self.majority:
+            return True
+        if accepted == 0 and len(replies) == len(self.regions):
+            return False
+        raise OutcomeUnknown(
+            f"register {namespace}/{key}: the {what} was accepted at {accepted} of {len(self.regions)} "
+            f"regions ({len(self.regions) - len(replies)} did not answer) before a concurrent read-modify-"
+            "write overtook it: it may or may not take effect (read the register to know)"
+        )
 
     # -- phases ----------------------------------------------------------------------------------
     def _call(self, region: str, namespace: str, key: str, function: str, args: list, meta: bool) -> list:
@@ -200,8 +207,8 @@ class StrongRegisters:
         def enough(answers: dict[str, _TsReply]) -> bool:
             if not accepted:
                 return len(answers) >= self.majority
-            yes = sum(a.accepted for a in answers.values())
-            return yes >= self.majority or len(answers) - yes > len(self.regions) - self.majority
+            # refused by too many: every answer is still awaited (whether it landed is the question)
+            return sum(a.accepted for a in answers.values()) >= self.majority
 
         answered, failed = self._gather(self.regions, one, enough)
         if len(answered) < self.majority:
@@ -248,12 +255,11 @@ class StrongRegisters:
         with contextlib.suppress(CausalError):  # the value stays at its writer's region, for readers
             self._put(region, namespace, key, ts, value, "")
 
-    def _stamp(self, local: str, floor: str) -> str:
-        """A timestamp for a read-modify-write: this client's clock, above ``floor``."""
-        micros = time.time_ns() // 1000
-        if floor:
-            micros = max(micros, int(floor.split(".", 1)[0]) + 1)
-        return f"{micros:016d}.{local}"
+    def _stamp(self, local: str, namespace: str, key: str, floor: str) -> str:
+        """A timestamp for a read-modify-write, from the local replica: unique (a client's clock
+        could give a write of this region the same one, and two values one timestamp), above
+        ``floor``."""
+        return _text(self._call(local, namespace, key, wire.STRONG_STAMP, [floor], meta=False))
 
     def _gather(
         self, regions: Iterable[str], call: Callable[[str], R], enough: Callable[[dict[str, R]], bool]
@@ -292,14 +298,6 @@ class StrongRegisters:
 
     def _pause(self, attempt: int) -> None:
         time.sleep(BACKOFF_S * (2**attempt) * random.uniform(0.5, 1.5))
-
-    def _gave_up(self, what: str, namespace: str, key: str, reached: bool) -> CausalError:
-        if reached:
-            return OutcomeUnknown(
-                f"register {namespace}/{key}: the {what}'s timestamp reached some regions but never a "
-                f"majority in {TRIES} tries: it may or may not take effect"
-            )
-        return Conflict(f"register {namespace}/{key}: the {what} lost to concurrent operations {TRIES} times")
 
     def close(self) -> None:
         with self._lock:

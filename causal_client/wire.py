@@ -22,7 +22,7 @@ STAGE, COMMIT, SETTLE = "saturn_stage", "saturn_commit", "saturn_settle"  # writ
 TXN_CHECK = "saturn_check"  # a transaction's decision, asked at its coordinator
 ATTACH, CLAIM = "saturn_attach", "saturn_claim"
 # A strong register's phases at one replica (services/region/lua/strong.lua, causal_client/strong.py)
-STRONG_PUT, STRONG_TS = "saturn_strong_put", "saturn_strong_ts"
+STRONG_PUT, STRONG_STAMP, STRONG_TS = "saturn_strong_put", "saturn_strong_stamp", "saturn_strong_ts"
 STRONG_SET_TS, STRONG_DATA = "saturn_strong_set_ts", "saturn_strong_data"
 
 # Limits the gears enforce (a client may check them first to fail without a round trip).

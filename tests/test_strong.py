@@ -185,6 +185,24 @@ def test_bad_input_gets_a_typed_error_and_writes_nothing(three, call, error):
         assert s.strong_read(NS, "k").value is None
 
 
+def test_stamps_are_unique_and_above_what_the_replica_saw(three):
+    """A read-modify-write's timestamp comes from its region's replica, never from a clock a
+    write of the same region could share: two values under one timestamp would let two readers
+    of one timestamp see different values (found by the containers' checked run)."""
+    with client_at(three, "B") as client:
+        call = client.transport.register_call
+        key = unique("stamp")
+        written, _ = call("b", NS, key, "saturn_strong_put", ["", "=w", ""], meta=False)
+        stamps = [call("b", NS, key, "saturn_strong_stamp", [""], meta=False) for _ in range(50)]
+        assert len(set(stamps)) == 50 and min(stamps) > written and all(s.endswith(b".b") for s in stamps)
+        ahead = b"9000000000000000.c"
+        assert call("b", NS, key, "saturn_strong_stamp", [ahead.decode()], meta=False) > ahead
+        # a value below the stored timestamp is still kept (a reader's majority may lag this replica)
+        call("b", NS, key, "saturn_strong_set_ts", [stamps[-1].decode(), "w"], meta=True)
+        call("b", NS, key, "saturn_strong_put", [stamps[0].decode(), "=late", ""], meta=False)
+        assert call("b", NS, key, "saturn_strong_data", [stamps[0].decode()], meta=False) == [b"=late"]
+
+
 def test_the_gears_refuse_what_the_client_would_not_send(three):
     """A client that skips its own checks meets the replica's: typed errors, nothing stored."""
     with client_at(three, "B") as client:

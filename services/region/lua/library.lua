@@ -18,6 +18,7 @@ redis.register_function('saturn_attach', guarded(gear_attach))
 redis.register_function('saturn_claim', guarded(gear_claim))
 -- Strong registers (strong.lua): the replica's part of Vivace's phases.
 redis.register_function('saturn_strong_put', guarded(gear_strong_put))
+redis.register_function('saturn_strong_stamp', guarded(gear_strong_stamp))
 redis.register_function{function_name = 'saturn_strong_ts', callback = guarded(gear_strong_ts), flags = {'no-writes'}}
 redis.register_function('saturn_strong_set_ts', guarded(gear_strong_set_ts))
 redis.register_function{function_name = 'saturn_strong_data', callback = guarded(gear_strong_data), flags = {'no-writes'}}

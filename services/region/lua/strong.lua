@@ -5,13 +5,15 @@
 --        read-modify-write's commit);
 --   ots  the greatest read-modify-write promise made here (its ordering phase);
 --   last the last timestamp this replica handed out (stamps are unique);
---   v:TS the value written at TS: the one at `ts` (if this replica has it) and newer ones whose
---        timestamps are not stored yet; older ones go.
+--   v:TS the value written at TS: every one of the last RETAIN_VERSIONS_US below `ts` (a reader
+--        whose majority's greatest timestamp is older than this replica's may ask for it), and
+--        newer ones whose timestamps are not stored yet.
 -- A timestamp is '<16-digit microseconds>.<region>': string order is (time, region) order.
 -- Nothing below a promise is stored: a write or write-back under it is refused (the client
 -- tries again above it), so that a read-modify-write never commits over a value it did not read.
 local STRONG_PREFIX = 'strong:'
 local MAX_STRONG_VALUE_BYTES = 16384
+local RETAIN_VERSIONS_US = 10000000
 
 local function strong_key(cfg, namespace, key)
   check_part('register namespace', namespace)
@@ -41,11 +43,15 @@ end
 
 local function later(a, b) if (a or '') > (b or '') then return a or '' end return b or '' end
 
--- Versions older than the stored timestamp are never asked for again.
+local function micros_of(ts) return tonumber(string.match(ts, '^(%d+)')) end
+
+-- Versions well below the stored timestamp are asked for no more: a reader asks for the greatest
+-- timestamp a majority stores, which lags a replica's by at most the operations in flight.
 local function trim_versions(name, stored)
+  local horizon = string.format('%016d', micros_of(stored) - RETAIN_VERSIONS_US)
   local fields = redis.call('HKEYS', name)
   for _, field in ipairs(fields) do
-    if string.sub(field, 1, 2) == 'v:' and string.sub(field, 3) < stored then redis.call('HDEL', name, field) end
+    if string.sub(field, 1, 2) == 'v:' and string.sub(field, 3) < horizon then redis.call('HDEL', name, field) end
   end
 end
 
@@ -54,14 +60,26 @@ local function stamp(name, cfg, floor)
   local h = redis.call('HMGET', name, 'ts', 'ots', 'last')
   local top = later(later(later(h[1], h[2]), h[3]), floor)
   local micros = now_us()
-  if top ~= '' then micros = math.max(micros, tonumber(string.match(top, '^(%d+)')) + 1) end
+  if top ~= '' then micros = math.max(micros, micros_of(top) + 1) end
   local ts = string.format('%016d', micros) .. '.' .. cfg.region
   redis.call('HSET', name, 'last', ts)
   return ts
 end
 
+-- args: api, namespace, key, floor. A fresh timestamp for a read-modify-write (its promise):
+-- unique, above everything this replica has seen and above floor.
+local function gear_strong_stamp(keys, args)
+  check_api(args[1])
+  local cfg = config()
+  local name = strong_key(cfg, args[2], args[3])
+  local floor = check_ts(args[4], 'floor')
+  check_consumed(args, 5)
+  return stamp(name, cfg, floor)
+end
+
 -- args: api, namespace, key, ts ('' = a fresh stamp above floor), value, floor. Stores the value
--- at ts unless ts is below what is stored (obsolete). Returns {ts, stored 1/0}.
+-- at ts, unless ts is so far below what is stored that nobody will ask for it. Returns
+-- {ts, stored 1/0}.
 local function gear_strong_put(keys, args)
   check_api(args[1])
   local cfg = config()
@@ -71,7 +89,7 @@ local function gear_strong_put(keys, args)
   check_consumed(args, 7)
   if ts == '' then ts = stamp(name, cfg, floor) end
   local stored = redis.call('HGET', name, 'ts') or ''
-  if ts < stored then return {ts, 0} end
+  if stored ~= '' and micros_of(ts) < micros_of(stored) - RETAIN_VERSIONS_US then return {ts, 0} end
   redis.call('HSET', name, 'v:' .. ts, value)
   return {ts, 1}
 end

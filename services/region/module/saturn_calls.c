@@ -43,7 +43,7 @@ static const char *(*StringPtrLen)(const RedisModuleString *string, size_t *leng
 static const char *CLIENT_GEARS[] = {
     "saturn_write", "saturn_check_write", "saturn_read", "saturn_read_at", "saturn_stage",
     "saturn_commit", "saturn_settle", "saturn_check", "saturn_migrate", "saturn_attach",
-    "saturn_claim", "saturn_describe", "saturn_version", "saturn_strong_put", "saturn_strong_ts",
+    "saturn_claim", "saturn_describe", "saturn_version", "saturn_strong_put", "saturn_strong_stamp", "saturn_strong_ts",
     "saturn_strong_set_ts", "saturn_strong_data", NULL,
 };
 
