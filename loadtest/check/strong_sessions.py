@@ -76,7 +76,6 @@ class StrongSession(threading.Thread):
     def one(self) -> None:
         key, roll = self.rng.choice(self.keys), self.rng.random()
         self.n += 1
-        session = self.client.session(self.region)
         value = f"s{self.number}.{self.n}"
         kind = WRITE if roll < 0.35 else READ if roll < 0.7 else EXECUTE
         arg = (
@@ -84,6 +83,7 @@ class StrongSession(threading.Thread):
         )
         start = self.now()
         try:
+            session = self.client.session(self.region)  # attaching there fails while it is down
             if kind == WRITE:
                 session.strong_write(NAMESPACE, key, value)
                 result = None
