@@ -22,9 +22,10 @@ def owner_region(regions: Sequence[str], namespace: str, key: str) -> str:
 
 
 def check_part(what: str, value: str) -> str | None:
-    """Why ``value`` cannot be a claim's namespace, key or holder (None: it can)."""
+    """Why ``value`` cannot be ``what`` (a claim's or a strong register's namespace, key or
+    holder: "claim key", "register namespace"), None if it can."""
     if not value:
-        return f"claim {what} must not be empty"
-    if not _PART.match(value):
-        return f"claim {what} must be 1-{MAX_PART} printable characters"
+        return f"{what} must not be empty"
+    if not isinstance(value, str) or not _PART.match(value):
+        return f"{what} must be 1-{MAX_PART} printable characters"
     return None

@@ -196,6 +196,15 @@ class CausalClient:
                     self._links[region] = Link(latency, sites=(self.site, target))  # type: ignore[arg-type]
             return self._links[region]
 
+    def call_at(self, region: str, action: Callable[[Transport], R]) -> R:
+        """``action`` on the transport, paying the emulated WAN to ``region`` each way."""
+        link = self.link_to(region)
+        link.sleep_one_way()
+        try:
+            return action(self.transport)
+        finally:
+            link.sleep_one_way()
+
     def replicas(self, group: str) -> tuple[str, ...]:
         return self.groups.get(group, ())
 
@@ -330,12 +339,7 @@ class Session:
     def _call(self, method: str, action: Callable[[Transport], R], region: str | None = None) -> R:
         """One call (``method`` names it, as the gateway's RPC) to ``region`` (default: the
         session's), paying the emulated WAN latency each way."""
-        link = self.client.link_to(region or self.region)
-        link.sleep_one_way()
-        try:
-            return action(self.client.transport)
-        finally:
-            link.sleep_one_way()
+        return self.client.call_at(region or self.region, action)
 
     def _local(self, groups: Sequence[str], action: Callable[[], R]) -> R:
         """Runs ``action`` where every group it touches is replicated: a session that is not

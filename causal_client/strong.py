@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from causal_client import wire
+from causal_client.claims import check_part
 from causal_client.commands import Command, CommandResult, check_value
 from causal_client.errors import CausalError, Conflict, InvalidRequest, NoQuorum, OutcomeUnknown
 
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 TRIES = 6  # attempts of one operation that loses to concurrent ones before Conflict
 BACKOFF_S = 0.005  # the first retry's pause (doubling, with jitter)
-MAX_PART = 200  # a namespace or key: printable, at most this many characters (as claims)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,12 +168,9 @@ class StrongRegisters:
     # -- phases ----------------------------------------------------------------------------------
     def _call(self, region: str, namespace: str, key: str, function: str, args: list, meta: bool) -> list:
         """One call at one replica, paying the emulated WAN each way (as a session's calls)."""
-        link = self.client.link_to(region)
-        link.sleep_one_way()
-        try:
-            return self.client.transport.register_call(region, namespace, key, function, args, meta)
-        finally:
-            link.sleep_one_way()
+        return self.client.call_at(
+            region, lambda t: t.register_call(region, namespace, key, function, args, meta)
+        )
 
     def _put(
         self, region: str, namespace: str, key: str, ts: str, value: str | None, floor: str
@@ -307,11 +304,10 @@ class StrongRegisters:
 
 
 def check_names(namespace: str, key: str) -> None:
-    for what, value in (("namespace", namespace), ("key", key)):
-        if not isinstance(value, str) or not value or len(value) > MAX_PART or not value.isprintable():
-            raise InvalidRequest(
-                f"a register's {what} must be 1-{MAX_PART} printable characters, got {value!r}"
-            )
+    for what, value in (("register namespace", namespace), ("register key", key)):
+        problem = check_part(what, value)
+        if problem:
+            raise InvalidRequest(f"{problem}, got {value!r}")
 
 
 def _text(value: bytes | str) -> str:

@@ -26,6 +26,16 @@ local function strong_key(cfg, namespace, key)
   return STRONG_PREFIX .. namespace .. '\0' .. key
 end
 
+-- Every register gear's prologue: the API version, the register's hash name, the argument count
+-- (`count`, the api included). Returns the region's settings and the name.
+local function register_call(args, count)
+  check_api(args[1])
+  local cfg = config()
+  local name = strong_key(cfg, args[2], args[3])
+  check_consumed(args, count + 1)
+  return cfg, name
+end
+
 local function check_ts(ts, what)
   if ts == '' then return ts end
   local micros, region = string.match(ts or '', '^(%d+)%.(.+)$')
@@ -69,24 +79,17 @@ end
 -- args: api, namespace, key, floor. A fresh timestamp for a read-modify-write (its promise):
 -- unique, above everything this replica has seen and above floor.
 local function gear_strong_stamp(keys, args)
-  check_api(args[1])
-  local cfg = config()
-  local name = strong_key(cfg, args[2], args[3])
-  local floor = check_ts(args[4], 'floor')
-  check_consumed(args, 5)
-  return stamp(name, cfg, floor)
+  local cfg, name = register_call(args, 4)
+  return stamp(name, cfg, check_ts(args[4], 'floor'))
 end
 
 -- args: api, namespace, key, ts ('' = a fresh stamp above floor), value, floor. Stores the value
 -- at ts, unless ts is so far below what is stored that nobody will ask for it. Returns
 -- {ts, stored 1/0}.
 local function gear_strong_put(keys, args)
-  check_api(args[1])
-  local cfg = config()
-  local name = strong_key(cfg, args[2], args[3])
+  local cfg, name = register_call(args, 6)
   local ts, value, floor = check_ts(args[4], 'timestamp'), args[5], check_ts(args[6], 'floor')
   check_strong_value(value)
-  check_consumed(args, 7)
   if ts == '' then ts = stamp(name, cfg, floor) end
   local stored = redis.call('HGET', name, 'ts') or ''
   if stored ~= '' and micros_of(ts) < micros_of(stored) - RETAIN_VERSIONS_US then return {ts, 0} end
@@ -96,10 +99,7 @@ end
 
 -- args: api, namespace, key. Returns {stored ts ('' none), 1/0 whether its value is here}.
 local function gear_strong_ts(keys, args)
-  check_api(args[1])
-  local cfg = config()
-  local name = strong_key(cfg, args[2], args[3])
-  check_consumed(args, 4)
+  local _, name = register_call(args, 3)
   local stored = redis.call('HGET', name, 'ts') or ''
   local here = stored ~= '' and redis.call('HEXISTS', name, 'v:' .. stored) or 0
   return {stored, here}
@@ -111,15 +111,12 @@ end
 --   'c' its commit: stored unless a greater promise was made here meanwhile.
 -- Returns {accepted 1/0, stored ts, 1/0 whether the stored ts's value is here}.
 local function gear_strong_set_ts(keys, args)
-  check_api(args[1])
-  local cfg = config()
-  local name = strong_key(cfg, args[2], args[3])
+  local _, name = register_call(args, 5)
   local ts, mode = check_ts(args[4], 'timestamp'), args[5]
   if ts == '' then fail(CODE_INVALID, 'a timestamp phase needs a timestamp') end
   if mode ~= 'w' and mode ~= 'o' and mode ~= 'c' then
     fail(CODE_INVALID, "a timestamp phase's mode is 'w', 'o' or 'c', got " .. q(tostring(mode)))
   end
-  check_consumed(args, 6)
   local h = redis.call('HMGET', name, 'ts', 'ots')
   local stored, promised = h[1] or '', h[2] or ''
   local accepted = 0
@@ -143,12 +140,8 @@ end
 -- args: api, namespace, key, ts. Returns {value} if this replica has the value written at ts,
 -- else {} (the client asks another replica).
 local function gear_strong_data(keys, args)
-  check_api(args[1])
-  local cfg = config()
-  local name = strong_key(cfg, args[2], args[3])
-  local ts = check_ts(args[4], 'timestamp')
-  check_consumed(args, 5)
-  local value = redis.call('HGET', name, 'v:' .. ts)
+  local _, name = register_call(args, 4)
+  local value = redis.call('HGET', name, 'v:' .. check_ts(args[4], 'timestamp'))
   if not value then return {} end
   return {value}
 end
