@@ -447,21 +447,40 @@ class Session:
         return ClaimResult(granted, current)
 
     # -- strongly consistent registers (Vivace's algorithms; causal_client/strong.py) -------------
+    # A strong operation and the causal ones stay causally ordered (RedBlue's red and blue): a
+    # value keeps its writer's label, and a session that reads it takes that label into its past,
+    # waiting here until what the writer had seen is visible here too.
     def strong_read(self, namespace: str, key: str) -> StrongResult:
         """The register's value, linearizable: a timestamp round trip to the closest majority of
-        regions (in the links' critical class), the value usually from this region."""
-        return self.client.strong.read(self.region, namespace, key)
+        regions (in the links' critical class), the value usually from this region. Its writer's
+        causal past becomes the session's (``result.label``)."""
+        result = self.client.strong.read(self.region, namespace, key)
+        self._depend_on(result.label)
+        return result
 
     def strong_write(self, namespace: str, key: str, value: str) -> str:
         """Sets the register, linearizably; returns the timestamp it took effect at. The value
-        stays here, its timestamp goes to a majority; ``OutcomeUnknown`` if that was cut short."""
-        return self.client.strong.write(self.region, namespace, key, value)
+        stays here with the session's label, its timestamp goes to a majority;
+        ``OutcomeUnknown`` if that was cut short."""
+        return self.client.strong.write(self.region, namespace, key, value, self.label.as_past())
 
     def execute(self, namespace: str, key: str, command: Command) -> ExecuteResult:
         """A read-modify-write of the register (causal_client/commands.py: insert-if-absent,
         compare-and-set, bounded decrement), linearizable: ``Conflict`` when concurrent ones won
-        every time (nothing happened), ``OutcomeUnknown`` when its commit was cut short."""
-        return self.client.strong.execute(self.region, namespace, key, command)
+        every time (nothing happened), ``OutcomeUnknown`` when its commit was cut short. The
+        causal past of the value it read becomes the session's."""
+        result = self.client.strong.execute(self.region, namespace, key, command, self.label.as_past())
+        self._depend_on(result.label)
+        return result
+
+    def _depend_on(self, label: Label) -> None:
+        """Takes ``label`` into the session's past, first waiting here until every origin has
+        passed it (an attach presenting it), unless it was made here (its writer's past is visible
+        here already): what a red operation's writer had seen is then visible to this session. A
+        label below the session's is no exception: a remote origin's order is not this region's."""
+        if label.is_zero or label.region == self.region:
+            return
+        self._arrive(self.region, label.as_past(), ATTACH_TIMEOUT_S)
 
     # -- reads -------------------------------------------------------------------------------
     def read(self, group: str, row: str, columns: Sequence[str] = ()) -> Row:

@@ -39,6 +39,7 @@ from causal_client import wire
 from causal_client.claims import check_part
 from causal_client.commands import Command, CommandResult, check_value
 from causal_client.errors import CausalError, Conflict, InvalidRequest, NoQuorum, OutcomeUnknown
+from causal_client.label import Label
 
 if TYPE_CHECKING:
     from causal_client.client import CausalClient
@@ -46,12 +47,14 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 TRIES = 6  # attempts of one operation that loses to concurrent ones before Conflict
 BACKOFF_S = 0.005  # the first retry's pause (doubling, with jitter)
+NO_PAST = Label.zero()
 
 
 @dataclass(frozen=True, slots=True)
 class StrongResult:
     value: str | None  # the register's value (None: never written)
     ts: str  # its timestamp ('' for never written): '<16-digit µs>.<region>'
+    label: Label = NO_PAST  # the causal past of the value: its writer's label
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,27 @@ class ExecuteResult:
     applied: bool  # the command changed the register
     value: str | None  # the register's value after it
     ts: str  # the timestamp the read-modify-write committed at
+    label: Label = NO_PAST  # the value's causal past: the caller's and the value it read
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What a replica keeps at a timestamp: a value (None: a command left the register empty) and
+    its causal past, so that a red operation and the blue ones before it stay causally ordered
+    (RedBlue): whoever reads the value first makes that past visible where it reads."""
+
+    value: str | None
+    label: Label
+
+    def encode(self) -> str:
+        """'<label token>=<value>', or the token alone for no value (a token has no '=')."""
+        token = "" if self.label.is_zero else self.label.to_token()
+        return token if self.value is None else f"{token}={self.value}"
+
+    @staticmethod
+    def decode(stored: str) -> Stored:
+        token, equals, value = stored.partition("=")
+        return Stored(value if equals else None, Label.from_token(token))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,17 +104,19 @@ class StrongRegisters:
         self._lock = threading.Lock()
 
     # -- the operations --------------------------------------------------------------------------
-    def write(self, local: str, namespace: str, key: str, value: str) -> str:
-        """Algorithm 1's write; returns the timestamp it took effect at. ``OutcomeUnknown`` if its
-        timestamp reached some replicas but not a majority (it may yet take effect)."""
+    def write(self, local: str, namespace: str, key: str, value: str, past: Label | None = None) -> str:
+        """Algorithm 1's write; returns the timestamp it took effect at. ``past``: the writer's
+        causal past, kept with the value. ``OutcomeUnknown`` if its timestamp reached some
+        replicas but not a majority (it may yet take effect)."""
         check_names(namespace, key)
         check_value(value)
+        stored = Stored(value, past or NO_PAST)
         floor = ""
         for attempt in range(TRIES):
-            ts, _ = self._put(local, namespace, key, "", value, floor)  # W-LOCAL: stamped there
+            ts, _ = self._put(local, namespace, key, "", stored, floor)  # W-LOCAL: stamped there
             replies = self._committing(namespace, key, [ts, "w"], "write's timestamp phase")
             if self._settled(replies, "write", namespace, key):
-                self._push(local, namespace, key, ts, value)
+                self._push(local, namespace, key, ts, stored)
                 return ts
             floor = max(r.stored for r in replies.values())  # refused under a promise: go above
             self._pause(attempt)
@@ -104,20 +130,25 @@ class StrongRegisters:
             mts = max(r.stored for r in replies.values())
             if not mts:
                 return StrongResult(None, "")
-            value = self._data(local, namespace, key, mts, [r for r, x in replies.items() if x.stored == mts])
+            found = self._data(local, namespace, key, mts, [r for r, x in replies.items() if x.stored == mts])
+            result = StrongResult(found.value, mts, found.label)
             if sum(x.stored == mts for x in replies.values()) >= self.majority:  # C1 (C2: the value is mts's)
-                return StrongResult(value, mts)
+                return result
             back = self._quorum(
                 namespace, key, wire.STRONG_SET_TS, [mts, "w"], "its write-back", accepted=True
             )
             if sum(x.accepted for x in back.values()) >= self.majority:
-                return StrongResult(value, mts)
+                return result
             self._pause(attempt)  # a read-modify-write holds a promise above mts: after it
         raise Conflict(f"register {namespace}/{key}: read-modify-writes kept overtaking this read")
 
-    def execute(self, local: str, namespace: str, key: str, command: Command) -> ExecuteResult:
-        """Algorithm 3. ``Conflict`` if it lost to concurrent read-modify-writes every time (it
-        did not take effect); ``OutcomeUnknown`` if its commit reached a minority."""
+    def execute(
+        self, local: str, namespace: str, key: str, command: Command, past: Label | None = None
+    ) -> ExecuteResult:
+        """Algorithm 3. ``past``: the caller's causal past; the result's value keeps it and the
+        past of the value it was computed from. ``Conflict`` if it lost to concurrent
+        read-modify-writes every time (it did not take effect); ``OutcomeUnknown`` if its commit
+        reached a minority."""
         check_names(namespace, key)
         if not isinstance(command, Command):
             raise InvalidRequest(
@@ -138,14 +169,15 @@ class StrongRegisters:
             current = (
                 self._data(local, namespace, key, mts, [r for r in holders if promises[r].stored == mts])
                 if mts
-                else None
+                else Stored(None, NO_PAST)
             )
-            outcome = command.apply(current)
-            self._put(local, namespace, key, ts, outcome.value, "")  # W-LOCAL (unchanged: written too)
+            outcome = command.apply(current.value)
+            stored = Stored(outcome.value, (past or NO_PAST).merge(current.label))
+            self._put(local, namespace, key, ts, stored, "")  # W-LOCAL (unchanged: written too)
             commits = self._committing(namespace, key, [ts, "c"], f"{command.name}'s commit phase")
             if self._settled(commits, command.name, namespace, key):
-                self._push(local, namespace, key, ts, outcome.value)
-                return ExecuteResult(outcome.applied, outcome.value, ts)
+                self._push(local, namespace, key, ts, stored)
+                return ExecuteResult(outcome.applied, outcome.value, ts, stored.label)
             self._pause(attempt)
         raise Conflict(f"register {namespace}/{key}: {command.name} lost to concurrent ones {TRIES} times")
 
@@ -173,10 +205,10 @@ class StrongRegisters:
         )
 
     def _put(
-        self, region: str, namespace: str, key: str, ts: str, value: str | None, floor: str
+        self, region: str, namespace: str, key: str, ts: str, stored: Stored, floor: str
     ) -> tuple[str, bool]:
-        """Stores ``value`` at ``ts`` ('': a fresh stamp above ``floor``) at one replica."""
-        args = [ts, _encode(value), floor]
+        """Stores a value at ``ts`` ('': a fresh stamp above ``floor``) at one replica."""
+        args = [ts, stored.encode(), floor]
         ts_text, stored = self._call(region, namespace, key, wire.STRONG_PUT, args, meta=False)
         return _text(ts_text), stored == 1
 
@@ -218,7 +250,7 @@ class StrongRegisters:
             )
         return answered
 
-    def _data(self, local: str, namespace: str, key: str, ts: str, holders: list[str]) -> str | None:
+    def _data(self, local: str, namespace: str, key: str, ts: str, holders: list[str]) -> Stored:
         """The value written at ``ts``: the local replica first, then those that reported it, then
         any (it travels in the background), until the client's timeout."""
         deadline = time.monotonic() + self.client.timeout
@@ -231,7 +263,7 @@ class StrongRegisters:
                 except CausalError:
                     continue
                 if found:
-                    return _decode(_text(found[0]))
+                    return Stored.decode(_text(found[0]))
             if time.monotonic() > deadline:
                 raise NoQuorum(
                     f"register {namespace}/{key}: no answering region has the value written at {ts} "
@@ -240,17 +272,17 @@ class StrongRegisters:
                 )
             time.sleep(0.01)
 
-    def _push(self, local: str, namespace: str, key: str, ts: str, value: str | None) -> None:
+    def _push(self, local: str, namespace: str, key: str, ts: str, stored: Stored) -> None:
         """The value to the other replicas, in the background (the bulk class): a read there then
         finds it locally."""
         pool = self._executor()
         for region in self.regions:
             if region != local:
-                pool.submit(self._quietly, region, namespace, key, ts, value)
+                pool.submit(self._quietly, region, namespace, key, ts, stored)
 
-    def _quietly(self, region: str, namespace: str, key: str, ts: str, value: str | None) -> None:
+    def _quietly(self, region: str, namespace: str, key: str, ts: str, stored: Stored) -> None:
         with contextlib.suppress(CausalError):  # the value stays at its writer's region, for readers
-            self._put(region, namespace, key, ts, value, "")
+            self._put(region, namespace, key, ts, stored, "")
 
     def _stamp(self, local: str, namespace: str, key: str, floor: str) -> str:
         """A timestamp for a read-modify-write, from the local replica: unique (a client's clock
@@ -312,15 +344,6 @@ def check_names(namespace: str, key: str) -> None:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _encode(value: str | None) -> str:
-    """A replica stores '=' and the value, or '' for nothing (a command that left it empty)."""
-    return "" if value is None else "=" + value
-
-
-def _decode(stored: str) -> str | None:
-    return stored[1:] if stored.startswith("=") else None
 
 
 __all__ = ["CommandResult", "ExecuteResult", "StrongRegisters", "StrongResult"]

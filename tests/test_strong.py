@@ -21,9 +21,11 @@ from causal_client import (
     InsertIfAbsent,
     InvalidRequest,
     NoQuorum,
+    wire,
 )
 from causal_client.commands import BadCommand, CommandResult
 from causal_client.errors import CausalError, Conflict, OutcomeUnknown
+from causal_client.strong import StrongRegisters, _TsReply
 from loadtest.check.linearizable import EXECUTE, READ, WRITE, StrongOp, check_linearizable
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
@@ -135,27 +137,82 @@ def test_a_minority_down_changes_nothing_and_a_majority_down_is_named(three):
         assert client.session("c").strong_read(NS, key).value in ("cas", "no majority")
 
 
-def test_a_read_writes_back_what_it_returns(three):
+def skip_write_timestamps(monkeypatch, phase: str) -> None:
+    """A mutation of the algorithm, for the tests below to show the checker catches it: the
+    phase that stores a write's timestamp at a majority (``"timestamp"``: a write's own, Algorithm
+    1 line 3) or a read's write-back (``"write-back"``) is skipped, reported accepted everywhere."""
+    real_quorum, real_committing = StrongRegisters._quorum, StrongRegisters._committing
+
+    def accepted_everywhere(self, args):
+        return {r: _TsReply(True, args[0], True) for r in self.regions}
+
+    def quorum(self, namespace, key, function, args, what, accepted=False):
+        if function == wire.STRONG_SET_TS and args[1] == "w":
+            return accepted_everywhere(self, args)
+        return real_quorum(self, namespace, key, function, args, what, accepted)
+
+    def committing(self, namespace, key, args, what):
+        if args[1] == "w":
+            return accepted_everywhere(self, args)
+        return real_committing(self, namespace, key, args, what)
+
+    if phase == "timestamp":
+        monkeypatch.setattr(StrongRegisters, "_committing", committing)
+    else:
+        monkeypatch.setattr(StrongRegisters, "_quorum", quorum)
+
+
+@pytest.mark.parametrize("mutation", [None, "write-back"])
+def test_a_read_writes_back_what_it_returns(three, monkeypatch, mutation):
     """A writer died in its timestamp phase: its timestamp is at a alone. A reader at A asks a
     and b (the closest majority), finds it at one of them, and must write it back before it
     returns the new value; otherwise a later reader at C, which asks c and b, returns the old
-    value after the new one was read (not linearizable). Fails with the write-back skipped."""
+    value after the new one was read (not linearizable). With the write-back skipped (the
+    mutation), the checker finds exactly that."""
     key = unique("partial")
     with client_at(three, "A") as at_a, client_at(three, "C") as at_c:
         at_a.session("a").strong_write(NS, key, "old")
+        if mutation:
+            skip_write_timestamps(monkeypatch, mutation)
         raw = at_a.transport
         ts, _ = raw.register_call("a", NS, key, "saturn_strong_put", ["", "=new", ""], meta=False)
         raw.register_call("a", NS, key, "saturn_strong_set_ts", [ts.decode(), "w"], meta=True)  # then it died
         first = at_a.session("a").strong_read(NS, key)
         later = at_c.session("c").strong_read(NS, key)
     assert first.value == "new"
-    assert later.value == "new", "a read returned the old value after another had returned the new one"
     history = [
         StrongOp(0, 0, key, WRITE, "new", None, 0.0, None),  # the writer that died: unknown outcome
         StrongOp(1, 1, key, READ, None, first.value, 1.0, 2.0),
         StrongOp(2, 2, key, READ, None, later.value, 3.0, 4.0),
     ]
-    assert check_linearizable(history, initial=lambda _: "old").ok
+    checked = check_linearizable(history, initial=lambda _: "old")
+    if mutation:
+        assert later.value == "old" and not checked.ok and checked.violations == 1, checked
+    else:
+        assert later.value == "new", "a read returned the old value after another had returned the new one"
+        assert checked.ok
+
+
+@pytest.mark.parametrize("mutation", [None, "timestamp"])
+def test_a_write_is_read_everywhere_once_it_returned(three, monkeypatch, mutation):
+    """A write returns only once its timestamp is at a majority: a read from the far region right
+    after it returns the new value. With the timestamp phase skipped (the mutation: the value at
+    the writer's replica only), that read returns the old value and the checker says so."""
+    key = unique("phase")
+    with client_at(three, "A") as at_a, client_at(three, "C") as at_c:
+        writer, reader = at_a.session("a"), at_c.session("c")
+        writer.strong_write(NS, key, "old")
+        if mutation:
+            skip_write_timestamps(monkeypatch, mutation)
+        writer.strong_write(NS, key, "new")
+        after = reader.strong_read(NS, key)
+    history = [
+        StrongOp(0, 0, key, WRITE, "old", None, 0.0, 1.0),
+        StrongOp(1, 0, key, WRITE, "new", None, 2.0, 3.0),
+        StrongOp(2, 1, key, READ, None, after.value, 4.0, 5.0),
+    ]
+    checked = check_linearizable(history)
+    assert checked.ok is (mutation is None), (after, checked)
 
 
 @pytest.mark.parametrize(
