@@ -44,6 +44,7 @@ from causal_client.label import Label, LabelType
 from causal_client.proto import store_pb2, store_pb2_grpc
 from causal_client.session_token import SessionToken
 from causal_client.strong import ExecuteResult, StrongRegisters, StrongResult
+from causal_client.token import TokenRegisters
 from causal_client.transport import Transport
 from causal_client.wan import Link, Relays
 
@@ -94,9 +95,13 @@ class CausalClient:
         secret: str | None = None,
         gateway: bool = False,
         vectors: bool = False,
+        strong: Mapping[str, object] | None = None,
     ):
         self.regions = {r.name: r for r in regions}
         self.vectors = vectors  # the deployment runs Cure: sessions keep a vector (label.py)
+        strong = strong or {}  # the deployment's `[strong]` settings (Topology.describe)
+        self.strong_mode = str(strong.get("mode", "vivace"))
+        self.token_hold_ms = float(strong.get("token_hold_ms", 1000.0))  # type: ignore[arg-type]
         secret = _secret(secret)
         self.metadata = _credentials(secret)
         password = _client_password(secret)
@@ -150,7 +155,10 @@ class CausalClient:
         latencies = {(a, b): ms for a, b, ms in described["latencies"]}
         cure = described.get("protocol") == "cure"
         groups = described["groups"]
-        return cls(regions, groups, latencies, site=site, timeout=timeout, secret=secret, vectors=cure)
+        return cls(
+            regions, groups, latencies, site=site, timeout=timeout, secret=secret, vectors=cure,
+            strong=described.get("strong"),
+        )  # fmt: skip
 
     @classmethod
     def connect_gateway(
@@ -267,8 +275,12 @@ class CausalClient:
         return session
 
     @cached_property
-    def strong(self) -> StrongRegisters:
-        """Strongly consistent registers over a majority of the regions (causal_client/strong.py)."""
+    def strong(self) -> StrongRegisters | TokenRegisters:
+        """Strong (red) operations as the deployment orders them (``[strong] mode``): registers
+        over a majority of the regions (causal_client/strong.py), or a token the regions pass
+        in turn (causal_client/token.py)."""
+        if self.strong_mode == "token":
+            return TokenRegisters(self, self.token_hold_ms)
         return StrongRegisters(self)
 
     def close(self) -> None:

@@ -149,6 +149,9 @@ class DirectTransport(Transport):
             region, shard, function, [wire.GEARS_API, namespace, key, *args], read_only, meta=meta
         )
 
+    def red_call(self, region: str, function: str, args: list, meta: bool) -> list:
+        return self._gear(region, 0, function, [wire.GEARS_API, *args], meta=meta)
+
     def close(self) -> None:
         self._rounds.shutdown(wait=False)
         with self._lock:

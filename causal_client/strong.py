@@ -92,16 +92,69 @@ class _TsReply:
     here: bool  # whether the replica has the value written at ``stored``
 
 
-class StrongRegisters:
-    """Runs the phases of strong operations for one client (module doc). ``regions``: where
-    every register is replicated; ``local``: the region whose store is the local replica."""
+class RegionCalls:
+    """What both ways of running strong operations share (this module's and the token's,
+    causal_client/token.py): calls at one region paying the emulated WAN, and a call at several
+    regions at once, answered as soon as enough answered."""
 
     def __init__(self, client: CausalClient):
         self.client = client
         self.regions = tuple(client.regions)
-        self.majority = len(self.regions) // 2 + 1
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+
+    def _gather(
+        self, regions: Iterable[str], call: Callable[[str], R], enough: Callable[[dict[str, R]], bool]
+    ) -> tuple[dict[str, R], dict[str, str]]:
+        """``call`` at every region at once; returns once the answers are ``enough`` (or all are
+        done, or the client's timeout passed): the answers so far, and why the failed ones failed."""
+        pool = self._executor()
+        futures: dict[Future[R], str] = {pool.submit(call, r): r for r in regions}
+        answered: dict[str, R] = {}
+        failed: dict[str, str] = {}
+        pending = set(futures)
+        deadline = time.monotonic() + self.client.timeout
+        while pending and not enough(answered):
+            done, pending = wait(
+                pending, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_COMPLETED
+            )
+            if not done:
+                break
+            for future in done:
+                region = futures[future]
+                try:
+                    answered[region] = future.result()
+                except CausalError as exc:
+                    if isinstance(exc, InvalidRequest):
+                        raise
+                    failed[region] = f"{type(exc).__name__}: {exc}"
+        return answered, failed
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=4 * len(self.regions), thread_name_prefix="strong"
+                )
+            return self._pool
+
+    def _pause(self, attempt: int) -> None:
+        time.sleep(BACKOFF_S * (2**attempt) * random.uniform(0.5, 1.5))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None
+
+
+class StrongRegisters(RegionCalls):
+    """Runs the phases of strong operations for one client (module doc). ``regions``: where
+    every register is replicated; ``local``: the region whose store is the local replica."""
+
+    def __init__(self, client: CausalClient):
+        super().__init__(client)
+        self.majority = len(self.regions) // 2 + 1
 
     # -- the operations --------------------------------------------------------------------------
     def write(self, local: str, namespace: str, key: str, value: str, past: Label | None = None) -> str:
@@ -289,50 +342,6 @@ class StrongRegisters:
         could give a write of this region the same one, and two values one timestamp), above
         ``floor``."""
         return _text(self._call(local, namespace, key, wire.STRONG_STAMP, [floor], meta=False))
-
-    def _gather(
-        self, regions: Iterable[str], call: Callable[[str], R], enough: Callable[[dict[str, R]], bool]
-    ) -> tuple[dict[str, R], dict[str, str]]:
-        """``call`` at every region at once; returns once the answers are ``enough`` (or all are
-        done, or the client's timeout passed): the answers so far, and why the failed ones failed."""
-        pool = self._executor()
-        futures: dict[Future[R], str] = {pool.submit(call, r): r for r in regions}
-        answered: dict[str, R] = {}
-        failed: dict[str, str] = {}
-        pending = set(futures)
-        deadline = time.monotonic() + self.client.timeout
-        while pending and not enough(answered):
-            done, pending = wait(
-                pending, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_COMPLETED
-            )
-            if not done:
-                break
-            for future in done:
-                region = futures[future]
-                try:
-                    answered[region] = future.result()
-                except CausalError as exc:
-                    if isinstance(exc, InvalidRequest):
-                        raise
-                    failed[region] = f"{type(exc).__name__}: {exc}"
-        return answered, failed
-
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    max_workers=4 * len(self.regions), thread_name_prefix="strong"
-                )
-            return self._pool
-
-    def _pause(self, attempt: int) -> None:
-        time.sleep(BACKOFF_S * (2**attempt) * random.uniform(0.5, 1.5))
-
-    def close(self) -> None:
-        with self._lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=False)
-                self._pool = None
 
 
 def check_names(namespace: str, key: str) -> None:

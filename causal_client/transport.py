@@ -49,7 +49,15 @@ class Transport(ABC):
     ) -> list:
         """One phase of a strong operation at a register's replica in ``region`` (its shard there
         is the register's); ``meta``: in the critical class of a prioritising link."""
-        raise InvalidRequest(
+        raise self._no_strong()
+
+    def red_call(self, region: str, function: str, args: list, meta: bool) -> list:
+        """One call of a token-ordered red operation at ``region``'s first shard, where its token
+        and red registers are (causal_client/token.py)."""
+        raise self._no_strong()
+
+    def _no_strong(self) -> InvalidRequest:
+        return InvalidRequest(
             f"{type(self).__name__} cannot run strong operations: they need the stores themselves "
             "(a client made without gateway=True)"
         )

@@ -12,7 +12,7 @@ from causal_client.label import Label
 # Raised when an argument list or a reply changes shape (2: labels carry a vector; 3: every read
 # says its row's size; 4: transactions, reads as of a time, writes say whether they are atomic;
 # 5: strong registers).
-GEARS_API = "5"
+GEARS_API = "6"
 # The functions a client calls (DESCRIBE: what any one region tells of the whole topology).
 DESCRIBE = "saturn_describe"
 WRITE, READ, MIGRATE = "saturn_write", "saturn_read", "saturn_migrate"
@@ -24,6 +24,8 @@ ATTACH, CLAIM = "saturn_attach", "saturn_claim"
 # A strong register's phases at one replica (services/region/lua/strong.lua, causal_client/strong.py)
 STRONG_PUT, STRONG_STAMP, STRONG_TS = "saturn_strong_put", "saturn_strong_stamp", "saturn_strong_ts"
 STRONG_SET_TS, STRONG_DATA = "saturn_strong_set_ts", "saturn_strong_data"
+RED_CLOSE, RED_OPEN = "saturn_red_close", "saturn_red_open"
+RED_GET, RED_PUT = "saturn_red_get", "saturn_red_put"
 
 # Limits the gears enforce (a client may check them first to fail without a round trip).
 MAX_KEY_BYTES = 1024  # a row key, a column name

@@ -31,7 +31,7 @@ from services.topology_parts import (
     TreeEdge,
     no_duplicates,
 )
-from services.tuning import SaturnTuning, StabilizationTuning
+from services.tuning import SaturnTuning, StabilizationTuning, StrongSettings
 from services.wan.routes import RELAY_PORT_OFFSET, Route, relay_routes
 
 __all__ = ["NAME_PATTERN", "Region", "RegionPorts", "Serializer", "Topology", "TopologyError", "TreeEdge"]
@@ -79,6 +79,7 @@ class Topology(StrictModel):
     # Saturn's timings that must agree with each other (services/tuning.py): the `[saturn]` table.
     saturn: SaturnTuning = Field(default_factory=SaturnTuning)
     stabilization: StabilizationTuning = Field(default_factory=StabilizationTuning)
+    strong: StrongSettings = Field(default_factory=StrongSettings)
     source: str = Field(default="<memory>", exclude=True)
 
     def data_shape(self) -> dict:
@@ -397,6 +398,7 @@ class Topology(StrictModel):
                 [a, b, self.latency_ms_between(a, b)] for a in self.sites for b in self.sites if a != b
             ],
             "relays": [[r.from_site, r.endpoint, r.cls, r.via] for r in self.relay_routes],
+            "strong": self.strong.model_dump(),
         }  # fmt: skip
 
     def bulk_endpoint(self, region: str) -> str:

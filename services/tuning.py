@@ -9,6 +9,8 @@ measurements in docs/MEASUREMENTS.md were taken with (docs/ARCHITECTURE.md, "Lab
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 HEARTBEATS_PER_SILENCE = 3  # a tree is down after this many missed sink heartbeats, not sooner
@@ -74,3 +76,19 @@ class StabilizationTuning(BaseModel):
     #: Each heartbeat is a Lua call and a message at both ends; with every region on one 2-core
     #: machine, 5 ms kept seven idle regions' CPUs busy (docs/MEASUREMENTS.md)
     heartbeat_s: float = Field(default=0.01, gt=0)
+
+
+class StrongSettings(BaseModel):
+    """The `[strong]` table: how strong (red) operations are ordered (causal_client/strong.py,
+    causal_client/token.py). Each mode keeps its own registers: a deployment that changes mode
+    starts the other mode's registers empty (usernames stay unique: an existing account row is
+    a taken name either way)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: "vivace": linearizable registers at any majority of the regions (Vivace's algorithms);
+    #: "token": red operations run by the region holding a token the regions pass in turn
+    #: (RedBlue's Gemini), which stops while any region is unreachable
+    mode: Literal["vivace", "token"] = "vivace"
+    #: how long each region holds the token in turn (Gemini's prototype: 1 s)
+    token_hold_ms: float = Field(default=1000.0, gt=0, le=60000)

@@ -13,10 +13,11 @@ import time
 
 import pytest
 from helpers.causality import visible
-from helpers.clusters import cluster_under
+from helpers.topologies import load_topology
 from helpers.waiting import unique
 
 from causal_client import CausalClient, InsertIfAbsent
+from services.launcher.cluster import Cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -24,9 +25,13 @@ NS = "redblue"
 HELD_S = 1.5  # how long x's payload is held back from C
 
 
-@pytest.fixture(scope="module", params=["saturn", "eventual"])
+@pytest.fixture(scope="module", params=["saturn", "saturn+token", "eventual"])
 def cluster(request, tmp_path_factory):
-    with cluster_under(request.param, "causality-3region.toml", tmp_path_factory) as running:
+    """Red operations by Vivace's registers, or by Gemini's token (its regions hold it 100 ms each)."""
+    protocol, _, mode = request.param.partition("+")
+    strong = {"mode": mode, "token_hold_ms": 100} if mode else {}
+    topology = load_topology("causality-3region.toml", protocol=protocol, strong=strong)
+    with Cluster(topology, tmp_path_factory.mktemp(request.param.replace("+", "-"))) as running:
         yield running
 
 

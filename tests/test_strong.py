@@ -7,11 +7,10 @@ region are linearizable (loadtest/check/linearizable.py)."""
 from __future__ import annotations
 
 import itertools
-import random
 import threading
-import time
 
 import pytest
+from helpers.strong_histories import random_history
 from helpers.waiting import unique
 
 from causal_client import (
@@ -23,10 +22,10 @@ from causal_client import (
     NoQuorum,
     wire,
 )
-from causal_client.commands import BadCommand, CommandResult
+from causal_client.commands import BadCommand
 from causal_client.errors import CausalError, Conflict, OutcomeUnknown
 from causal_client.strong import StrongRegisters, _TsReply
-from loadtest.check.linearizable import EXECUTE, READ, WRITE, StrongOp, check_linearizable
+from loadtest.check.linearizable import READ, WRITE, StrongOp, check_linearizable
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
@@ -277,59 +276,9 @@ def test_the_gears_refuse_what_the_client_would_not_send(three):
 def test_random_concurrent_histories_from_every_region_are_linearizable(three):
     """Six sessions (two per region) on three keys for a few seconds: writes, reads and
     read-modify-writes at random; every operation recorded with its call and return times."""
-    keys = [unique("lin") for _ in range(3)]
-    ops: list[StrongOp] = []
-    clock = time.monotonic()
-    ids = itertools.count()
-    lock = threading.Lock()
-    deadline = clock + 6.0
-
-    def session_loop(client: CausalClient, region: str, number: int) -> None:
-        rng = random.Random(number)
-        s = client.session(region)
-        n = 0
-        while time.monotonic() < deadline:
-            key, n = rng.choice(keys), n + 1
-            roll = rng.random()
-            kind, arg = (
-                (WRITE, f"{region}{number}.{n}")
-                if roll < 0.35
-                else (READ, None)
-                if roll < 0.7
-                else (EXECUTE, None)
-            )
-            if kind == EXECUTE:
-                seen = [None, *(f"{r}{m}.{k}" for r in "abc" for m in range(6) for k in (n - 1, n - 2))]
-                arg = CompareAndSet(rng.choice(seen), f"{region}{number}.{n}")
-            start = time.monotonic() - clock
-            result: object = None
-            end: float | None = None
-            try:
-                if kind == WRITE:
-                    s.strong_write(NS, key, arg)
-                elif kind == READ:
-                    result = s.strong_read(NS, key).value
-                else:
-                    done = s.execute(NS, key, arg)
-                    result = CommandResult(done.applied, done.value)
-                end = time.monotonic() - clock
-            except (Conflict, NoQuorum):
-                continue  # did not take effect (a conflict), or a read that constrains nothing
-            except OutcomeUnknown:
-                if kind == READ:
-                    continue
-            with lock:
-                ops.append(StrongOp(next(ids), number, key, kind, arg, result, start, end))
-
     clients = [client_at(three, site) for site in "ABC"]
     try:
-        threads = [
-            threading.Thread(target=session_loop, args=(clients[i % 3], "abc"[i % 3], i)) for i in range(6)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        ops = random_history(clients, "abc", NS, seconds=6.0)
     finally:
         for client in clients:
             client.close()

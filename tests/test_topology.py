@@ -129,6 +129,18 @@ def test_saturn_timings_come_from_the_saturn_table(tmp_path):
     assert sink.heartbeat_due()
 
 
+def test_the_strong_table_chooses_how_red_operations_are_ordered_and_clients_learn_it(tmp_path):
+    assert Topology.load(write(tmp_path, VALID)).describe()["strong"] == {
+        "mode": "vivace",
+        "token_hold_ms": 1000.0,
+    }
+    tuned = Topology.load(write(tmp_path, VALID + '[strong]\nmode = "token"\ntoken_hold_ms = 250\n'))
+    assert tuned.describe()["strong"] == {"mode": "token", "token_hold_ms": 250.0}
+    for bad in ('mode = "paxos"', "token_hold_ms = 0", "hold = 1"):
+        with pytest.raises(TopologyError):
+            Topology.load(write(tmp_path, VALID + f"[strong]\n{bad}\n"))
+
+
 # -- malformed files -----------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("text", "expected"),

@@ -22,7 +22,7 @@ LIBRARY = "saturn"
 # The library's parts, in load order: helpers first, registrations last.
 LUA_PARTS = (
     "common", "versions", "cells", "checks", "write", "txn", "read", "migrate", "attach", "claim",
-    "strong", "apply", "deliver", "heartbeat",  # what the region's own services call
+    "strong", "red", "apply", "deliver", "heartbeat",  # what the region's own services call
     "library",
 )  # fmt: skip
 

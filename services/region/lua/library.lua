@@ -22,6 +22,11 @@ redis.register_function('saturn_strong_stamp', guarded(gear_strong_stamp))
 redis.register_function{function_name = 'saturn_strong_ts', callback = guarded(gear_strong_ts), flags = {'no-writes'}}
 redis.register_function('saturn_strong_set_ts', guarded(gear_strong_set_ts))
 redis.register_function{function_name = 'saturn_strong_data', callback = guarded(gear_strong_data), flags = {'no-writes'}}
+-- Red operations ordered by a token (red.lua): Gemini's way, `[strong] mode = "token"`.
+redis.register_function('saturn_red_close', guarded(gear_red_close))
+redis.register_function('saturn_red_open', guarded(gear_red_open))
+redis.register_function('saturn_red_get', guarded(gear_red_get))
+redis.register_function('saturn_red_put', guarded(gear_red_put))
 redis.register_function{
   function_name = 'saturn_version', callback = function() return API end, flags = {'no-writes'}
 }

@@ -44,7 +44,8 @@ static const char *CLIENT_GEARS[] = {
     "saturn_write", "saturn_check_write", "saturn_read", "saturn_read_at", "saturn_stage",
     "saturn_commit", "saturn_settle", "saturn_check", "saturn_migrate", "saturn_attach",
     "saturn_claim", "saturn_describe", "saturn_version", "saturn_strong_put", "saturn_strong_stamp", "saturn_strong_ts",
-    "saturn_strong_set_ts", "saturn_strong_data", NULL,
+    "saturn_strong_set_ts", "saturn_strong_data", "saturn_red_close", "saturn_red_open", "saturn_red_get",
+    "saturn_red_put", NULL,
 };
 
 static int is_client_gear(const RedisModuleString *name) {
