@@ -37,7 +37,8 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from causal_client import Mutation, NotReplicatedHere, ReadSpec, Row, Session
+from causal_client import Conflict, InsertIfAbsent, Mutation, NotReplicatedHere, ReadSpec, Row, Session
+from webapp import pins
 from webapp.context import RegionContext
 
 PAGE_SIZE = 40  # as Twissandra
@@ -45,7 +46,7 @@ MAX_TWEET_CHARS = 280
 USERNAME_PATTERN = re.compile(r"^(?=.*[a-z0-9])[a-z0-9_]{2,30}$")  # not underscores alone
 FANOUT_CHUNK = 100  # timeline writes per Batch call (Stream-Framework's fanout_chunk_size)
 ENDED_ROW = "sessions-ended"
-REPOST_CLAIMS = "repost"  # claims namespace: "<user>/<tweet id>" -> the repost's id
+REPOSTS = "repost"  # strong registers' namespace: "<user>/<tweet id>" -> the repost's id
 BACKFILL = 20  # a newly followed user's latest tweets copied into the follower's home timeline
 
 
@@ -164,6 +165,7 @@ class Profile:
     user: Account
     page: Page
     is_following: bool
+    pinned: list[Entry] = field(default_factory=list)  # newest pin first (webapp/pins.py)
 
 
 @dataclass(frozen=True)
@@ -352,18 +354,21 @@ class Social:
     def repost(self, me: Account, entry: Entry) -> Entry | None:
         """Reposts a tweet into the reposter's userline, home timeline and, through the outbox,
         the reposter's followers' timelines; None if this user reposted it already. Once per
-        user and tweet, even from two tabs at once: the repost's id is claimed (a strongly
-        consistent compare-and-set at the key's owner region), so a racing second try writes the
-        same cells again, and a try that died before writing is finished with its id."""
+        user and tweet, even from two tabs or two regions at once: the repost's id is claimed (an
+        insert-if-absent on a strong register, decided by a majority of the regions), so a racing
+        second try writes the same cells again, and a try that died before writing is finished
+        with its id. Reposts made before the registers are known by the reposter's row."""
         original = replace(entry, reposted_by=None, original_id=None) if entry.reposted_by else entry
         tweet_id = original.id
         repost_id = new_tweet_id()
-        claim = self.session.claim(REPOST_CLAIMS, f"{me.username}/{tweet_id}", repost_id)
-        if not claim.granted:
-            done = self.session.read(me.home_group, f"reposted:{me.username}", [tweet_id])
-            if tweet_id in done:
-                return None
-            repost_id = claim.holder
+        done = self.session.read(me.home_group, f"reposted:{me.username}", [tweet_id])
+        if tweet_id in done:
+            return None
+        claim = self.session.execute(REPOSTS, f"{me.username}/{tweet_id}", InsertIfAbsent(repost_id))
+        if not claim.applied:
+            if claim.value is None:  # the register was left empty: only a bug could
+                raise Conflict(f"the repost register of {me.username}/{tweet_id} is empty")
+            repost_id = claim.value
         shared = replace(original, id=repost_id, reposted_by=me.username, original_id=tweet_id)
         reposted = Mutation(me.home_group, f"reposted:{me.username}").set(tweet_id, shared.id)
         reposters = Mutation(original.group, f"reposters:{tweet_id}").set(me.username, shared.id)
@@ -461,6 +466,7 @@ class Social:
             self.line_spec(user.home_group, f"userline:{user.username}", after),
         ]
         specs += counted
+        specs.append(ReadSpec(user.home_group, pins.copy_row(user.username), limit=1))
         asks = me is not None and me.username != user.username
         if asks and self.ctx.replicates(me.home_group, home):  # type: ignore[union-attr]
             specs.append(ReadSpec(me.home_group, f"following:{me.username}", (user.username,)))  # type: ignore[union-attr]
@@ -471,9 +477,20 @@ class Social:
         page.originals = self.originals(page.entries)
         counts = replace(found, tweets=userline.size, followers=rows[2].size, following=rows[3].size)
         following = (
-            user.username in rows[4] if len(rows) > 4 else asks and self.is_following(me, user.username)
+            user.username in rows[5] if len(rows) > 5 else asks and self.is_following(me, user.username)
         )  # type: ignore[arg-type]
-        return Profile(counts, page, bool(following))
+        return Profile(counts, page, bool(following), self.pinned_tweets(pins.from_copy(rows[4])))
+
+    def pinned_tweets(self, pinned: Sequence[pins.Pinned]) -> list[Entry]:
+        """The pinned tweets that still exist, in one read (they are in their author's home group)."""
+        if not pinned:
+            return []
+        rows = self.session.multi_read([ReadSpec(p.group, f"tweet:{p.tweet_id}", ("entry",)) for p in pinned])
+        return [
+            Entry.from_json(p.tweet_id, row.text("entry"))
+            for p, row in zip(pinned, rows, strict=True)
+            if row.text("entry")
+        ]
 
     @staticmethod
     def relation_specs(account: Account) -> list[ReadSpec]:

@@ -106,6 +106,8 @@ def user_page(request: HttpRequest, username: str) -> HttpResponse:
     profile = request.causal.social.profile(user, me, after=cursor(request))
     context = {"me": me, "user": profile.user, "is_following": profile.is_following, "form": PostForm()}
     context |= line_context(request, profile.page)
+    context["pinned"] = profile.pinned
+    context["reactions"] |= request.causal.social.react_to(profile.pinned, me)
     return render(request, "user.html", context)
 
 

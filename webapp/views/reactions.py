@@ -1,4 +1,4 @@
-"""Likes, reposts, and the generated avatars."""
+"""Likes, reposts, pins, and the generated avatars."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.views.decorators.http import require_GET, require_POST
 
-from webapp import tasks
+from webapp import pins, tasks
 from webapp.avatars import avatar_svg
 from webapp.social import USERNAME_PATTERN
+from webapp.views import errors
 from webapp.views.account import next_url
 from webapp.views.pages import signed_in, tweet_or_404
 
@@ -32,6 +33,29 @@ def repost(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
         me = request.causal.account
         tasks.nudge(request.causal.session.region, me.home_group, shared.id)  # where its outbox cell is
         messages.success(request, f"Reposted @{entry.author}'s tweet to your followers.")
+    return HttpResponseRedirect(next_url(request))
+
+
+@require_POST
+@signed_in
+def pin(request: HttpRequest, group: str, tweet_id: str, undo: bool = False) -> HttpResponse:
+    """Pins one of your own tweets to your profile, or unpins it (a red operation: webapp/pins.py)."""
+    entry = tweet_or_404(request, group, tweet_id)
+    me = request.causal.account
+    if entry.author != me.username or entry.reposted_by:
+        return errors.page(request, 403, "Not yours", "You can pin only your own tweets.")
+    tweet = pins.Pinned(entry.group, entry.tweet_id)
+    session = request.causal.session
+    if undo:
+        pins.unpin(session, me.username, me.home_group, tweet)
+        messages.success(request, "Unpinned.")
+    else:
+        try:
+            changed = pins.pin(session, me.username, me.home_group, tweet)
+        except pins.PinLimit:
+            messages.error(request, f"You can pin at most {pins.PIN_LIMIT} tweets. Unpin one first.")
+            return HttpResponseRedirect(next_url(request))
+        messages.success(request, "Pinned to your profile." if changed else "That tweet is pinned already.")
     return HttpResponseRedirect(next_url(request))
 
 
