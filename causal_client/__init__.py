@@ -8,6 +8,7 @@ from causal_client.commands import (
     CompareAndSet,
     Decrement,
     InsertIfAbsent,
+    Prepend,
 )
 from causal_client.data import Cell, Mutation, ReadSpec, Row
 from causal_client.errors import (
@@ -52,6 +53,7 @@ __all__ = [
     "NoQuorum",
     "NotReplicatedHere",
     "OutcomeUnknown",
+    "Prepend",
     "ReadSpec",
     "RegionInfo",
     "RegionUnavailable",

@@ -118,7 +118,37 @@ class Decrement(Command):
         return [str(self.amount), str(self.floor)]
 
 
-COMMANDS: dict[str, type[Command]] = {c.name: c for c in (InsertIfAbsent, CompareAndSet, Decrement)}
+@dataclass(frozen=True, slots=True)
+class Prepend(Command):
+    """Puts ``item`` at the head of a register holding a space-separated list (a timeline of
+    tweet ids, a list of followers), keeping the first ``keep``: not applied if the item is in the
+    list already, so a retry after an unknown outcome adds it once."""
+
+    item: str
+    keep: int = 20
+    name = "prepend"
+
+    def __post_init__(self) -> None:
+        check_value(self.item, "item")
+        if not self.item or " " in self.item:
+            raise BadCommand(f"a list item is a non-empty word without spaces, got {self.item!r}")
+        if isinstance(self.keep, bool) or not isinstance(self.keep, int) or self.keep <= 0:
+            raise BadCommand(f"a prepend keeps a positive number of items, got {self.keep!r}")
+
+    def apply(self, current: str | None) -> CommandResult:
+        items = (current or "").split()
+        if self.item in items:
+            return CommandResult(False, current)
+        items = [self.item, *items][: self.keep]
+        while len(" ".join(items)) > MAX_VALUE_CHARS:
+            items.pop()
+        return CommandResult(True, " ".join(items))
+
+    def args(self) -> list[str]:
+        return [self.item, str(self.keep)]
+
+
+COMMANDS: dict[str, type[Command]] = {c.name: c for c in (InsertIfAbsent, CompareAndSet, Decrement, Prepend)}
 
 
 def parse(name: str, args: list[str]) -> Command:
@@ -133,6 +163,9 @@ def parse(name: str, args: list[str]) -> Command:
         if kind is CompareAndSet:
             expected, new = args
             return CompareAndSet(None if expected == "" else expected.removeprefix("="), new)
+        if kind is Prepend:
+            item, keep = args
+            return Prepend(item, int(keep))
         amount, floor = args
         return Decrement(int(amount), int(floor))
     except ValueError as exc:

@@ -11,7 +11,14 @@ import random
 import pytest
 
 from causal_client import commands
-from causal_client.commands import BadCommand, CommandResult, CompareAndSet, Decrement, InsertIfAbsent
+from causal_client.commands import (
+    BadCommand,
+    CommandResult,
+    CompareAndSet,
+    Decrement,
+    InsertIfAbsent,
+    Prepend,
+)
 from loadtest.check.linearizable import EXECUTE, READ, WRITE, StrongOp, check_linearizable, linearizable
 
 _ids = itertools.count()
@@ -45,10 +52,21 @@ def test_commands_mean_what_their_names_say():
     assert Decrement(3, floor=-5).apply("0") == CommandResult(True, "-3")
     assert Decrement(1).apply(None) == CommandResult(False, None)
     assert Decrement(1).apply("seven") == CommandResult(False, "seven")
+    assert Prepend("t2").apply("t1") == CommandResult(True, "t2 t1")
+    assert Prepend("t1").apply(None) == CommandResult(True, "t1")
+    assert Prepend("t1").apply("t2 t1") == CommandResult(False, "t2 t1")  # once, even when retried
+    assert Prepend("t3", keep=2).apply("t2 t1") == CommandResult(True, "t3 t2")
 
 
 @pytest.mark.parametrize(
-    "command", [InsertIfAbsent("v"), CompareAndSet(None, "n"), CompareAndSet("o", "n"), Decrement(3, 1)]
+    "command",
+    [
+        InsertIfAbsent("v"),
+        CompareAndSet(None, "n"),
+        CompareAndSet("o", "n"),
+        Decrement(3, 1),
+        Prepend("t", 5),
+    ],
 )
 def test_a_command_survives_the_wire(command):
     assert commands.parse(command.name, command.args()) == command
@@ -61,6 +79,8 @@ def test_a_command_survives_the_wire(command):
         (lambda: InsertIfAbsent("line\nbreak"), "printable"),
         (lambda: Decrement(0), "positive integer"),
         (lambda: Decrement(True), "positive integer"),  # type: ignore[arg-type]
+        (lambda: Prepend("two words"), "without spaces"),
+        (lambda: Prepend("t", keep=0), "positive number"),
         (lambda: commands.parse("increment-twice", ["1"]), "unknown command"),
         (lambda: commands.parse("decrement", ["one", "0"]), "bad arguments"),
         (lambda: commands.parse("insert-if-absent", []), "bad arguments"),
