@@ -122,8 +122,14 @@ def parser() -> argparse.ArgumentParser:
         "--strong-sessions",
         type=int,
         default=4,
-        help="sessions of strong operations (Vivace's registers) beside them, checked for linearizability "
+        help="sessions of strong operations (the topology's [strong] mode) beside them, checked for "
+        "linearizability "
         "(default: 4; 0: none)",
+    )
+    checked.add_argument(
+        "--strong-mode",
+        choices=["vivace", "token"],
+        help="how strong operations are ordered (default: the topology's [strong] mode)",
     )
     checked.add_argument(
         "--shards",
@@ -263,5 +269,6 @@ def check_command(args: argparse.Namespace) -> int:
         fault_s=args.fault_seconds, seed=args.seed, out=out, mix=Mix(atomic=not args.non_atomic),
         shards=args.shards, bandwidth_mbit=args.bandwidth_mbit, priority=args.priority,
         running=Path(args.running) if args.running else None, strong_sessions=max(0, args.strong_sessions),
+        strong_mode=args.strong_mode,
     )  # fmt: skip
     return 0 if passed(run_check(settings, say)) else 1

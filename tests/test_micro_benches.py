@@ -10,7 +10,21 @@ from pathlib import Path
 import pytest
 
 from loadtest import fig8, paper
-from loadtest.bench import failover, fig1, fig4, fig5, fig6, idle, proxy, reconfigure, serializer, strong
+from loadtest.bench import (
+    failover,
+    fig1,
+    fig4,
+    fig5,
+    fig6,
+    idle,
+    name_races,
+    proxy,
+    reconfigure,
+    redblue,
+    serializer,
+    strong,
+    vivace_strong,
+)
 from loadtest.bench import synthetic as fig5_synthetic
 from loadtest.bench.report import write_rows
 from loadtest.bench.synthetic import Mix
@@ -192,6 +206,51 @@ def test_the_strong_bench_times_each_kind_of_strong_operation_against_a_majority
     assert rows["frankfurt"]["majority_rtt_ms"] == 20 and rows["virginia"]["majority_rtt_ms"] == 82
     for row in rows.values():
         assert row["majority_rtt_ms"] * 0.9 <= min(row["write_ms"], row["read_ms"]) <= row["execute_ms"]
+
+
+def test_the_redblue_bench_sets_red_by_either_mode_beside_blue(tmp_path):
+    """Two EC2 regions, 37 ms apart: blue requests stay local; a red compare-and-set by Vivace's
+    registers costs two round trips (74 ms each); by the token, at most a turn's wait (300 ms
+    here) and the opening round trip; every mix measured in both modes, and compared."""
+    argv = ["--regions", "2", "--requests", "4", "--clients", "2", "--seconds", "2", "--hold-ms", "300"]
+    assert redblue.main([*argv, "--out", str(tmp_path)]) == 0
+    hold_ms, (row,), throughput = redblue.load(tmp_path)
+    assert hold_ms == 300 and row.regions == 2 and row.blue.mean_ms < 30
+    assert row.red["vivace"].p50_ms >= 2 * 74 * 0.9
+    assert row.red["token"].max_ms < 300 + 2 * 74 + 200
+    assert {(t.mode, t.red_share) for t in throughput} == {
+        (m, s) for m in redblue.MODES for s in redblue.MIXES
+    }
+    assert all(t.per_s > 0 for t in throughput)
+    rows, verdict = redblue.compare(tmp_path)
+    assert any("token" in r[0] for r in rows) and "Blue requests stay local" in verdict
+    assert (tmp_path / "redblue.png").stat().st_size > 0
+
+
+def test_twissandra_on_strong_registers_runs_under_a_flooded_prioritised_link(tmp_path):
+    """Vivace's experiment at its smallest: two regions, the link flooded both ways with priority;
+    every request kind and the register's operations measured, none failed, each at least a
+    round trip (every operation needs both regions)."""
+    argv = ["--conditions", "priority", "--requests", "2", "--out", str(tmp_path)]
+    assert vivace_strong.main(argv) == 0
+    (result,) = vivace_strong.load_results(tmp_path)
+    assert result.condition == "priority" and result.errors == 0
+    assert set(result.latency) == {*vivace_strong.REQUESTS, *vivace_strong.REGISTER}
+    assert all(f.count == 2 and f.p50_ms >= 74 * 0.9 for f in result.latency.values())
+    rows, _ = vivace_strong.compare(tmp_path)
+    assert any("R1 post, congested with priority" in r[0] for r in rows)
+
+
+def test_name_races_have_one_winner_with_a_region_killed_and_unknown_outcomes(tmp_path):
+    """Sixty names raced from the three regions at once, a third of the calls ending unknown and
+    one region's store killed for the middle third: no name with two winners, no disagreement,
+    no takeover, no account of the wrong token; the killed region's racers failed."""
+    argv = ["--races", "60", "--kill", "--unknown", "0.3", "--out", str(tmp_path)]
+    assert name_races.main(argv) == 0
+    (tally,) = json.loads((tmp_path / "name_races.json").read_text())
+    assert tally["races"] == 60 and tally["killed"] and tally["failed_racers"] > 0
+    assert tally["injected_unknown"] > 10
+    assert tally["two_winners"] == tally["disagreeing"] == tally["takeovers"] == tally["wrong_accounts"] == 0
 
 
 def test_the_page_bench_times_a_page_with_and_without_likes_and_reposts():

@@ -50,6 +50,7 @@ class CheckSettings:
     priority: bool = False  # with bandwidth_mbit: critical metadata ahead of bulk data
     strong_sessions: int = 0  # sessions of strong operations beside the causal ones
     registers: int = 4  # the registers they work on
+    strong_mode: str | None = None  # "vivace" or "token", instead of the topology's
 
 
 def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
@@ -63,6 +64,10 @@ def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
         topology = with_shards(topology, settings.shards)
     if settings.bandwidth_mbit:
         topology = with_bandwidth(topology, settings.bandwidth_mbit, settings.priority)
+    if settings.strong_mode:
+        topology = with_overrides(
+            topology, strong={**topology.strong.model_dump(), "mode": settings.strong_mode}
+        )
     topology = with_overrides(topology, base_port=find_base_port(topology))
     out = settings.out
     cluster = Cluster(topology, out / "cluster", wan_control=True)
