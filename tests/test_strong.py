@@ -10,7 +10,7 @@ import itertools
 import threading
 
 import pytest
-from helpers.strong_histories import random_history
+from helpers.strong_histories import assert_linearizable_history
 from helpers.waiting import unique
 
 from causal_client import (
@@ -277,14 +277,7 @@ def test_random_concurrent_histories_from_every_region_are_linearizable(three):
     """Six sessions (two per region) on three keys for a few seconds: writes, reads and
     read-modify-writes at random; every operation recorded with its call and return times."""
     clients = [client_at(three, site) for site in "ABC"]
-    try:
-        ops = random_history(clients, "abc", NS, seconds=6.0)
-    finally:
-        for client in clients:
-            client.close()
-    result = check_linearizable(ops)
-    assert result.operations > 100, result
-    assert result.ok, (result.violations, result.undecided, result.examples[:1])
+    ops = assert_linearizable_history(clients, "abc", NS, seconds=6.0, at_least=100)
     assert len({o.kind for o in ops}) == 3
 
 

@@ -11,13 +11,12 @@ import threading
 import time
 
 import pytest
-from helpers.strong_histories import random_history
+from helpers.strong_histories import assert_linearizable_history
 from helpers.topologies import load_topology
 from helpers.waiting import unique
 
 from causal_client import CausalClient, CompareAndSet, InsertIfAbsent, NoQuorum
 from causal_client.token import TokenRegisters
-from loadtest.check.linearizable import check_linearizable
 from services.launcher.cluster import Cluster
 
 pytestmark = pytest.mark.cluster
@@ -87,14 +86,7 @@ def test_of_concurrent_claims_from_every_region_exactly_one_wins(three):
 
 def test_random_concurrent_histories_from_every_region_are_linearizable(three):
     clients = [client_at(three, site) for site in "ABC"]
-    try:
-        ops = random_history(clients, "abc", NS, seconds=4.0)
-    finally:
-        for client in clients:
-            client.close()
-    result = check_linearizable(ops)
-    assert result.operations > 50, result
-    assert result.ok, (result.violations, result.undecided, result.examples[:1])
+    assert_linearizable_history(clients, "abc", NS, seconds=4.0, at_least=50)
 
 
 def test_a_region_down_stops_red_operations_which_name_it(three):

@@ -13,7 +13,7 @@ from causal_client import CausalClient, CompareAndSet
 from causal_client.commands import CommandResult
 from causal_client.errors import Conflict, NoQuorum, OutcomeUnknown
 from helpers.waiting import unique
-from loadtest.check.linearizable import EXECUTE, READ, WRITE, StrongOp
+from loadtest.check.linearizable import EXECUTE, READ, WRITE, StrongOp, check_linearizable
 
 
 def random_history(
@@ -79,4 +79,20 @@ def random_history(
         t.start()
     for t in threads:
         t.join()
+    return ops
+
+
+def assert_linearizable_history(
+    clients: Sequence[CausalClient], regions: str, namespace: str, seconds: float, at_least: int
+) -> list[StrongOp]:
+    """A random history from ``clients`` (closed afterwards), checked: at least ``at_least``
+    operations, and linearizable. Returns the operations."""
+    try:
+        ops = random_history(clients, regions, namespace, seconds)
+    finally:
+        for client in clients:
+            client.close()
+    result = check_linearizable(ops)
+    assert result.operations >= at_least, result
+    assert result.ok, (result.violations, result.undecided, result.examples[:1])
     return ops
