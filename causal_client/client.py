@@ -444,7 +444,10 @@ class Session:
     def claim(self, namespace: str, key: str, holder: str) -> ClaimResult:
         """Claims ``key`` for ``holder`` at the key's owner region (one compare-and-set there, so
         of concurrent claims from any regions exactly one wins). Retrying with the same holder is
-        safe. Pays a round trip to the owner region."""
+        safe. Pays a round trip to the owner region. Not replicated: while the owner region is
+        down its keys cannot be claimed, and adding or removing a region moves owners without
+        their claims. ``execute(namespace, key, InsertIfAbsent(holder))`` on the strong
+        registers has neither problem (Chirp's usernames and reposts use it)."""
         return self._claim(namespace, key, holder, release=False)
 
     def release_claim(self, namespace: str, key: str, holder: str) -> bool:

@@ -212,7 +212,7 @@ def test_the_redblue_bench_sets_red_by_either_mode_beside_blue(tmp_path):
     """Two EC2 regions, 37 ms apart: blue requests stay local; a red compare-and-set by Vivace's
     registers costs two round trips (74 ms each); by the token, at most a turn's wait (300 ms
     here) and the opening round trip; every mix measured in both modes, and compared."""
-    argv = ["--regions", "2", "--requests", "4", "--clients", "2", "--seconds", "2", "--hold-ms", "300"]
+    argv = ["--regions", "2", "--requests", "3", "--clients", "2", "--seconds", "1", "--hold-ms", "300"]
     assert redblue.main([*argv, "--out", str(tmp_path)]) == 0
     hold_ms, (row,), throughput = redblue.load(tmp_path)
     assert hold_ms == 300 and row.regions == 2 and row.blue.mean_ms < 30
