@@ -141,6 +141,7 @@ def run(races: int, kill: bool, p: float, work: Path) -> RaceTally:
             cluster.restart(f"{victim}.redis0")
         tally.seconds = time.monotonic() - began
         time.sleep(2)  # the last account rows reach the checking region (blue: causal, not instant)
+        say(f"  {races:,} races in {tally.seconds:.0f} s; reading every name's register and account back ...")
         check(clients[cluster.topology.region_names[0]], cluster.topology.region_names[0], outcomes, tally)
     return tally
 
@@ -151,8 +152,20 @@ def check(
     outcomes: dict[str, dict[str, tuple[str, str | None]]],
     tally: RaceTally,
 ) -> None:
-    """Every name's register and account row read back, set against what its racers were told."""
-    session = client.session(region)
+    """Every name's register and account row read back (many at once), set against what its
+    racers were told."""
+    session_for = threading.local()
+
+    def read_back(name: str) -> tuple[str | None, str | None]:
+        if not hasattr(session_for, "session"):
+            session_for.session = client.session(region)
+        session: Session = session_for.session
+        held = session.strong_read(USERNAMES, name).value
+        row = session.read("all", f"account:{name}")
+        return held, row.text("claim") if "claim" in row else None
+
+    with ThreadPoolExecutor(IN_FLIGHT) as pool:
+        found = dict(zip(outcomes, pool.map(read_back, outcomes), strict=True))
     for name, racers in outcomes.items():
         tally.races += 1
         tally.racers += len(racers)
@@ -161,14 +174,12 @@ def check(
         winners = [token for token, holder in racers.values() if holder is not None and holder == token]
         tally.two_winners += len(winners) > 1
         tally.disagreeing += len(told) > 1
-        held = session.strong_read(USERNAMES, name).value
+        held, claim = found[name]
         if not told:
             tally.undecided += 1
             continue
         if winners and held != winners[0]:
             tally.takeovers += 1
-        row = session.read("all", f"account:{name}")
-        claim = row.text("claim") if "claim" in row else None
         if claim is not None and claim != held:
             tally.wrong_accounts += 1
 
