@@ -2,8 +2,9 @@
 ordering red operations: ``python -m loadtest.bench.redblue [--quick] --out DIR``.
 
 - **latency** (its Fig. 8): on the first ``k`` of the paper's seven EC2 regions, ``k`` = 2 to 7,
-  a client at every region issues requests one at a time, all regions at once: red ones (a
-  compare-and-set of a register, as Chirp's pins) and blue ones (a causal write, as a like).
+  a client at every region issues requests one at a time at a user's pace (``--think-ms``), all
+  regions at once: red ones (a compare-and-set of a register, as Chirp's pins) and blue ones (a
+  causal write, as a like).
   Mean, median, p90 and max per colour, for red by Vivace's registers (``[strong] mode =
   "vivace"``: a round trip to the closest majority) and by Gemini's token (``"token"``: the
   regions hold it ``--hold-ms`` each in turn; Gemini's prototype held it a second).
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -93,10 +95,11 @@ def timed(operation: Callable[[], object]) -> float:
 
 
 def latency_round(
-    clients: dict[str, CausalClient], mode: str, hold_ms: float, requests: int
+    clients: dict[str, CausalClient], mode: str, hold_ms: float, requests: int, think_ms: float
 ) -> tuple[list[float], list[float]]:
     """Every region's client, at once: ``requests`` red and as many blue requests, alternating,
-    one at a time. Returns (red, blue) latencies in ms."""
+    one at a time, a random pause of up to twice ``think_ms`` after each pair (a user's pace: the
+    red ones then fall anywhere in the token's turn). Returns (red, blue) latencies in ms."""
     red: list[float] = []
     blue: list[float] = []
     lock = threading.Lock()
@@ -107,6 +110,7 @@ def latency_round(
         session = client.session(region)
         key = f"{mode}-{region}-{time.time_ns()}"
         value = "0"
+        rng = random.Random(key)
         try:
             for n in range(requests):
                 command = CompareAndSet(value if n else None, str(n + 1))
@@ -116,6 +120,7 @@ def latency_round(
                 with lock:
                     red.append(took_red)
                     blue.append(took_blue)
+                time.sleep(rng.uniform(0, 2 * think_ms) / 1000)
         finally:
             registers.close()
 
@@ -127,7 +132,9 @@ def latency_round(
     return red, blue
 
 
-def measure_latency(counts: list[int], hold_ms: float, requests: int, work: Path) -> list[LatencyRow]:
+def measure_latency(
+    counts: list[int], hold_ms: float, requests: int, think_ms: float, work: Path
+) -> list[LatencyRow]:
     base = Topology.load(BASE)
     rows = []
     for k in counts:
@@ -142,7 +149,7 @@ def measure_latency(counts: list[int], hold_ms: float, requests: int, work: Path
             row = LatencyRow(k, Figures())
             blue_all: list[float] = []
             for mode in MODES:
-                red, blue = latency_round(clients, mode, hold_ms, requests)
+                red, blue = latency_round(clients, mode, hold_ms, requests, think_ms)
                 row.red[mode] = Figures.of(red)
                 blue_all += blue
                 f = row.red[mode]
@@ -324,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         "--clients", help="closed-loop clients a region, a point each (default: 2,8,32; quick 4,16)"
     )
     parser.add_argument("--seconds", type=float, help="each throughput run (default: 20; quick 8)")
+    parser.add_argument("--think-ms", type=float, default=250.0, help="a user's mean pause (default: 250)")
     parser.add_argument("--regions", help="comma-separated region counts, 2-7 (default: 2..7; quick 2,4,7)")
     parser.add_argument("--out", required=True, help="directory for redblue.json and redblue.png")
     args = parser.parse_args(argv)
@@ -349,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         " ms")  # fmt: skip
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        latency = measure_latency(counts, args.hold_ms, requests, work)
+        latency = measure_latency(counts, args.hold_ms, requests, args.think_ms, work)
         throughput = measure_throughput(args.hold_ms, loads, seconds, work)
     text = table(latency, throughput, args.hold_ms)
     run = RedBlueRun(args.hold_ms, latency, throughput)
