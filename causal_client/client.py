@@ -26,7 +26,7 @@ from typing import TypeVar
 
 import grpc
 
-from causal_client import direct
+from causal_client import direct, peers
 from causal_client.claims import owner_region
 from causal_client.commands import Command
 from causal_client.credentials import CLIENT_SECRET_ENV, client_password
@@ -37,6 +37,7 @@ from causal_client.errors import (
     NotReplicatedHere,
     RegionUnavailable,
     UnknownRegion,
+    WrongPort,
     from_rpc_error,
 )
 from causal_client.gateway import OPTIONS, GatewayTransport
@@ -177,7 +178,16 @@ class CausalClient:
                     store_pb2.DescribeRequest(), timeout=timeout, metadata=_credentials(secret)
                 )
             except grpc.RpcError as exc:
-                raise from_rpc_error(exc) from None
+                error = from_rpc_error(exc)
+                first = peers.probe(endpoint) if exc.code() != grpc.StatusCode.UNAUTHENTICATED else b""
+                hint = peers.guess_peer(first)
+                if first and "HTTP/2" not in hint:
+                    raise WrongPort(
+                        f"{endpoint} is not a region's gateway: it answered {first[:16]!r}{hint}. "
+                        "CausalClient.connect_gateway takes a gateway's host:port; a region's store "
+                        "takes CausalClient.connect"
+                    ) from None
+                raise error from None
         endpoints = endpoints or {}
         regions = [RegionInfo(r.name, r.site, endpoints.get(r.name, r.endpoint)) for r in reply.regions]
         groups = {g.name: list(g.regions) for g in reply.groups}

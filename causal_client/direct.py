@@ -23,10 +23,18 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from causal_client import transactions, wire
+from causal_client import peers, transactions, wire
 from causal_client.credentials import CLIENT_USER
 from causal_client.data import Mutation, ReadSpec
-from causal_client.errors import AccessDenied, OutcomeUnknown, StoreTimeout, from_redis_error
+from causal_client.errors import (
+    AccessDenied,
+    OutcomeUnknown,
+    RegionUnavailable,
+    ServerError,
+    StoreTimeout,
+    WrongPort,
+    from_redis_error,
+)
 from causal_client.label import Label, LabelType
 from causal_client.transactions import ReadResult
 from causal_client.transport import Transport
@@ -195,10 +203,21 @@ def call_gear(
 
 
 def describe(address: str, password: str | None, timeout: float) -> dict:
-    """What the region whose store is at ``address`` tells of the whole topology."""
+    """What the region whose store is at ``address`` tells of the whole topology. ``WrongPort``
+    if something other than a store answers there."""
     store = connect(address, password, timeout)
     try:
         reply = call_gear(store, wire.DESCRIBE, [wire.GEARS_API], True, True, lambda: f"store {address}")
         return json.loads(reply)
+    except (ServerError, RegionUnavailable) as exc:
+        first = peers.probe(address)
+        if not first or first[:1] in b"*+-$:":  # nothing there, or a Redis: the error stands
+            raise
+        raise WrongPort(
+            f"{address} is not a region's store: it answered {first[:16]!r}{peers.guess_peer(first)}. "
+            "CausalClient.connect takes a store's host:port (a topology's client_address, or "
+            "`python -m services.launcher status`); a region's gRPC gateway takes "
+            "CausalClient.connect_gateway"
+        ) from exc
     finally:
         store.close()

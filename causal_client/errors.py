@@ -97,6 +97,11 @@ class WrongPlace(InvalidRequest):
     """A row or claim sent to a shard or region that does not hold it (a client routing bug)."""
 
 
+class WrongPort(InvalidRequest):
+    """The address given is not the kind of port asked for (a gateway's or a web app's port
+    given where a region's store is wanted); the message says what answered there."""
+
+
 class ServerError(CausalError):
     """The region failed internally; the message carries the server's explanation."""
 

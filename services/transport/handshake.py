@@ -19,9 +19,10 @@ import hashlib
 import hmac
 import os
 
+from causal_client.peers import LINK_MAGIC, guess_peer
 from services.transport.errors import NotALinkPeer
 
-MAGIC = b"SATURN-LINK 1\n"
+MAGIC = LINK_MAGIC + b"1\n"
 NONCE_BYTES = 16
 PROOF_BYTES = 32
 GREETING_BYTES = len(MAGIC) + NONCE_BYTES
@@ -62,14 +63,3 @@ def check_answer(key: bytes, nonce: bytes, answer_bytes: bytes) -> str | None:
 def not_a_greeting(first_bytes: bytes) -> str:
     """What a client says of a server whose first bytes are not a greeting."""
     return f"it answered {first_bytes[:16]!r}, not a link greeting{guess_peer(first_bytes)}"
-
-
-def guess_peer(first_bytes: bytes) -> str:
-    """A hint at what sent ``first_bytes`` instead of the link transport ("" if none fits)."""
-    if first_bytes.startswith(b"PRI * HTTP/2") or first_bytes[3:4] == b"\x04":
-        return " (it speaks HTTP/2: a gRPC port or client)"
-    if first_bytes[:1] in (b"*", b"+", b"-", b"$", b":"):
-        return " (it speaks RESP: a Redis port or client)"
-    if first_bytes.split(b" ", 1)[0] in (b"GET", b"POST", b"HEAD", b"PUT", b"HTTP/1.1", b"HTTP/1.0"):
-        return " (it speaks HTTP/1: a web or metrics port or client)"
-    return ""
