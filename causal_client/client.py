@@ -207,11 +207,11 @@ class CausalClient:
         with self._lock:
             if region not in self._links:
                 target = self.region(region).site
-                if self.site in (None, target):
+                if self.site is None or self.site == target:
                     self._links[region] = Link(0.0)
                 else:
                     latency = self.latencies_ms.get((self.site, target), 0)
-                    self._links[region] = Link(latency, sites=(self.site, target))  # type: ignore[arg-type]
+                    self._links[region] = Link(latency, sites=(self.site, target))
             return self._links[region]
 
     def call_at(self, region: str, action: Callable[[Transport], R]) -> R:

@@ -167,12 +167,12 @@ class Mutation:
     def to_proto(self) -> store_pb2.Mutation:
         ops = []
         for kind, column, arg in self.ops:
-            if kind == "s":
-                ops.append(store_pb2.ColumnOp(column=column, set=arg))
-            elif kind == "d":
+            if kind == "d":
                 ops.append(store_pb2.ColumnOp(column=column, delete=True))
-            else:
+            elif isinstance(arg, int):  # an increment's amount
                 ops.append(store_pb2.ColumnOp(column=column, increment=arg))
+            else:
+                ops.append(store_pb2.ColumnOp(column=column, set=_as_bytes(arg)))
         return store_pb2.Mutation(group=self.group, row=self.row, ops=ops)
 
     @staticmethod

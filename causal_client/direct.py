@@ -18,6 +18,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -42,7 +43,7 @@ from causal_client.transport import Transport
 CALL, READ = "SATURN.CALL", "SATURN.READ"  # the stores' gateway commands (services/region/module)
 # No CLIENT SETINFO on connecting: the client user may not run it (redis-py 8 names the option
 # driver_info, earlier versions lib_name / lib_version).
-NO_SETINFO = (
+NO_SETINFO: dict[str, Any] = (
     {"driver_info": None}
     if "driver_info" in inspect.signature(redis.Redis.__init__).parameters
     else {"lib_name": None, "lib_version": None}

@@ -52,8 +52,8 @@ class GatewayTransport(Transport):
             rows = [reply.row]
         else:
             ops = [s.to_proto() for s in specs]
-            request = store_pb2.MultiReadRequest(label=label.to_proto(), ops=ops, floor=floor)
-            reply = self._call(region, "MultiRead", request)
+            many = store_pb2.MultiReadRequest(label=label.to_proto(), ops=ops, floor=floor)
+            reply = self._call(region, "MultiRead", many)
             rows = list(reply.rows)
         return ReadResult([Row.from_proto(r) for r in rows], Label.from_proto(reply.label), reply.floor)
 
@@ -62,8 +62,8 @@ class GatewayTransport(Transport):
             request = store_pb2.WriteRequest(label=label.to_proto(), mutation=mutations[0].to_proto())
             return Label.from_proto(self._call(region, "Write", request).label)
         muts = [m.to_proto() for m in mutations]
-        request = store_pb2.BatchRequest(label=label.to_proto(), mutations=muts, not_atomic=not atomic)
-        return Label.from_proto(self._call(region, "Batch", request).label)
+        batch = store_pb2.BatchRequest(label=label.to_proto(), mutations=muts, not_atomic=not atomic)
+        return Label.from_proto(self._call(region, "Batch", batch).label)
 
     def migrate(self, region: str, label: Label, target: str) -> Label:
         request = store_pb2.MigrateRequest(label=label.to_proto(), target_region=target)

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import total_ordering
+from typing import cast
 
 from google.protobuf import unknown_fields
 
@@ -112,7 +113,11 @@ class Label:
     # -- wire forms -------------------------------------------------------------------------
     def to_proto(self) -> store_pb2.Label:
         return store_pb2.Label(
-            type=int(self.type), src=self.src, ts=self.ts, target=self.target, vector=dict(self.vector)
+            type=cast("store_pb2.LabelType", int(self.type)),
+            src=self.src,
+            ts=self.ts,
+            target=self.target,
+            vector=dict(self.vector),
         )
 
     @staticmethod

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from causal_client import wire
 from causal_client.claims import check_part
@@ -257,8 +257,9 @@ class StrongRegisters(RegionCalls):
         )
 
     # -- phases ----------------------------------------------------------------------------------
-    def _call(self, region: str, namespace: str, key: str, function: str, args: list, meta: bool) -> list:
-        """One call at one replica, paying the emulated WAN each way (as a session's calls)."""
+    def _call(self, region: str, namespace: str, key: str, function: str, args: list, meta: bool) -> Any:
+        """One call at one replica, paying the emulated WAN each way (as a session's calls): the
+        gear's reply (a list, or for a stamp a string)."""
         return self.client.call_at(
             region, lambda t: t.register_call(region, namespace, key, function, args, meta)
         )

@@ -54,6 +54,7 @@ class ShardCall:
 
 Reply = object  # a gear's reply, or the CausalError the call raised
 Plan = Generator[list[ShardCall], list[Reply], object]
+Steps = Generator[list[ShardCall], list[Reply], None]  # rounds of a plan that return nothing
 
 
 def run_sync(plan: Plan, call: Callable[[ShardCall], object], pool: Executor | None = None):
@@ -139,7 +140,7 @@ def read_plan(
 
 def _read_as_of(
     label: Label, at: int, shards: list[int], reads: dict[int, list], raw: dict[int, list]
-) -> Plan:
+) -> Steps:
     """Rounds 2-4: ``shards`` read again as of ``at``, staged parts resolved at their coordinators."""
     replies = yield [ShardCall(k, wire.READ_AT, read_args(label, at, [], reads[k])) for k in shards]
     _raise_any(replies)

@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .  # the code as `ruff format` writes it (`# fmt: skip` marks aligned tables)
+.venv/bin/mypy  # the type hints, where [tool.mypy] in pyproject.toml says they are checked
 exec .venv/bin/python -m pytest "$@"
