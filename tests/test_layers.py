@@ -61,3 +61,15 @@ def test_the_rule_catches_an_import_from_above_even_a_lazy_one():
         "c.py: imports services"
     ]
     assert violations("webapp", {"w.py": "from causal_client import Label\nfrom . import x\n"}) == []
+
+
+def test_the_topology_and_its_relay_routes_do_not_import_each_other():
+    """services/topology.py computes its relay routes with services/wan/routes.py, which names
+    what it reads of a topology (a Protocol) instead of importing it back."""
+    routes = (ROOT / "services" / "wan" / "routes.py").read_text()
+    found = {
+        node.module
+        for node in ast.walk(ast.parse(routes))
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert "services.topology" not in found, found

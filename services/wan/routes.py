@@ -16,11 +16,11 @@ a real network; the relay schedules each direction's bytes by it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from services.topology import Topology
+from services.topology_parts import Region, Serializer
 
 RELAY_PORT_OFFSET = 100  # relay ports start this far above the serializers' blocks
 FLOOD = "flood"  # per direction, a port whose bytes cross the link as bulk and are dropped (relay.py)
@@ -40,6 +40,32 @@ class Route:
     @property
     def via(self) -> str:
         return f"{self.host}:{self.port}"
+
+
+class Topology(Protocol):
+    """What routes read of a topology. services/topology.py's ``Topology`` is one, and asks this
+    module for its routes: naming the members here, rather than importing the class, keeps the
+    two modules from importing each other."""
+
+    host: str
+    regions: list[Region]
+    serializers: list[Serializer]
+
+    @property
+    def sites(self) -> list[str]: ...
+
+    @property
+    def relay_routes(self) -> list[Route]: ...
+
+    def relay_base_port(self) -> int: ...
+
+    def bandwidth_mbit_between(self, site_a: str, site_b: str) -> float | None: ...
+
+    def store_endpoints(self, region: str) -> list[str]: ...
+
+    def bulk_endpoint(self, region: str) -> str: ...
+
+    def tree_endpoints(self, node: str) -> Sequence[str]: ...
 
 
 def pair_name(a: str, b: str, sites: list[str]) -> str:
