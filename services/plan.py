@@ -71,7 +71,7 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
     for r in t.regions:
         for i in range(r.frontends):
             specs.append(ProcessSpec(
-                f"{r.name}.frontend{i}", _service(layout, "services.region.frontend", r.name, i),
+                f"{r.name}.frontend{i}", _service(layout, "services.gateway.frontend", r.name, i),
                 "grpc", t.frontend_port(r.name), r.name,
             ))  # fmt: skip
     for r in t.regions:

@@ -66,10 +66,27 @@ def test_the_rule_catches_an_import_from_above_even_a_lazy_one():
 def test_the_topology_and_its_relay_routes_do_not_import_each_other():
     """services/topology.py computes its relay routes with services/wan/routes.py, which names
     what it reads of a topology (a Protocol) instead of importing it back."""
-    routes = (ROOT / "services" / "wan" / "routes.py").read_text()
-    found = {
-        node.module
-        for node in ast.walk(ast.parse(routes))
-        if isinstance(node, ast.ImportFrom) and node.module
-    }
+    found = imported_modules((ROOT / "services" / "wan" / "routes.py").read_text())
     assert "services.topology" not in found, found
+
+
+def test_the_region_layer_does_not_import_the_protocols_above_it():
+    """services/region/ (a region's store, its gears) sits below services/protocols/; the gRPC
+    gateway, which uses both, lives in services/gateway/."""
+    bad = [
+        name
+        for name, source in sources("services").items()
+        if name.startswith("services/region/") and "services.protocols" in imported_modules(source)
+    ]
+    assert bad == []
+
+
+def imported_modules(source: str) -> set[str]:
+    """Every module a source imports by absolute name."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
