@@ -45,6 +45,7 @@ def pin(request: HttpRequest, group: str, tweet_id: str, undo: bool = False) -> 
     if entry.author != me.username or entry.reposted_by:
         return errors.page(request, 403, "Not yours", "You can pin only your own tweets.")
     tweet = pins.Pinned(entry.group, entry.tweet_id)
+    request.causal.social.go_where_replicated(me.home_group)  # where the pins' blue copy is written
     session = request.causal.session
     if undo:
         pins.unpin(session, me.username, me.home_group, tweet)
