@@ -270,7 +270,7 @@ class StrongRegisters(RegionCalls):
         """Stores a value at ``ts`` ('': a fresh stamp above ``floor``) at one replica."""
         args = [ts, stored.encode(), floor]
         ts_text, stored = self._call(region, namespace, key, wire.STRONG_PUT, args, meta=False)
-        return _text(ts_text), stored == 1
+        return text_of(ts_text), stored == 1
 
     def _committing(self, namespace: str, key: str, args: list, what: str) -> dict[str, _TsReply]:
         """A phase that stores a timestamp: one that could not reach a majority may still land
@@ -290,8 +290,8 @@ class StrongRegisters(RegionCalls):
         def one(region: str) -> _TsReply:
             reply = self._call(region, namespace, key, function, args, meta=True)
             if function == wire.STRONG_TS:
-                return _TsReply(True, _text(reply[0]), reply[1] == 1)
-            return _TsReply(reply[0] == 1, _text(reply[1]), reply[2] == 1)
+                return _TsReply(True, text_of(reply[0]), reply[1] == 1)
+            return _TsReply(reply[0] == 1, text_of(reply[1]), reply[2] == 1)
 
         def enough(answers: dict[str, _TsReply]) -> bool:
             if not accepted:
@@ -323,7 +323,7 @@ class StrongRegisters(RegionCalls):
                 except CausalError:
                     continue
                 if found:
-                    return Stored.decode(_text(found[0]))
+                    return Stored.decode(text_of(found[0]))
             if time.monotonic() > deadline:
                 raise NoQuorum(
                     f"register {namespace}/{key}: no answering region has the value written at {ts} "
@@ -348,7 +348,7 @@ class StrongRegisters(RegionCalls):
         """A timestamp for a read-modify-write, from the local replica: unique (a client's clock
         could give a write of this region the same one, and two values one timestamp), above
         ``floor``."""
-        return _text(self._call(local, namespace, key, wire.STRONG_STAMP, [floor], meta=False))
+        return text_of(self._call(local, namespace, key, wire.STRONG_STAMP, [floor], meta=False))
 
 
 def check_names(namespace: str, key: str) -> None:
@@ -358,7 +358,8 @@ def check_names(namespace: str, key: str) -> None:
             raise InvalidRequest(f"{problem}, got {value!r}")
 
 
-def _text(value: bytes | str) -> str:
+def text_of(value: bytes | str) -> str:
+    """A gear's reply part as text (redis-py gives bytes)."""
     return value.decode() if isinstance(value, bytes) else value
 
 

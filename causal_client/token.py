@@ -36,6 +36,7 @@ from causal_client.strong import (
     Stored,
     StrongResult,
     check_names,
+    text_of,
 )
 
 if TYPE_CHECKING:
@@ -170,7 +171,7 @@ class TokenRegisters(RegionCalls):
         reply = self._call(local, wire.RED_GET, [slot, namespace, key])
         if reply[0] == MOVED:
             raise _TokenMoved
-        return Stored.decode(_text(reply[1])) if reply[1] else Stored(None, NO_PAST), int(reply[2])
+        return Stored.decode(text_of(reply[1])) if reply[1] else Stored(None, NO_PAST), int(reply[2])
 
     def _put(
         self, local: str, slot: int, namespace: str, key: str, stored: Stored, expect: str
@@ -198,7 +199,3 @@ def _close_reply(reply: list) -> tuple[bool, int, int, dict[int, bytes]]:
     accepted, fence, seq, *flat = reply
     entries = {int(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
     return accepted == 1, int(fence), int(seq), entries
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
