@@ -18,7 +18,6 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from causal_client.wan import Link, Relays
 from causal_client.wire import shard_of
 from services.auth import redis_credentials
 from services.topology_parts import (
@@ -32,6 +31,7 @@ from services.topology_parts import (
     no_duplicates,
 )
 from services.tuning import SaturnTuning, StabilizationTuning, StrongSettings
+from services.wan import Link, Relays
 from services.wan.routes import RELAY_PORT_OFFSET, Route, relay_routes
 
 __all__ = ["NAME_PATTERN", "Region", "RegionPorts", "Serializer", "Topology", "TopologyError", "TreeEdge"]

@@ -15,9 +15,9 @@ from helpers.waiting import eventually, unique
 
 from causal_client import AccessDenied, CausalClient
 from services import auth
+from services.labelpath.links import TREE
 from services.launcher.cluster import Cluster, LaunchError
 from services.proto import saturn_pb2
-from services.saturn.links import TREE
 from services.transport.client import open_link
 from services.transport.errors import LinkRefused
 from services.transport.probe import health

@@ -1,4 +1,4 @@
-"""How the label sink batches (services/saturn/label_sink.py): as Saturn's own sink does, it drains
+"""How the label sink batches (services/labelpath/pump.py): as Saturn's own sink does, it drains
 what is ready and never waits for company. A label written alone leaves at once, in a batch of
 one; labels written while the sink is busy leave together, in the next batch. A real Redis and
 the real gears; the tree link is replaced by a recorder."""
@@ -14,8 +14,8 @@ from helpers.topologies import load_topology
 
 from causal_client.data import Mutation
 from causal_client.label import Label
+from services.labelpath.pump import LabelPump
 from services.region.store import RegionStore
-from services.saturn.label_sink import LabelPump
 
 pytestmark = pytest.mark.cluster  # starts a Redis server
 

@@ -90,3 +90,32 @@ def imported_modules(source: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
     return found
+
+
+def test_services_reach_the_wan_emulation_only_through_services_wan():
+    """The emulation's core lives in the client library (a client at a site pays it too); the
+    services import it from services/wan/, the one place that re-exports it."""
+    bad = [
+        name
+        for name, source in sources("services").items()
+        if not name.startswith("services/wan/")
+        and any(m == "causal_client.wan" for m in imported_modules(source))
+    ]
+    assert bad == []
+
+
+def test_the_label_path_saturn_and_c3_share_is_a_package_of_its_own():
+    """C3's sender and Saturn's sink share the label pump and the links (services/labelpath/);
+    neither protocol's package imports the other's."""
+    c3 = [
+        n
+        for n, s in sources("services").items()
+        if n.startswith("services/c3/") and any(m.startswith("services.saturn") for m in imported_modules(s))
+    ]
+    labelpath = [
+        n
+        for n, s in sources("services").items()
+        if n.startswith("services/labelpath/")
+        and any(m.startswith(("services.saturn", "services.c3")) for m in imported_modules(s))
+    ]
+    assert (c3, labelpath) == ([], [])

@@ -19,9 +19,9 @@ from helpers.waiting import eventually, unique
 from causal_client import CausalClient, InvalidLabel, Label, LabelType, StoreTimeout
 from causal_client.proto import store_pb2, store_pb2_grpc
 from services import plan
+from services.labelpath.links import TREE
 from services.launcher.cluster import Cluster
 from services.proto import saturn_pb2
-from services.saturn.links import TREE
 from services.transport.client import open_link
 from services.transport.errors import LinkRefused
 

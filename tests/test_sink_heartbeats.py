@@ -1,4 +1,4 @@
-"""Where a label sink's heartbeats go (services/saturn/label_sink.py): every region must hear from
+"""Where a label sink's heartbeats go (services/labelpath/pump.py): every region must hear from
 the sink's region at least every ``sink_heartbeat_s`` (proxies call a silent tree down, attaches
 wait on watermarks), but a label that reaches a region is heard there as well as a heartbeat. So
 a heartbeat goes only to the regions no label reached for half a period or more, and to every

@@ -33,7 +33,7 @@ def test_delay_line_holds_each_item_for_the_latency_and_keeps_order():
 
 
 def test_items_put_back_leave_first_and_at_once():
-    """A tree link's stream that ended hands back what it took (services/saturn/links.py)."""
+    """A tree link's stream that ended hands back what it took (services/labelpath/links.py)."""
 
     async def run() -> tuple[list[int], float]:
         line: DelayLine[int] = DelayLine(Link(latency_ms=50))
@@ -69,8 +69,8 @@ def test_slack_items_wait_for_company_and_leave_with_it_in_order():
 
 
 def test_only_fresh_heartbeat_batches_get_slack():
+    from services.labelpath.links import heartbeat_slack
     from services.proto import saturn_pb2
-    from services.saturn.links import heartbeat_slack
     from services.tuning import SaturnTuning
 
     tuning = SaturnTuning()

@@ -29,12 +29,12 @@ from loadtest.bench.report import num, render_table, say, write_rows
 from loadtest.bench.serializer import topology_with_free_ports
 from services import plan, runtime
 from services.bulk.receiver import BULK
+from services.labelpath.links import OutgoingLink
 from services.launcher.cluster import Cluster
 from services.proto import bulk_pb2, saturn_pb2
 from services.region import gears
 from services.region.gears import ColumnChange
 from services.region.store import RemoteUpdate, RowChange
-from services.saturn.links import OutgoingLink
 from services.topology import Topology
 from services.transport.client import open_link
 from services.transport.connection import Connection

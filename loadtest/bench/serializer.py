@@ -26,8 +26,8 @@ from loadtest.bench.cpu import cpu_seconds
 from loadtest.bench.harness import PORT_BLOCKS, find_base_port, with_overrides
 from loadtest.bench.report import num, render_table, say, write_rows
 from services import runtime
+from services.labelpath.links import TREE, OutgoingLink, TreeEndpoint, neighbours_at
 from services.proto import saturn_pb2
-from services.saturn.links import TREE, OutgoingLink, TreeEndpoint, neighbours_at
 from services.topology import Topology
 from services.transport.server import LinkServer
 

@@ -28,9 +28,9 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from services import metrics
+from services.labelpath.links import OutgoingLink
+from services.labelpath.pump import LabelPump
 from services.proto import saturn_pb2
-from services.saturn.label_sink import LabelPump
-from services.saturn.links import OutgoingLink
 from services.topology import Topology
 
 log = logging.getLogger("c3-sender")

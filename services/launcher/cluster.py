@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from causal_client.wan import CONTROL_ENV
 from services import auth, plan
 from services.launcher import spawner
 from services.launcher.redis_binary import find_redis_server
@@ -30,6 +29,7 @@ from services.plan import ProcessSpec
 from services.region import calls_module
 from services.saturn import epochs
 from services.topology import Topology
+from services.wan import CONTROL_ENV
 
 log = logging.getLogger("launcher")
 

@@ -13,10 +13,10 @@ import os
 
 from services.c3.applier import C3Applier
 from services.c3.sender import DirectLabelSender
+from services.labelpath.links import TREE, TreeEndpoint
 from services.probes import READY_HEALTH
 from services.protocols.base import HoldsPayloads, ReceivingSide, Task
 from services.protocols.saturn import CONCURRENT_APPLY_ENV
-from services.saturn.links import TREE, TreeEndpoint
 from services.topology import Topology
 
 

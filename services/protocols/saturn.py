@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 
+from services.labelpath.links import TREE, TreeEndpoint
 from services.probes import READY_HEALTH
 from services.protocols.base import HoldsPayloads, ReceivingSide, Task
-from services.saturn.links import TREE, TreeEndpoint
 from services.saturn.proxy import RemoteProxy
 
 #: "0" turns off §4.4 (delivering concurrent labels past one still waiting for its payload),

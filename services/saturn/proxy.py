@@ -48,11 +48,11 @@ from collections import Counter, deque
 from collections.abc import Callable
 
 from services import metrics
+from services.labelpath.pump import any_of
 from services.proto import saturn_pb2
 from services.region.stable_order import MAX_RUN, Applied, StableOrder
 from services.region.store import RegionStore, RemoteUpdate
 from services.saturn import epochs
-from services.saturn.label_sink import any_of
 from services.saturn.proxy_trees import SINK_POLL_S, TreeEpochs
 from services.topology import Topology
 

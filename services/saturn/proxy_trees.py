@@ -20,9 +20,9 @@ import time
 from collections import deque
 
 from services import metrics
+from services.labelpath.links import not_a_neighbour
 from services.proto import saturn_pb2
 from services.saturn import epochs
-from services.saturn.links import not_a_neighbour
 
 log = logging.getLogger("remote-proxy")
 

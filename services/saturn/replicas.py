@@ -31,8 +31,8 @@ from collections.abc import Callable
 from google.protobuf.message import DecodeError
 
 from services import runtime
+from services.labelpath.links import Positions
 from services.proto import saturn_pb2
-from services.saturn.links import Positions
 from services.topology import Topology
 from services.transport.client import open_link
 from services.transport.connection import Connection

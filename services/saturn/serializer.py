@@ -8,8 +8,8 @@ import asyncio
 import logging
 
 from services import runtime
+from services.labelpath.links import TREE, OutgoingLink, TreeEndpoint, neighbours_at
 from services.proto import saturn_pb2
-from services.saturn.links import TREE, OutgoingLink, TreeEndpoint, neighbours_at
 from services.saturn.replicas import FOLLOW, ROLE, Replica
 from services.topology import Topology
 from services.transport.server import LinkServer

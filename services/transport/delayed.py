@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from causal_client.wan import DelayLine, Link
 from services.transport.connection import Connection
+from services.wan import DelayLine, Link
 
 T = TypeVar("T")
 #: How items that are due together become message bodies (one each, or merged into one).

@@ -1,3 +1,14 @@
-"""Links with a bandwidth between sites: one relay per site pair that every connection between the
-two sites goes through, sharing the link's capacity (docs/ARCHITECTURE.md, "WAN emulation").
+"""The WAN emulation as the services see it.
+
+Its core (a link's latency and jitter, the delay line that holds messages for it, the fault
+control file, the relay table) is part of the client library, ``causal_client.wan``, because a
+client placed at a site pays the same emulated latency and the client may import nothing of the
+services. The services reach that core only through this package, which re-exports it; what only
+the services need sits beside it: the relays that give a link a bandwidth and priorities (relay.py,
+scheduler.py), their routes (routes.py) and the flood that congests a link (flood.py). See
+docs/ARCHITECTURE.md, "WAN emulation".
 """
+
+from causal_client.wan import CONTROL_ENV, TRAFFIC_CLASSES, DelayLine, Link, Relays, WanControl, control
+
+__all__ = ["CONTROL_ENV", "TRAFFIC_CLASSES", "DelayLine", "Link", "Relays", "WanControl", "control"]

@@ -28,7 +28,6 @@ from collections.abc import Awaitable, Callable
 
 from google.protobuf.message import DecodeError
 
-from causal_client.wan import Link
 from services import runtime
 from services.proto import saturn_pb2
 from services.topology import Topology
@@ -37,6 +36,7 @@ from services.transport.connection import Connection
 from services.transport.delayed import DelayedWrites
 from services.transport.errors import LinkClosed, LinkError
 from services.tuning import SaturnTuning
+from services.wan import Link
 
 log = logging.getLogger("tree-link")
 
