@@ -9,7 +9,7 @@ file, the stores' data), which is all that differs between a laptop and a contai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from services import auth
 from services.probes import READY_HEALTH, grpc_serving, http_ok, link_serving, redis_ping
@@ -21,8 +21,8 @@ class Layout:
     """Where a deployment keeps things."""
 
     python: str  # the interpreter that runs the services
-    topology_file: Path  # the topology every process reads (JSON, as the launcher writes it)
-    data_dir: Path  # one directory per store and broker below it
+    topology_file: PurePath  # the topology every process reads (JSON, as the launcher writes it)
+    data_dir: PurePath  # one directory per store and broker below it (a container's: PurePosixPath)
     redis_server: str  # the redis-server binary
     redis_module: str  # the stores' gateway module (services/region/calls_module.py)
     django_secret_key: str | None = None  # None: the process's environment has DJANGO_SECRET_KEY
@@ -184,8 +184,8 @@ def _redis(
     data = name.replace(".redis", "-").replace(".broker", "-broker")
     path = layout.data_dir / f"{data}.conf"
     lines = [f'loadmodule "{_quoted(layout.redis_module)}"'] if store else []
-    if auth.secret():
-        lines.append(f'requirepass "{_quoted(auth.secret())}"')  # type: ignore[arg-type]
+    if secret := auth.secret():
+        lines.append(f'requirepass "{_quoted(secret)}"')
         if store:
             lines.append(auth.client_user_acl())
     files = {str(path): "".join(f"{line}\n" for line in lines)} if lines else {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 
@@ -98,7 +99,8 @@ class GearShipper:
             outbox.attach(connection)
             connection.deliver_to(lambda messages: self._take_acks(messages, in_flight, connection))
             reader = asyncio.ensure_future(self._read_stream(start.through_ts, outbox, in_flight, stop))
-            await asyncio.wait([reader, connection.closed], return_when=asyncio.FIRST_COMPLETED)
+            ends: list[asyncio.Future[None] | asyncio.Future[str]] = [reader, connection.closed]
+            await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
             if reader.done():
                 reader.result()  # a reader that failed raises here
             else:
@@ -199,6 +201,10 @@ def _encode_batches(batches: list[bulk_pb2.PayloadBatch]) -> list[bytes]:
     return [batch.SerializeToString() for batch in batches]
 
 
+def _any_wants_heartbeats(shippers: list[GearShipper]) -> bool:
+    return any(s.heartbeats for s in shippers)
+
+
 def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
@@ -212,7 +218,7 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
     for shard, gear in enumerate(topology.gear_ids(region)):
         tail = GearTail(Shard(topology.redis_url(region, shard), gear, region), heartbeat_s)
         mine = [GearShipper(topology, region, shard, dest, trimmer, tail) for dest in destinations]
-        tail.heartbeats_wanted = lambda mine=mine: any(s.heartbeats for s in mine)
+        tail.heartbeats_wanted = functools.partial(_any_wants_heartbeats, mine)
         tails.append(tail)
         shippers += mine
     log.info("bulk sender %s → %s", region, ", ".join(destinations) or "(nobody)")

@@ -22,12 +22,13 @@ from services import plan
 from services.auth import SECRET_ENV
 from services.probes import READY_HEALTH
 from services.topology import Topology, TopologyError, host_variable
+from services.topology_parts import Region, Serializer
 
 IMAGE = "saturn-twissandra:latest"
 TOPOLOGY_IN_CONTAINER = PurePosixPath("/etc/saturn/topology.json")
 MODULE_IN_IMAGE = PurePosixPath("/opt/saturn/saturn_calls.so")  # compose/Dockerfile
 LAYOUT = plan.Layout(
-    python="python", topology_file=TOPOLOGY_IN_CONTAINER, data_dir=PurePosixPath("/data"),  # type: ignore[arg-type]
+    python="python", topology_file=TOPOLOGY_IN_CONTAINER, data_dir=PurePosixPath("/data"),
     redis_server="redis-server", redis_module=str(MODULE_IN_IMAGE),
 )  # fmt: skip
 HEALTH_TIMING = {"interval": "5s", "timeout": "5s", "retries": 3, "start_period": "60s"}
@@ -102,24 +103,25 @@ def per_host(
         raise TopologyError(
             f"{topology.source}: --host names unknown nodes {unknown} (have {topology.node_names})"
         )
-    placed = {node: hosts.get(node) or _own_host(topology, node) for node in running}
-    missing = [node for node, host in placed.items() if host is None]
+    found = {node: hosts.get(node) or _own_host(topology, node) for node in running}
+    missing = [node for node, host in found.items() if host is None]
     if missing:
         raise TopologyError(
             f"{topology.source}: {', '.join(_field(topology, n) for n in missing)}: a per-host project "
             f"needs every node's address (set it in the topology, or --host NODE=ADDRESS)"
         )
+    placed = {node: host for node, host in found.items() if host is not None}  # every node, now
     inside = _rewrite(
         topology, bind="0.0.0.0", hosts={n: {"host": h} for n, h in placed.items()}, emulate_wan=emulate_wan
     )
     by_host: dict[str, list[str]] = {}
     for node, host in placed.items():
-        by_host.setdefault(host, []).append(node)  # type: ignore[arg-type]
+        by_host.setdefault(host, []).append(node)
     projects = []
     specs = plan.processes(inside, LAYOUT, web=web)
     for nodes in by_host.values():
         project = Project(project_name(f"{topology.name}-{'-'.join(nodes)}"), inside, variables=_secrets(web))
-        project.variables |= {host_variable(n): h for n, h in placed.items()}  # type: ignore[misc]
+        project.variables |= {host_variable(n): h for n, h in placed.items()}
         for spec in specs:
             if spec.owner in nodes:
                 _add(project, spec, web, host_network=True)
@@ -139,7 +141,8 @@ def _running_nodes(topology: Topology) -> list[str]:
 
 
 def _own_host(topology: Topology, node: str) -> str | None:
-    for entry in [*topology.regions, *topology.serializers]:
+    entries: list[Region | Serializer] = [*topology.regions, *topology.serializers]
+    for entry in entries:
         if entry.name == node:
             return entry.host
     return None
@@ -197,7 +200,8 @@ def _add(project: Project, spec: plan.ProcessSpec, web: bool, host_network: bool
         service["volumes"].append(f"{pod}-metrics:/metrics")
         service["depends_on"] = {pod: {"condition": "service_started"}}
         service["depends_on"] |= {
-            service_name_of(dep): {"condition": "service_healthy"} for dep in _needs(project.topology, spec)
+            service_name_of(dep): {"condition": "service_healthy"}
+            for dep in _needs(project.topology, spec, pod)
         }
     elif host_network:
         service["network_mode"] = "host"
@@ -244,10 +248,10 @@ def _health_test(topology: Topology, spec: plan.ProcessSpec) -> list[str]:
     return ["CMD", "true"]
 
 
-def _needs(topology: Topology, spec: plan.ProcessSpec) -> list[str]:
-    """What a process needs healthy before it starts: its region's stores; a worker also its
-    region's frontend; the web app and its worker their broker."""
-    region = topology.region(spec.region)  # type: ignore[arg-type]
+def _needs(topology: Topology, spec: plan.ProcessSpec, region_name: str) -> list[str]:
+    """What a process of region ``region_name`` needs healthy before it starts: its region's
+    stores; a worker also its region's frontend; the web app and its worker their broker."""
+    region = topology.region(region_name)
     stores = [f"{region.name}.redis{k}" for k in range(region.shards)]
     if spec.kind == "redis":
         return []

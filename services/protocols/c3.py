@@ -23,6 +23,7 @@ from services.topology import Topology
 class C3(HoldsPayloads):
     name = "c3"
     emits_labels = True
+    order: C3Applier | None  # the receiver's applier (start_receiving)
 
     async def start_receiving(self, side: ReceivingSide) -> list[Task]:
         concurrent = os.environ.get(CONCURRENT_APPLY_ENV, "1") != "0"
@@ -48,4 +49,4 @@ class C3(HoldsPayloads):
 
     @property
     def wants_heartbeats(self) -> bool:
-        return self.order is not None and self.order.wants_heartbeats  # type: ignore[attr-defined]
+        return self.order is not None and self.order.wants_heartbeats

@@ -19,11 +19,12 @@ CONCURRENT_APPLY_ENV = "SATURN_CONCURRENT_APPLY"
 class Saturn(HoldsPayloads):
     name = "saturn"
     emits_labels = True
+    order: RemoteProxy | None  # the receiver's remote proxy (start_proxy)
 
     @property
     def proxy(self) -> RemoteProxy | None:
         """The remote proxy: only in the process that receives (the bulk receiver)."""
-        return self.order  # type: ignore[return-value]
+        return self.order
 
     # -- receiving side (remote proxy) -------------------------------------------------------
     async def start_receiving(self, side: ReceivingSide) -> list[Task]:

@@ -93,7 +93,7 @@ class StableOrder:
     async def serve(
         self,
         stop: asyncio.Event,
-        step: Callable[[], Awaitable[None]],
+        step: Callable[[], Awaitable[object]],  # what it returns is not used
         quiet_s: Callable[[], float],
         pause_s: float = 0.0,
     ) -> None:

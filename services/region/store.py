@@ -13,6 +13,7 @@ import hiredis
 import msgpack
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
+from redis.typing import EncodableT, FieldT
 
 from causal_client import errors, transactions, wire
 from causal_client.data import Mutation, ReadSpec
@@ -117,10 +118,16 @@ def _flat_entries(raw: list) -> list[tuple[int, dict[bytes, bytes]]]:
     return [(int(entry_id.split(b"-", 1)[0]), dict(zip(f[::2], f[1::2], strict=True))) for entry_id, f in raw]
 
 
-def _watermarks(raw: dict[bytes, bytes]) -> dict[str, int]:
+def _watermarks(raw: Mapping[bytes | str, bytes | str]) -> dict[str, int]:
     """The watermark hash as Redis returns it -> origin region: ts (c3's other fields, named
     with a prefix, too: region names have no colon)."""
-    return {k.decode(): int(v) for k, v in raw.items()}
+    return {_text(k): int(v) for k, v in raw.items()}
+
+
+def _text(reply: bytes | str) -> str:
+    """A string in a reply: bytes from these clients (they do not decode replies), though
+    redis-py's types allow either."""
+    return reply.decode() if isinstance(reply, bytes) else reply
 
 
 NO_FUNCTION = "Function not found"  # how Redis answers an FCALL of a library it does not have
@@ -150,7 +157,11 @@ class Shard:
         self.lean = LeanRedis(url)
 
     async def install(
-        self, settings: Mapping[str, str | int], groups: Mapping[str, str], gear_ids: list[str], about: str
+        self,
+        settings: Mapping[FieldT, EncodableT],
+        groups: Mapping[FieldT, EncodableT],
+        gear_ids: list[str],
+        about: str,
     ) -> None:
         """Loads the gears' library (replacing any other version) and the region's settings they
         check calls against; atomic, so a call sees the old settings or the new ones."""
@@ -264,7 +275,7 @@ class Shard:
     async def tree_record(self) -> dict[str, str]:
         """The region's tree record (services/saturn/epochs.py); empty where none was published."""
         raw = await self.redis.hgetall(gears.TREE_KEY)
-        return {key.decode(): value.decode() for key, value in raw.items()}
+        return {_text(key): _text(value) for key, value in raw.items()}
 
     async def tree_to_send_on(self) -> int | None:
         """The epoch of the tree the label sink must send on (one small read: polled)."""
@@ -327,7 +338,7 @@ class RegionStore:
         """Loads the gears and this region's settings into every shard (at every start: a store
         always runs the library of the services that use it)."""
         t = self.topology
-        settings = {
+        settings: dict[FieldT, EncodableT] = {
             "region": self.region, "shards": len(self.shards), "protocol": t.protocol,
             "emits": int(t.protocol in LABEL_PROTOCOLS), "max_value": t.max_value_bytes,
             "regions": " ".join(t.region_names),
@@ -337,7 +348,7 @@ class RegionStore:
                                 and t.groups_at(r) & t.groups_at(self.region)),
         }  # fmt: skip
         about = json.dumps(t.describe())
-        groups = {g: " ".join(members) for g, members in t.group_members.items()}
+        groups: dict[FieldT, EncodableT] = {g: " ".join(members) for g, members in t.group_members.items()}
         gear_ids = [g for r in t.region_names for g in t.gear_ids(r)]
         await asyncio.gather(
             *(s.install({**settings, "shard": k}, groups, gear_ids, about) for k, s in enumerate(self.shards))
