@@ -7,6 +7,9 @@
     python -m loadtest graph --users 61096 --out nola.txt.gz           # the full-size graph
     python -m loadtest check --duration 60 --nemesis all               # random histories under faults
     python -m loadtest paper fig7 --quick                              # a figure of the Saturn paper
+    python -m loadtest bench --list                                    # every experiment, its minutes
+    python -m loadtest bench fig4 --quick --out results/fig4           # one experiment
+    python -m loadtest plot bench-results/demo-3region.json            # redraw a saved run
 
 ``run`` makes a plan (unless given one), then per protocol starts the plan's topology on free
 ports (with the web tier for ``--target web``), seeds the network, runs Locust headless, reads the
@@ -24,23 +27,28 @@ this run's (loadtest/paper.py).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from loadtest import paper
-from loadtest.bench.report import say
+from loadtest.bench.throughput_plots import plot_comparison, plot_results
 from loadtest.check.nemesis import FAULTS
 from loadtest.check.run import CheckSettings, passed, run_check
 from loadtest.check.workload import Mix
 from loadtest.graph import generate, statistics
+from loadtest.harness import registry
+from loadtest.harness.options import positive
+from loadtest.harness.report import say
 from loadtest.locust_run import LocustOptions
 from loadtest.mix import MIXES
 from loadtest.placement import friend_locality, random_placement
 from loadtest.plan import Plan, PlanError, make_plan
 from loadtest.run import measure, run_protocol, running_topology
 from loadtest.summary import report, write_summary
+from loadtest.summary_plot import plot_summary
 from services.launcher.cluster import read_state
 from services.protocols import PROTOCOLS
 from services.topology import Topology, TopologyError
@@ -49,16 +57,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TOPOLOGY = PROJECT_ROOT / "topologies" / "demo-3region.toml"
 CHECK_TOPOLOGY = PROJECT_ROOT / "topologies" / "causality-3region.toml"
 TARGETS = {"store": "StoreUser", "web": "WebUser"}
-
-
-def positive(kind: type):
-    def parse(text: str):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-
-    return parse
 
 
 def parser() -> argparse.ArgumentParser:
@@ -163,16 +161,24 @@ def parser() -> argparse.ArgumentParser:
         "project's client/): no cluster started, no nemesis (faults come from outside)",
     )
     checked.add_argument("--out", help="output directory (default: check-results/<topology>-<protocol>)")
+    commands.add_parser(
+        "bench", help="run one experiment (bench --list shows them; bench NAME --help)", add_help=False
+    )
+    plot = commands.add_parser("plot", help="redraw a saved run's figure (a bench's or a load test's)")
+    plot.add_argument("results", help="the run's JSON: bench-results/<topology>.json or .../summary.json")
     paper.add_parser(commands)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # its options are the experiment's own: the registry parses them
+        return registry.main(argv[1:])
     args = parser().parse_args(argv)
     try:
         commands = {
             "graph": graph_command, "plan": plan_command, "run": run_command, "check": check_command,
-            "paper": paper.main,
+            "paper": paper.main, "plot": plot_command,
         }  # fmt: skip
         return commands[args.command](args)
     except (TopologyError, PlanError, ValueError, FileNotFoundError, RuntimeError) as exc:
@@ -272,3 +278,16 @@ def check_command(args: argparse.Namespace) -> int:
         strong_mode=args.strong_mode,
     )  # fmt: skip
     return 0 if passed(run_check(settings, say)) else 1
+
+
+def plot_command(args: argparse.Namespace) -> int:
+    """Redraws a saved run: a load test's summary.json or a throughput bench's results."""
+    source = Path(args.results)
+    data = json.loads(source.read_text())
+    if "runs" in data and "settings" in data and "users" in data["settings"]:
+        print(plot_summary(data, source.with_suffix(".png")))
+        return 0
+    print(plot_results(data, source.with_suffix(".png")))
+    if data.get("comparison"):
+        print(plot_comparison(data, source.with_name(f"{source.stem}-compare.png")))
+    return 0

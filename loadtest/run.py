@@ -9,11 +9,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from causal_client import CausalClient
-from loadtest.bench.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
-from loadtest.bench.harness import find_base_port, started, with_overrides
-from loadtest.bench.metrics import Pair, parse_histograms, scrape, scrape_visibility
-from loadtest.bench.stats import Histogram, to_ms
-from loadtest.bench.visibility import visibility_rows
+from loadtest.harness.cluster import find_base_port, started, with_overrides
+from loadtest.harness.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
+from loadtest.harness.metrics import Pair, parse_histograms, scrape, scrape_visibility
+from loadtest.harness.stats import Histogram, to_ms
+from loadtest.harness.visibility import visibility_rows
 from loadtest.locust_run import LocustOptions, RequestStats, read_failures, run_locust
 from loadtest.plan import Plan
 from loadtest.population import seed, username, wait_seeded

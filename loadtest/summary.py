@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from loadtest.bench.report import num, render_table
-from loadtest.bench.results import VisibilityRow
+from loadtest.harness.report import num, render_table
+from loadtest.harness.results import VisibilityRow
 from loadtest.locust_run import RequestStats
 
 
@@ -217,7 +217,7 @@ def report(runs: Sequence[ProtocolSummary]) -> str:
 
 def write_summary(out_dir: Path, settings: dict, runs: Sequence[ProtocolSummary]) -> list[Path]:
     """summary.json, summary.txt and summary.png in ``out_dir``."""
-    from loadtest.plots_load import plot_summary
+    from loadtest.summary_plot import plot_summary
 
     data = {"settings": settings, "runs": [r.to_json() for r in runs]}
     if len(runs) > 1 and runs[0].ops_per_s:

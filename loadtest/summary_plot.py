@@ -1,22 +1,14 @@
 """The load test's figure, drawn from summary.json alone (so a saved run can be redrawn):
 throughput per operation for each protocol, and remote-update visibility per region pair.
 
-    python -m loadtest.plots_load loadtest-results/<run>/summary.json
+    python -m loadtest plot loadtest-results/<run>/summary.json
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only: no display needed
-
-import matplotlib.pyplot as plt
-
-COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"]
+from loadtest.harness.plots import colour, plt, save
 
 
 def plot_summary(data: dict, path: Path) -> Path:
@@ -32,7 +24,7 @@ def plot_summary(data: dict, path: Path) -> Path:
     for i, run in enumerate(runs):
         per_s = {r["name"]: r["per_s"] for r in run["requests"] if r["kind"] == kind}
         xs = [x + (i - (len(runs) - 1) / 2) * width for x in range(len(names))]
-        left.bar(xs, [per_s.get(n, 0.0) for n in names], width, color=COLOURS[i % 4],
+        left.bar(xs, [per_s.get(n, 0.0) for n in names], width, color=colour(run["protocol"]),
                  label=f"{run['protocol']}: {run['ops_per_s']:,.0f} ops/s in all")  # fmt: skip
     left.set_xticks(range(len(names)), [n.replace(": ", ":\n") for n in names], fontsize=8)
     left.set_ylabel("requests/s")
@@ -45,7 +37,7 @@ def plot_summary(data: dict, path: Path) -> Path:
         xs = [x + (i - (len(runs) - 1) / 2) * width for x in range(len(pairs))]
         means = [(by.get(p) or {}).get("mean_ms") or 0.0 for p in pairs]
         p90s = [(by.get(p) or {}).get("p90_ms") or 0.0 for p in pairs]
-        right.bar(xs, means, width, color=COLOURS[i % 4], label=f"{run['protocol']} mean")
+        right.bar(xs, means, width, color=colour(run["protocol"]), label=f"{run['protocol']} mean")
         right.scatter(xs, p90s, color="black", marker="_", s=120, zorder=3,
                       label="p90" if i == 0 else None)  # fmt: skip
     configured = [v["configured_ms"] for v in runs[0]["visibility"]]
@@ -60,20 +52,4 @@ def plot_summary(data: dict, path: Path) -> Path:
         f"{settings['topology']}: {settings['users']:,}-user social graph, mix {settings['mix']}, "
         f"{settings['duration']:g} s per protocol"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m loadtest.plots_load SUMMARY.json", file=sys.stderr)
-        return 2
-    source = Path(argv[0])
-    print(plot_summary(json.loads(source.read_text()), source.with_suffix(".png")))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    return save(fig, path)

@@ -11,9 +11,11 @@ from helpers.topologies import TOPOLOGIES, free_base_port
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import Histogram as PromHistogram
 
-from loadtest import bench
 from loadtest.bench.compare import comparison
-from loadtest.bench.results import PhaseResult, ProtocolRun, VisibilityRow
+from loadtest.harness import registry
+from loadtest.harness.metrics import parse_visibility
+from loadtest.harness.results import OPS, PhaseResult, ProtocolRun, VisibilityRow
+from loadtest.harness.stats import Histogram, percentile
 from services import metrics
 from services.topology import Topology
 
@@ -22,9 +24,9 @@ pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` 
 INF = math.inf
 
 
-def synthetic() -> bench.Histogram:
+def synthetic() -> Histogram:
     """10 observations in (0, 10 ms], 20 in (10, 20 ms], 10 in (20, 50 ms], none above."""
-    return bench.Histogram(((0.01, 10), (0.02, 30), (0.05, 40), (INF, 40)), sum=0.8, count=40)
+    return Histogram(((0.01, 10), (0.02, 30), (0.05, 40), (INF, 40)), sum=0.8, count=40)
 
 
 def test_histogram_quantiles_interpolate_linearly_inside_the_bucket():
@@ -38,17 +40,17 @@ def test_histogram_quantiles_interpolate_linearly_inside_the_bucket():
 
 
 def test_histogram_quantile_in_the_inf_bucket_is_the_highest_finite_bound():
-    h = bench.Histogram(((0.01, 10), (0.02, 30), (INF, 40)), sum=1.0, count=40)
+    h = Histogram(((0.01, 10), (0.02, 30), (INF, 40)), sum=1.0, count=40)
     assert h.quantile(0.9) == pytest.approx(0.02)
 
 
 def test_empty_histogram_has_no_quantiles():
-    h = bench.Histogram(((0.01, 0), (INF, 0)))
+    h = Histogram(((0.01, 0), (INF, 0)))
     assert h.quantile(0.5) is None and h.mean is None
 
 
 def test_histogram_difference_is_what_was_observed_in_between():
-    earlier = bench.Histogram(((0.01, 10), (0.02, 10), (0.05, 10), (INF, 10)), sum=0.05, count=10)
+    earlier = Histogram(((0.01, 10), (0.02, 10), (0.05, 10), (INF, 10)), sum=0.05, count=10)
     between = synthetic().minus(earlier)
     assert between.count == 30 and between.sum == pytest.approx(0.75)
     assert between.buckets == ((0.01, 0), (0.02, 20), (0.05, 30), (INF, 30))
@@ -56,9 +58,9 @@ def test_histogram_difference_is_what_was_observed_in_between():
 
 
 def test_sample_percentiles():
-    assert bench.percentile([1.0, 2.0, 3.0, 4.0], 0.5) == pytest.approx(2.5)
-    assert bench.percentile([1.0, 2.0, 3.0, 4.0], 0.99) == pytest.approx(3.97)
-    assert bench.percentile([], 0.5) is None
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == pytest.approx(2.5)
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.99) == pytest.approx(3.97)
+    assert percentile([], 0.5) is None
 
 
 def test_parses_the_services_visibility_histogram_from_metrics_text():
@@ -71,7 +73,7 @@ def test_parses_the_services_visibility_histogram_from_metrics_text():
         histogram.labels("ireland", "virginia").observe(0.041 + 0.003 * i / 100)
     histogram.labels("virginia", "ireland").observe(0.2)
 
-    parsed = bench.parse_visibility(generate_latest(registry).decode())
+    parsed = parse_visibility(generate_latest(registry).decode())
 
     assert set(parsed) == {("virginia", "ireland"), ("ireland", "virginia")}  # (origin, region)
     to_ireland = parsed["virginia", "ireland"]
@@ -82,7 +84,7 @@ def test_parses_the_services_visibility_histogram_from_metrics_text():
 
 
 def test_bench_runs_end_to_end_on_two_regions(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    code = bench.main([
+    code = registry.run("throughput", [
         "--topology", str(TOPOLOGIES / "two-region.toml"), "--base-port", str(free_base_port()),
         "--clients", "2", "--duration", "1", "--warmup", "0.2", "--keys", "50",
         "--probe-writes", "40", "--probe-rate", "200", "--idle", "0.5", "--out", str(tmp_path),
@@ -94,11 +96,11 @@ def test_bench_runs_end_to_end_on_two_regions(tmp_path: Path, capsys: pytest.Cap
     (run,) = results["runs"]
     assert run["protocol"] == "eventual"
     phases = {(p["system"], p["op"]): p for p in run["throughput"]}
-    assert set(phases) == {(system, op) for system in ("causal", "raw") for op in bench.OPS}
+    assert set(phases) == {(system, op) for system in ("causal", "raw") for op in OPS}
     for phase in phases.values():
         assert phase["ops_per_s"] > 0 and phase["errors"] == 0 and phase["p99_ms"] >= phase["p50_ms"] > 0
     assert all(ratio > 0 for ratio in run["ratios"].values())
-    for op in bench.OPS:  # CPU of every process in the window, by role, and of the load region
+    for op in OPS:  # CPU of every process in the window, by role, and of the load region
         causal = phases[("causal", op)]
         assert causal["total_cpu_us_per_op"] > 0 and causal["cpu_us_per_op"]["redis"] > 0
         assert 0 < causal["region_cpu_us_per_op"] < causal["total_cpu_us_per_op"]
@@ -121,7 +123,7 @@ def test_bench_runs_end_to_end_on_two_regions(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_cpu_is_attributed_to_roles_and_regions_by_process_name():
-    from loadtest.bench.cpu import CLIENT_ROLE, by_role, of_region, region_of, role_of, used_between
+    from loadtest.harness.cpu import CLIENT_ROLE, by_role, of_region, region_of, role_of, used_between
 
     assert role_of("virginia.frontend0") == "frontend" and role_of("ireland.redis1") == "redis"
     assert role_of("serializer.s-eu") == "serializer" and role_of("a.label-sink") == "label-sink"
@@ -151,7 +153,7 @@ def test_cpu_of_a_process_includes_its_forked_workers():
     import subprocess
     import sys
 
-    from loadtest.bench.cpu import CLIENT_ROLE, CpuMeter, cpu_seconds
+    from loadtest.harness.cpu import CLIENT_ROLE, CpuMeter, cpu_seconds
 
     server = subprocess.Popen([sys.executable, "-c", FORKING_WORKER], stdout=subprocess.PIPE, text=True)
     try:
@@ -167,7 +169,7 @@ def test_cpu_of_a_process_includes_its_forked_workers():
 
 def test_the_baselines_run_on_the_same_bench(tmp_path: Path):
     """GentleRain and Cure are measured like any protocol: same phases, every probe visible."""
-    code = bench.main([
+    code = registry.run("throughput", [
         "--topology", str(TOPOLOGIES / "two-region.toml"), "--base-port", str(free_base_port()),
         "--protocols", "gentlerain,cure", "--clients", "2", "--duration", "0.5", "--warmup", "0.1",
         "--probe-writes", "20", "--probe-rate", "200", "--idle", "0.2", "--out", str(tmp_path),
@@ -184,24 +186,28 @@ def test_the_baselines_run_on_the_same_bench(tmp_path: Path):
 
 
 def test_unknown_protocol_is_refused_before_starting_anything(tmp_path: Path):
-    code = bench.main(["--topology", str(TOPOLOGIES / "two-region.toml"), "--protocols", "nope"])
+    code = registry.run(
+        "throughput", ["--topology", str(TOPOLOGIES / "two-region.toml"), "--protocols", "nope"]
+    )
     assert code == 2
 
 
 def test_protocol_variants_name_their_environment_and_topology(capsys: pytest.CaptureFixture[str]):
-    from loadtest.bench.cli import Variant, split_variant
+    from loadtest.bench.throughput import Variant, split_variant
 
     assert split_variant("saturn") == ("saturn", Variant())
     assert split_variant("saturn+serial") == ("saturn", Variant(env={"SATURN_CONCURRENT_APPLY": "0"}))
     assert split_variant("eventual+everysec") == ("eventual", Variant(topology={"appendfsync": "everysec"}))
-    code = bench.main(["--topology", str(TOPOLOGIES / "two-region.toml"), "--protocols", "saturn+bogus"])
+    code = registry.run(
+        "throughput", ["--topology", str(TOPOLOGIES / "two-region.toml"), "--protocols", "saturn+bogus"]
+    )
     assert code == 2
     assert "unknown variant 'bogus'" in capsys.readouterr().err
 
 
 def _run(protocol: str, round_: int, write_ops_s: float, mean_ms: float) -> ProtocolRun:
     run = ProtocolRun(protocol, "a", round=round_)
-    for op in bench.OPS:
+    for op in OPS:
         run.phases.append(PhaseResult("causal", op, 8, 10.0, int(write_ops_s * 10), 0, write_ops_s, 1, 1, 1))
     row = VisibilityRow("a", "b", 100, 20.0, mean_ms, mean_ms, mean_ms + 2, mean_ms + 4)
     run.visibility_probe.append(row)
@@ -229,11 +235,10 @@ def test_comparison_over_rounds_uses_medians():
 
 @pytest.mark.parametrize("protocol", ["saturn", "eventual"])
 def test_resume_bench_times_every_path_and_counts_lost_writes(protocol, capsys):
-    """`python -m loadtest.bench.resume`: one round per path; under saturn no resumed session
+    """`python -m loadtest bench resume`: one round per path; under saturn no resumed session
     misses its write (exit 0), under eventual the one resumed while x is in flight does."""
-    from loadtest.bench import resume
 
-    status = resume.main(["--rounds", "2", "--protocol", protocol])
+    status = registry.run("resume", ["--rounds", "2", "--protocol", protocol])
     out = capsys.readouterr().out
     rows = {line[:37].strip(): line.split()[-1] for line in out.splitlines() if line.endswith("/2")}
     assert set(rows) == {

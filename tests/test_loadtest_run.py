@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from helpers.topologies import free_base_port
 
-from loadtest.bench.report import say
 from loadtest.cli import main
+from loadtest.harness.report import say
 from loadtest.locust_run import LocustOptions
 from loadtest.plan import Plan, make_plan
 from loadtest.run import measure

@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from loadtest import fig8, paper
 from loadtest.bench import (
     failover,
     fig1,
     fig4,
     fig5,
     fig6,
+    fig8,
     idle,
     name_races,
+    paper,
     proxy,
     reconfigure,
     redblue,
@@ -26,9 +27,9 @@ from loadtest.bench import (
     vivace_strong,
 )
 from loadtest.bench import synthetic as fig5_synthetic
-from loadtest.bench.report import write_rows
 from loadtest.bench.synthetic import Mix
 from loadtest.cli import main as loadtest_main
+from loadtest.harness.report import write_rows
 from services.topology import Topology
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it

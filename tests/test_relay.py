@@ -13,7 +13,7 @@ from helpers.topologies import load_topology
 from helpers.waiting import expect_caught
 
 from causal_client import CausalClient
-from loadtest.bench.harness import with_bandwidth
+from loadtest.harness.cluster import with_bandwidth
 from services.launcher.cluster import Cluster
 from services.wan.flood import flood
 from services.wan.routes import flood_endpoint

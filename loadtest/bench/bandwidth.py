@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.bench.harness import find_base_port, started, with_bandwidth, with_overrides
-from loadtest.bench.report import num, publish, render_table, say
+from loadtest.harness.cluster import find_base_port, started, with_bandwidth, with_overrides
+from loadtest.harness.report import num, publish, render_table, say
 from services.topology import Topology
 from services.wan.flood import flood
 from services.wan.routes import flood_endpoint

@@ -32,13 +32,13 @@ from pathlib import Path
 
 from causal_client import CausalClient
 from loadtest import topology_file
-from loadtest.bench.cli import split_variant, variant_environment
-from loadtest.bench.harness import clients_at_sites, find_base_port, started, with_overrides
-from loadtest.bench.loop import Op, run_closed_loop
-from loadtest.bench.metrics import scrape_visibility
-from loadtest.bench.probing import extra, merged, wait_flowing
-from loadtest.bench.report import num, publish, render_table, say
-from loadtest.bench.stats import percentile
+from loadtest.bench.throughput import split_variant, variant_environment
+from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
+from loadtest.harness.loop import Op, run_closed_loop
+from loadtest.harness.metrics import scrape_visibility
+from loadtest.harness.probes import extra, merged, wait_flowing
+from loadtest.harness.report import num, publish, render_table, say
+from loadtest.harness.stats import percentile
 from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-m.toml"

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from statistics import mean
 
-from loadtest.bench.report import num, render_table
-from loadtest.bench.results import OP_TITLES, OPS, ProtocolRun, VisibilityRow
-from loadtest.bench.stats import median_present as _median
+from loadtest.harness.report import num, render_table
+from loadtest.harness.results import OP_TITLES, OPS, ProtocolRun, VisibilityRow
+from loadtest.harness.stats import median_present as _median
 from services.topology import Topology
 
 BASELINE = "eventual"

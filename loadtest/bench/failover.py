@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.bench.harness import find_base_port, started, with_overrides
-from loadtest.bench.probing import Prober, wait_flowing
 from loadtest.bench.reconfigure import Recorder
-from loadtest.bench.report import num, render_table, say, write_rows
+from loadtest.harness.cluster import find_base_port, started, with_overrides
+from loadtest.harness.probes import Prober, wait_flowing
+from loadtest.harness.report import num, render_table, say, write_rows
 from services import plan
 from services.saturn.replicas import role_of
 from services.topology import Topology

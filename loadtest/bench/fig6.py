@@ -13,18 +13,18 @@ visibility over ``eventual`` at the same delay (mean over the six pairs) and whi
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.bench.harness import find_base_port, with_overrides
-from loadtest.bench.metrics import scrape_visibility
-from loadtest.bench.probing import Prober, merged, wait_flowing
-from loadtest.bench.report import num, render_table, say, write_rows
-from loadtest.bench.stats import to_ms
 from loadtest.check.nemesis import write_wan_control
+from loadtest.harness.cluster import find_base_port, with_overrides
+from loadtest.harness.comparison import rows_of
+from loadtest.harness.metrics import scrape_visibility
+from loadtest.harness.probes import Prober, merged, wait_flowing
+from loadtest.harness.report import num, render_table, say, write_rows
+from loadtest.harness.stats import to_ms
 from services.launcher.cluster import Cluster
 from services.topology import Topology
 
@@ -156,5 +156,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+# -- the paper's Fig. 6 beside this run (python -m loadtest paper fig6) ----------------------------
+def compare(out: Path) -> tuple[list[list[str]], str]:
+    steps = {(s["configuration"], s["delay_ms"]): s for s in rows_of(out / "fig6.json")}
+    delays = sorted({d for _, d in steps})
+    cost = {
+        d: steps["T1", d]["extra_ms"] - steps["T1", 0.0]["extra_ms"] for d in delays if ("T1", d) in steps
+    }
+    crossover = next((d for d in delays if steps["T2", d]["extra_ms"] < steps["T1", d]["extra_ms"]), None)
+    table = [
+        ["extra visibility of T1 added by +25 ms (ms)", "14", num(cost.get(25.0), sign=True)],
+        ["T2 wins from (injected ms)", "past 55", "never" if crossover is None else f"{crossover:g}"],
+    ]
+    matches = crossover is not None and crossover > 25
+    verdict = (
+        f"Shape {'matches' if matches else 'differs'}: the tree that is best "
+        "at rest pays for a slower link on every pair whose label path crosses it, and the other tree wins "
+        f"{'from +' + format(crossover, 'g') + ' ms' if crossover is not None else 'at no step measured'} "
+        "(the paper: past +55 ms)."
+    )
+    return table, verdict

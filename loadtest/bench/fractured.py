@@ -25,8 +25,8 @@ from pathlib import Path
 
 from causal_client import CausalClient, CausalError, Mutation, ReadSpec
 from causal_client.wire import shard_of
-from loadtest.bench.harness import find_base_port, started, with_overrides, with_shards
-from loadtest.bench.report import render_table, say
+from loadtest.harness.cluster import find_base_port, started, with_overrides, with_shards
+from loadtest.harness.report import render_table, say
 from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "two-region.toml"

@@ -1,4 +1,4 @@
-"""What each protocol costs when nothing happens: ``python -m loadtest.bench.idle [--topology FILE]
+"""What each protocol costs when nothing happens: ``python -m loadtest bench idle [--topology FILE]
 [--protocols LIST] [--seconds S]``.
 
 Each protocol runs the topology (default: the paper's seven regions on the generated tree) on a
@@ -12,15 +12,16 @@ the CPU the regions' work would have had.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadtest.bench.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
-from loadtest.bench.harness import find_base_port, started, with_overrides
-from loadtest.bench.report import num, render_table, say, write_rows
+from loadtest.harness.cluster import find_base_port, started, with_overrides
+from loadtest.harness.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
+from loadtest.harness.experiment import PASSED, Experiment
+from loadtest.harness.options import positive
+from loadtest.harness.report import num, render_table, say, write_rows
 from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-m.toml"
@@ -59,24 +60,29 @@ def table(rows: list[IdleRow]) -> str:
     return render_table("Idle cluster: CPU in % of one core", ["protocol", "all", *roles], lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.idle", description=(__doc__ or "").split("\n")[0]
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--settle", type=positive(float), default=3.0, help="seconds after start before measuring"
     )
-    parser.add_argument("--topology", default=str(TOPOLOGY), help="default: ec2-7region-m.toml")
-    parser.add_argument("--protocols", default=",".join(PROTOCOLS))
-    parser.add_argument("--settle", type=float, default=3.0, help="seconds after start before measuring")
-    parser.add_argument("--seconds", type=float, default=5.0, help="seconds measured")
-    parser.add_argument("--out", help="directory for idle.json")
-    args = parser.parse_args(argv)
+    parser.add_argument("--seconds", type=positive(float), default=5.0, help="seconds measured")
+
+
+def run(args: argparse.Namespace) -> int:
     rows = []
-    for protocol in args.protocols.split(","):
+    for protocol in args.protocols:
         rows.append(measure(Path(args.topology), protocol, args.settle, args.seconds))
         say(f"[{protocol}] idle: {rows[-1].percent_of_a_core:.1f} % of one core")
     print(table(rows))
     write_rows(args.out, "idle", rows)
-    return 0
+    return PASSED
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="idle",
+    summary="CPU of an idle cluster per protocol: the price of metadata alone",
+    minutes=(1.5, 1.5),
+    run=run,
+    arguments=arguments,
+    shared={"topology": TOPOLOGY, "protocols": PROTOCOLS, "out": "bench-results/idle"},
+    about=__doc__ or "",
+)

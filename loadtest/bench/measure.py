@@ -11,13 +11,14 @@ from functools import partial
 import redis
 
 from causal_client import CausalClient
-from loadtest.bench.cpu import CLIENT_ROLE, CpuByProcess, CpuMeter, used_between
-from loadtest.bench.loop import Op, run_closed_loop, summarize
-from loadtest.bench.metrics import Pair, scrape_visibility
-from loadtest.bench.report import num, say
-from loadtest.bench.results import OP_TITLES, OPS, PhaseResult, ProtocolRun, Settings, VisibilityRow
-from loadtest.bench.stats import Histogram
-from loadtest.bench.visibility import (
+from loadtest.bench.workload import Workload, causal_op, preload, raw_op
+from loadtest.harness.cpu import CLIENT_ROLE, CpuByProcess, CpuMeter, used_between
+from loadtest.harness.loop import Op, run_closed_loop, summarize
+from loadtest.harness.metrics import Pair, scrape_visibility
+from loadtest.harness.report import num, say
+from loadtest.harness.results import OP_TITLES, OPS, PhaseResult, ProtocolRun, Settings, VisibilityRow
+from loadtest.harness.stats import Histogram
+from loadtest.harness.visibility import (
     DRAIN_TIMEOUT_S,
     expected_visible,
     probe_writes,
@@ -25,7 +26,6 @@ from loadtest.bench.visibility import (
     visibility_rows,
     wait_replicated,
 )
-from loadtest.bench.workload import Workload, causal_op, preload, raw_op
 from services import auth
 from services.topology import Topology
 

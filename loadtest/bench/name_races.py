@@ -30,8 +30,8 @@ from typing import TypeVar
 
 from causal_client import CausalClient, CausalError, OutcomeUnknown, Session
 from causal_client.commands import Command
-from loadtest.bench.harness import clients_at_sites, find_base_port, started, with_overrides
-from loadtest.bench.report import render_table, say, write_rows
+from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
+from loadtest.harness.report import render_table, say, write_rows
 from services.topology import Topology
 from webapp.accounts import USERNAMES, claim_name
 

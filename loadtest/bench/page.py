@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from loadtest.bench.harness import find_base_port, started, with_overrides
-from loadtest.bench.report import render_table, say
+from loadtest.harness.cluster import find_base_port, started, with_overrides
+from loadtest.harness.report import render_table, say
 from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "demo-3region.toml"

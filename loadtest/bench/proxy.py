@@ -24,9 +24,9 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from loadtest.bench.cpu import cpu_seconds
-from loadtest.bench.report import num, render_table, say, write_rows
 from loadtest.bench.serializer import topology_with_free_ports
+from loadtest.harness.cpu import cpu_seconds
+from loadtest.harness.report import num, render_table, say, write_rows
 from services import plan, runtime
 from services.bulk.receiver import BULK
 from services.labelpath.links import OutgoingLink

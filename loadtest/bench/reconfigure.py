@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.bench.harness import find_base_port, started, with_overrides
-from loadtest.bench.metrics import scrape_visibility
-from loadtest.bench.probing import Prober, extra, p99, wait_flowing
-from loadtest.bench.report import num, render_table, say, write_rows
+from loadtest.harness.cluster import find_base_port, started, with_overrides
+from loadtest.harness.metrics import scrape_visibility
+from loadtest.harness.probes import Prober, extra, p99, wait_flowing
+from loadtest.harness.report import num, render_table, say, write_rows
 from services import plan
 from services.launcher import reconfigure
 from services.topology import Topology

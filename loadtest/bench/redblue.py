@@ -37,9 +37,9 @@ from causal_client import CausalClient, CompareAndSet
 from causal_client.strong import StrongRegisters
 from causal_client.token import TokenRegisters
 from loadtest.bench.fig1 import first_regions
-from loadtest.bench.harness import clients_at_sites, find_base_port, started, with_overrides
-from loadtest.bench.report import num, publish, render_table, say
-from loadtest.bench.stats import percentile
+from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
+from loadtest.harness.report import num, publish, render_table, say
+from loadtest.harness.stats import percentile
 from services.topology import Topology
 
 BASE = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region.toml"

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from causal_client import CausalClient, Session
-from loadtest.bench.harness import find_base_port, started, with_overrides
-from loadtest.bench.report import num, render_table, say
-from loadtest.bench.stats import percentile
+from loadtest.harness.cluster import find_base_port, started, with_overrides
+from loadtest.harness.report import num, render_table, say
+from loadtest.harness.stats import percentile
 from services.topology import Topology
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

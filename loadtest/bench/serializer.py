@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.bench.cpu import cpu_seconds
-from loadtest.bench.harness import PORT_BLOCKS, find_base_port, with_overrides
-from loadtest.bench.report import num, render_table, say, write_rows
+from loadtest.harness.cluster import PORT_BLOCKS, find_base_port, with_overrides
+from loadtest.harness.cpu import cpu_seconds
+from loadtest.harness.report import num, render_table, say, write_rows
 from services import runtime
 from services.labelpath.links import TREE, OutgoingLink, TreeEndpoint, neighbours_at
 from services.proto import saturn_pb2

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.bench import fig5
-from loadtest.bench.harness import with_overrides
-from loadtest.bench.report import num, render_table, say, write_rows
 from loadtest.bench.synthetic import Mix, write_topology
+from loadtest.harness.cluster import with_overrides
+from loadtest.harness.report import num, render_table, say, write_rows
 from services.topology import Topology
 
 MIXES = (fig5.DEFAULT, Mix(read_fraction=0.5))

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from causal_client import CompareAndSet, Session
-from loadtest.bench.harness import clients_at_sites, find_base_port, started, with_overrides
-from loadtest.bench.report import num, render_table, say, write_rows
+from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
+from loadtest.harness.report import num, render_table, say, write_rows
 from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region.toml"

@@ -47,8 +47,8 @@ from pathlib import Path
 
 from causal_client import CausalClient, Mutation
 from loadtest import topology_file
-from loadtest.bench.loop import Op
-from loadtest.bench.metrics import Pair
+from loadtest.harness.loop import Op
+from loadtest.harness.metrics import Pair
 from services.topology import Topology
 
 CORRELATIONS = ("exponential", "proportional", "uniform", "full")

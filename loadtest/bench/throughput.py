@@ -1,5 +1,33 @@
-"""The command line: arguments checked against the topology before anything starts, one run per
-protocol, then the tables, the files and the exit status (see the package docstring)."""
+"""Benchmark: what the causal layer costs next to raw Redis, and how fast remote updates show up.
+
+    python -m loadtest bench throughput            # demo-3region, 8 clients, 10 s a phase
+    python -m loadtest bench throughput --topology topologies/two-region.toml --clients 4 --duration 5
+    python -m loadtest bench throughput --protocols eventual,saturn       # one full run per protocol
+    python -m loadtest bench throughput --attach --topology topologies/demo-3region.toml  # running
+
+For each protocol, one run:
+
+1. starts the topology with the project's launcher on a free block of ports (``--base-port`` to
+   choose it), or with ``--attach`` measures the cluster already running at the topology's ports;
+2. closed-loop load from ``--clients`` threads, each with its own session attached to one region
+   (``--region``, default the first): causal reads, causal writes and a 9:1 read:write mix through
+   ``causal_client``, each next to the same operations done by redis-py straight against that
+   region's Redis (HGET/HSET of a value of the same size, the shape of a stored cell). The ratio
+   causal/raw is the price of the causal layer (gRPC frontend, labels, Lua gear, replication log)
+   on the same machine. Every phase is warmed up first (connections, pools, caches);
+3. remote-update visibility: each region in turn writes at a moderate rate to the all-replicated
+   group; each region's ``causal_visibility_seconds{region,origin}`` histogram (from its /metrics) gives,
+   per region pair, how long an update took from applied at its origin to visible remotely, next
+   to the configured one-way latency of the link. The same is shown for the load phases' writes;
+4. prints aligned tables and writes ``<out>/<topology>.json`` and ``<out>/<topology>.png``.
+
+What it writes (mind it with --attach): rows ``bench:<i>`` and ``probe:<region>:<i>`` (column
+``v``) in ``--group``, and hashes ``bench-raw:<i>`` straight into the load region's first Redis.
+
+Everything it started is stopped on the way out, Ctrl-C included. Exit status: 0, 1 when a protocol
+could not be measured (e.g. not implemented yet: the services' own error is printed), 2 on bad
+arguments, 130 when interrupted.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +35,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,10 +43,13 @@ import redis
 
 from causal_client import CausalError
 from loadtest.bench.compare import comparison, comparison_tables
-from loadtest.bench.harness import BenchError, find_base_port, running_protocol, started, with_overrides
 from loadtest.bench.measure import bench_protocol
-from loadtest.bench.report import report, results_json, say, write_outputs
-from loadtest.bench.results import ProtocolRun, Settings
+from loadtest.bench.throughput_report import report, results_json, write_outputs
+from loadtest.harness.cluster import BenchError, find_base_port, running_protocol, started, with_overrides
+from loadtest.harness.experiment import Experiment
+from loadtest.harness.options import non_negative, positive
+from loadtest.harness.report import say
+from loadtest.harness.results import ProtocolRun, Settings
 from services.launcher.cluster import LaunchError
 from services.launcher.redis_binary import RedisNotFound
 from services.topology import Topology, TopologyError, load_topology
@@ -51,32 +82,13 @@ VARIANTS: dict[str, Variant] = {
 RUN_FAILURES = (BenchError, LaunchError, RedisNotFound, CausalError, redis.RedisError, OSError)
 
 
-def _positive(kind: type) -> Callable[[str], float]:
-    def parse(text: str):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-
-    return parse
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench",
-        description="Causal store vs raw Redis throughput and latency; remote-update visibility per pair.",
-    )
+def arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add(
-        "--topology",
-        default=str(DEFAULT_TOPOLOGY),
-        help="topology file (default: topologies/demo-3region.toml)",
-    )
-    add("--clients", type=_positive(int), default=8, help="concurrent closed-loop clients (default: 8)")
-    add("--duration", type=_positive(float), default=10.0, help="measured seconds per phase (default: 10)")
-    add("--warmup", type=float, default=1.0, help="unmeasured seconds before each phase (default: 1)")
-    add("--value-size", type=_positive(int), default=2, help="value bytes, 2 as in the paper (default: 2)")
-    add("--keys", type=_positive(int), default=1000, help="distinct rows, chosen uniformly (default: 1000)")
+    add("--clients", type=positive(int), default=8, help="concurrent closed-loop clients (default: 8)")
+    add("--duration", type=positive(float), default=10.0, help="measured seconds per phase (default: 10)")
+    add("--warmup", type=non_negative, default=1.0, help="unmeasured seconds before each phase (default: 1)")
+    add("--value-size", type=positive(int), default=2, help="value bytes, 2 as in the paper (default: 2)")
+    add("--keys", type=positive(int), default=1000, help="distinct rows, chosen uniformly (default: 1000)")
     add(
         "--protocols",
         help="comma-separated, one run each; 'saturn+serial' is saturn without §4.4, 'saturn+eager' "
@@ -84,21 +96,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "every reply, 'P+gateway' with the clients calling the gRPC gateways instead of the stores "
         "(default: the topology's protocol)",
     )
-    add(
-        "--repeat",
-        type=_positive(int),
-        default=1,
-        help="rounds of all protocols, alternating their order; comparisons use medians (default: 1)",
-    )
+    add("--repeat", dest="rounds", type=positive(int), help="the same as --rounds")
     add("--region", help="where the load clients attach (default: the topology's first region)")
     add("--group", default="all", help="replication group written (default: all)")
     add(
         "--probe-writes",
-        type=_positive(int),
+        type=positive(int),
         default=300,
         help="visibility probe writes per region (default: 300)",
     )
-    add("--probe-rate", type=_positive(float), default=100.0, help="visibility probe writes/s (default: 100)")
+    add("--probe-rate", type=positive(float), default=100.0, help="visibility probe writes/s (default: 100)")
     add(
         "--probe-together",
         action="store_true",
@@ -107,19 +114,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     add(
         "--idle",
-        type=float,
+        type=non_negative,
         default=5.0,
         help="seconds the idle cluster's CPU is measured before the load (0: skip; default: 5)",
     )
-    add("--base-port", type=int, help="first port of the started cluster (default: a free block)")
     add("--attach", action="store_true", help="measure the cluster already running at the topology's ports")
-    add("--out", default="bench-results", help="where results and cluster logs go (default: %(default)s)")
-    args = parser.parse_args(argv)
-    if args.warmup < 0:
-        parser.error("--warmup must be >= 0")
-    if args.idle < 0:
-        parser.error("--idle must be >= 0")
-    return args
 
 
 def settings_for(args: argparse.Namespace, topology: Topology) -> Settings:
@@ -185,9 +184,8 @@ def variant_environment(env: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def run(args: argparse.Namespace) -> int:
     """Exit status: 0, 1 when a protocol could not be measured, 2 on bad arguments, 130 on Ctrl-C."""
-    args = parse_args(argv)
     try:
         topology = load_topology(args.topology)  # a .toml, or a running deployment's topology.json
         if args.base_port:
@@ -210,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     runs: list[ProtocolRun] = []
     errors: dict[str, str] = {}
-    rounds = 1 if args.attach else args.repeat
+    rounds = 1 if args.attach else args.rounds
     try:
         for round_ in range(rounds):
             if rounds > 1:
@@ -244,3 +242,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The last line of a launch failure is the service's own exception: the part worth repeating.
         say("failed: " + "; ".join(f"{p}: {e.strip().splitlines()[-1]}" for p, e in errors.items()))
     return 1 if errors else 0
+
+
+EXPERIMENT = Experiment(
+    name="throughput",
+    summary="the causal layer against raw Redis (throughput, latency, CPU by role) and visibility per pair",
+    minutes=(1.0, 1.5),
+    run=run,
+    arguments=arguments,
+    shared={"topology": DEFAULT_TOPOLOGY, "rounds": 1, "out": "bench-results", "base_port": None},
+    about=__doc__ or "",
+)

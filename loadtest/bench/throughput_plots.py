@@ -5,24 +5,18 @@ dot, the median a bar) and its CPU per operation stacked by role (medians over t
 
 Drawn from the results JSON only, so a figure can be redrawn from a saved run:
 
-    python -m loadtest.plots bench-results/demo-3region.json
+    python -m loadtest plot bench-results/demo-3region.json
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from statistics import median
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only: no display needed (servers, CI)
-
-import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from loadtest.bench.results import OP_TITLES
+from loadtest.harness.plots import plt
+from loadtest.harness.results import OP_TITLES
 
 CAUSAL, RAW, CONFIGURED, P99 = "#1f77b4", "#bbbbbb", "#555555", "#ff7f0e"
 
@@ -168,19 +162,3 @@ def plot_results(results: dict, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m loadtest.plots RESULTS.json", file=sys.stderr)
-        return 2
-    source = Path(argv[0])
-    results = json.loads(source.read_text())
-    print(plot_results(results, source.with_suffix(".png")))
-    if results.get("comparison"):
-        print(plot_comparison(results, source.with_name(f"{source.stem}-compare.png")))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

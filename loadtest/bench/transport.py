@@ -36,7 +36,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.bench.report import num, render_table, say, write_rows
+from loadtest.harness.report import num, render_table, say, write_rows
 
 TRANSPORTS = ("grpc", "link", "link-uvloop", "zmq", "floor")
 MODES = ("one", "pipelined")

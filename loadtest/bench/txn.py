@@ -26,9 +26,9 @@ import matplotlib.pyplot as plt
 
 from causal_client import CausalClient, Mutation, ReadSpec
 from causal_client.wire import shard_of
-from loadtest.bench.harness import find_base_port, started, with_overrides, with_shards
-from loadtest.bench.loop import run_closed_loop, summarize
-from loadtest.bench.report import num, publish, render_table, say
+from loadtest.harness.cluster import find_base_port, started, with_overrides, with_shards
+from loadtest.harness.loop import run_closed_loop, summarize
+from loadtest.harness.report import num, publish, render_table, say
 from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "two-region.toml"

@@ -16,11 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadtest.bench.harness import find_base_port, started, with_overrides
-from loadtest.bench.metrics import Pair, scrape_visibility
-from loadtest.bench.probing import Prober, Snapshot, merged, wait_flowing
-from loadtest.bench.report import num, render_table, say, write_rows
-from loadtest.bench.stats import to_ms
+from loadtest.harness.cluster import find_base_port, started, with_overrides
+from loadtest.harness.experiment import PASSED, BenchError, Experiment, Paper
+from loadtest.harness.metrics import Pair, scrape_visibility
+from loadtest.harness.options import positive
+from loadtest.harness.probes import Prober, Snapshot, merged, wait_flowing
+from loadtest.harness.report import num, render_table, say, write_rows
+from loadtest.harness.stats import to_ms
 from services.topology import Topology
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
@@ -94,7 +96,7 @@ def mean_extra(rows: list[PairRow]) -> float | None:
     return sum(r.extra_ms for r in counted) / len(counted) if counted else None  # type: ignore[misc]
 
 
-def summary(figure: Figure, rows: list[PairRow]) -> str:
+def summary_table(figure: Figure, rows: list[PairRow]) -> str:
     names = list(dict.fromkeys(r.configuration for r in rows))
     lines = []
     for name in names:
@@ -171,26 +173,39 @@ def plot(figure: Figure, rows: list[PairRow], out: Path) -> list[Path]:
     return [cdf_path, pairs_path]
 
 
-def main(figure: Figure, argv: list[str] | None, description: str) -> int:
-    parser = argparse.ArgumentParser(prog=f"python -m loadtest.bench.{figure.name}", description=description)
-    parser.add_argument("--quick", action="store_true", help="4 s per configuration instead of 12")
-    parser.add_argument("--rate", type=float, default=10.0, help="probe writes per second per region")
-    parser.add_argument("--only", help="comma-separated configurations (default: all)")
-    parser.add_argument("--out", help=f"directory for {figure.name}.json and the PNGs")
-    args = parser.parse_args(argv)
-    seconds = 4.0 if args.quick else 12.0
-    chosen = [c for c in figure.configurations if not args.only or c.name in args.only.split(",")]
-    rows: list[PairRow] = []
-    for i, configuration in enumerate(chosen, 1):
-        what = f"{configuration.topology_file} under {configuration.protocol}{configuration.note}"
-        pace = f"{args.rate:g} writes/s per region for {seconds:g} s"
-        say(f"[{i}/{len(chosen)}] {configuration.name}: {what}, {pace} ...")
-        rows += measure(configuration, args.rate, seconds)
-    print(summary(figure, rows))
-    print()
-    print(per_pair(rows))
-    write_rows(args.out, figure.name, rows)
-    if args.out:
-        for path in plot(figure, rows, Path(args.out)):
-            say(f"wrote {path}")
-    return 0
+def experiment(
+    figure: Figure, summary: str, minutes: tuple[float, float], about: str, paper: Paper | None = None
+) -> Experiment:
+    """The experiment that draws ``figure`` (``python -m loadtest bench fig4``)."""
+
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--rate", type=positive(float), default=10.0, help="probe writes/s per region")
+        parser.add_argument("--only", help="comma-separated configurations (default: all)")
+
+    def run(args: argparse.Namespace) -> int:
+        seconds = 4.0 if args.quick else 12.0
+        known = [c.name for c in figure.configurations]
+        only = args.only.split(",") if args.only else known
+        if unknown := set(only) - set(known):
+            raise BenchError(f"no configuration {', '.join(sorted(unknown))} (known: {', '.join(known)})")
+        chosen = [c for c in figure.configurations if c.name in only]
+        rows: list[PairRow] = []
+        for i, configuration in enumerate(chosen, 1):
+            what = f"{configuration.topology_file} under {configuration.protocol}{configuration.note}"
+            pace = f"{args.rate:g} writes/s per region for {seconds:g} s"
+            say(f"[{i}/{len(chosen)}] {configuration.name}: {what}, {pace} ...")
+            rows += measure(configuration, args.rate, seconds)
+        print(summary_table(figure, rows))
+        print()
+        print(per_pair(rows))
+        write_rows(args.out, figure.name, rows)
+        if args.out:
+            for path in plot(figure, rows, Path(args.out)):
+                say(f"wrote {path}")
+        return PASSED
+
+    return Experiment(
+        name=figure.name, summary=summary, minutes=minutes, run=run, arguments=arguments, about=about,
+        shared={"quick": "4 s per configuration instead of 12", "out": f"bench-results/{figure.name}"},
+        paper=paper,
+    )  # fmt: skip

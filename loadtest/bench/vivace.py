@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from causal_client import CausalClient, CausalError, InsertIfAbsent
-from loadtest.bench.harness import find_base_port, started, with_bandwidth, with_overrides
-from loadtest.bench.report import num, publish, render_table, say
+from loadtest.harness.cluster import find_base_port, started, with_bandwidth, with_overrides
+from loadtest.harness.report import num, publish, render_table, say
 from loadtest.locust_run import LocustOptions
 from loadtest.plan import Plan, make_plan
 from loadtest.population import seed, wait_seeded

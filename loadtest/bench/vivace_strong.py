@@ -33,9 +33,9 @@ from pathlib import Path
 from causal_client import CausalClient, CausalError, Prepend
 from causal_client.strong import StrongRegisters
 from loadtest.bench.fig1 import first_regions
-from loadtest.bench.harness import clients_at_sites, find_base_port, started, with_bandwidth, with_overrides
-from loadtest.bench.report import num, publish, render_table, say
-from loadtest.bench.stats import percentile
+from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_bandwidth, with_overrides
+from loadtest.harness.report import num, publish, render_table, say
+from loadtest.harness.stats import percentile
 from services.topology import Topology
 from services.wan.flood import flood
 from services.wan.routes import flood_endpoint

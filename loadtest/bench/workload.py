@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import redis
 
 from causal_client import CausalClient, Mutation
-from loadtest.bench.loop import Op
+from loadtest.harness.loop import Op
 
 COLUMN = "v"
 MIX_READ_FRACTION = 0.9

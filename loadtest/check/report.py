@@ -15,13 +15,13 @@ matplotlib.use("Agg")  # files only
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
-from loadtest.bench.report import num, render_table
 from loadtest.check.atomicity import AtomicityResult, Fracture
 from loadtest.check.causal import PATTERNS, CheckResult, Violation
 from loadtest.check.convergence import Convergence
 from loadtest.check.history import Failure, History, Op
 from loadtest.check.linearizable import LinearizabilityResult
 from loadtest.check.nemesis import Event
+from loadtest.harness.report import num, render_table
 
 WINDOW_GAP_S = 1.0  # failures further apart than this are separate unavailability windows
 ANNOTATED_FAULTS = 12  # up to this many faults, each is labelled with its target on the plot

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from causal_client import CausalClient
-from loadtest.bench.harness import find_base_port, with_bandwidth, with_overrides, with_shards
 from loadtest.check import report
 from loadtest.check.atomicity import check_atomicity
 from loadtest.check.causal import check
@@ -23,6 +22,7 @@ from loadtest.check.nemesis import Nemesis
 from loadtest.check.strong_sessions import StrongHistory, StrongSession, final_reads, register_keys
 from loadtest.check.timeline import VisibilitySampler
 from loadtest.check.workload import CheckedSession, Mix, hot_keys
+from loadtest.harness.cluster import find_base_port, with_bandwidth, with_overrides, with_shards
 from loadtest.run import running_topology
 from services.launcher.cluster import Cluster
 from services.topology import Topology

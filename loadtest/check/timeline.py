@@ -9,7 +9,7 @@ import time
 import urllib.error
 import urllib.request
 
-from loadtest.bench.metrics import parse_visibility
+from loadtest.harness.metrics import parse_visibility
 from services.auth import http_headers
 from services.topology import Topology
 

@@ -11,14 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from causal_client import CausalClient, direct
-from loadtest.bench.report import say
+from loadtest.harness.experiment import BenchError
+from loadtest.harness.report import say
 from services import auth
 from services.launcher.cluster import Cluster
 from services.topology import Topology
-
-
-class BenchError(RuntimeError):
-    """The benchmark cannot run as asked; the message says why."""
 
 
 def with_overrides(topology: Topology, **overrides: object) -> Topology:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import redis
 
 from causal_client import CausalError
-from loadtest.bench.results import PhaseResult
-from loadtest.bench.stats import percentile, to_ms
+from loadtest.harness.results import PhaseResult
+from loadtest.harness.stats import percentile, to_ms
 
 ERROR_PAUSE_S = 0.01
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadtest.bench.stats import Histogram
+from loadtest.harness.stats import Histogram
 from services.auth import http_headers
 from services.topology import Topology
 

@@ -8,8 +8,8 @@ import threading
 import time
 
 from causal_client import CausalClient
-from loadtest.bench.metrics import Pair, scrape_visibility
-from loadtest.bench.stats import Histogram, to_ms
+from loadtest.harness.metrics import Pair, scrape_visibility
+from loadtest.harness.stats import Histogram, to_ms
 from services.topology import Topology
 
 

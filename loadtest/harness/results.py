@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from loadtest.bench.cpu import by_role, of_region, per_operation_us
-from loadtest.bench.metrics import Pair
+from loadtest.harness.cpu import by_role, of_region, per_operation_us
+from loadtest.harness.metrics import Pair
 
 OPS = ("read", "write", "mix")
 OP_TITLES = {"read": "read", "write": "write", "mix": "mix 9:1"}
