@@ -26,6 +26,30 @@ def median_present(values: Sequence[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
+@dataclass(frozen=True)
+class Latency:
+    """The one summary of latency samples every experiment reports (milliseconds; None where
+    nothing was measured). Read back from JSON with ``Latency(**row)``: a row written with fewer
+    fields (an older run) still reads."""
+
+    count: int = 0
+    mean_ms: float | None = None
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    p99_ms: float | None = None
+    max_ms: float | None = None
+
+    @staticmethod
+    def of(values_ms: Sequence[float]) -> Latency:
+        if not values_ms:
+            return Latency()
+        ordered = sorted(values_ms)
+        return Latency(
+            count=len(ordered), mean_ms=statistics.fmean(ordered), p50_ms=percentile(ordered, 0.5),
+            p90_ms=percentile(ordered, 0.9), p99_ms=percentile(ordered, 0.99), max_ms=ordered[-1],
+        )  # fmt: skip
+
+
 def to_ms(seconds: float | None) -> float | None:
     """Seconds as milliseconds, keeping "no value" as None (reports show it as "-")."""
     return None if seconds is None else 1000 * seconds
