@@ -6,7 +6,7 @@ defaults (``Experiment.shared``), and every one of them reads and checks the sam
     protocol   --protocol NAME        one protocol
     rounds     --rounds N             turns of everything, alternating where there are several
     quick      --quick                the short version (the value is what "short" means here)
-    out        --out DIR              where results go (None: required)
+    out        --out DIR              where results go (None: required; "": print only without it)
     base_port  --base-port N          the first port of the cluster started (default: a free block)
 """
 
@@ -110,6 +110,8 @@ def _quick(parser: argparse.ArgumentParser, default: object) -> None:
 def _out(parser: argparse.ArgumentParser, default: object) -> None:
     if default is None:
         parser.add_argument("--out", required=True, help="directory for the results (required)")
+    elif default == "":  # optional: without it the experiment prints its tables only
+        parser.add_argument("--out", help="directory for the results (default: print only)")
     else:
         parser.add_argument("--out", default=str(default), help=f"directory for results (default: {default})")
 
