@@ -116,8 +116,8 @@ class LabelSink(LabelPump):
             for kind, key in {(x.type, x.group if x.type == update else x.target) for x in labels}:
                 self.reached(self.reach(kind, key))
             kinds = Counter("update" if x.type == saturn_pb2.TREE_UPDATE else "migration" for x in labels)
-            for kind, count in kinds.items():  # one metric update per kind and batch: they cost
-                metrics.LABELS_SENT.labels(self.region, kind).inc(count)
+            for name, count in kinds.items():  # one metric update per kind and batch: they cost
+                metrics.LABELS_SENT.labels(self.region, name).inc(count)
             self.messages_sent.inc()
 
     def send_heartbeat(self, ts: int, regions: tuple[str, ...]) -> None:

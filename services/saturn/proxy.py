@@ -129,7 +129,7 @@ class RemoteProxy(StableOrder, TreeEpochs):
         if epoch == self.epoch:
             self.gap(f"the link from {sender} broke")
         else:
-            self.lost_in_next_tree(f"the link from {sender} (epoch {epoch}) broke")
+            self.lost_in_next_tree(epoch, f"the link from {sender} (epoch {epoch}) broke")
 
     def gap(self, why: str) -> None:
         """Labels may have been lost: a later label of an origin could otherwise be delivered
@@ -209,8 +209,10 @@ class RemoteProxy(StableOrder, TreeEpochs):
             else:  # a gap may switch the mode while a run is being applied: then stop
                 while self.mode == "tree" and await self.deliver_run():
                     pass
-            if self.old_tree_done() and await self.own_sink_on(self.next_epoch):  # type: ignore[arg-type]
-                self.take_tree(self.next_epoch, after_loss=False)  # type: ignore[arg-type]
+            newer = self.next_epoch  # not None where old_tree_done()
+            if newer is not None and self.old_tree_done() and await self.own_sink_on(newer):
+                if self.next_epoch is not None:  # None: a loss took it while the sink was read
+                    self.take_tree(self.next_epoch, after_loss=False)
                 while self.mode == "tree" and await self.deliver_run():
                     pass
         if self.mode == "timestamp":

@@ -18,11 +18,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from services import metrics
 from services.labelpath.links import not_a_neighbour
 from services.proto import saturn_pb2
 from services.saturn import epochs
+
+if TYPE_CHECKING:
+    from services.region.stable_order import Wakeup
+    from services.region.store import RegionStore
+    from services.topology import Topology
 
 log = logging.getLogger("remote-proxy")
 
@@ -30,8 +37,35 @@ SINK_POLL_S = 0.05  # during a reconfiguration: how often the own sink's epoch i
 
 
 class TreeEpochs:
-    """Which tree's labels are delivered, and the move to the next one. Uses the proxy's state
-    (``labels``, ``mode``, ``watermarks``...; see RemoteProxy)."""
+    """Which tree's labels are delivered, and the move to the next one.
+
+    It keeps no state of its own: what it reads below is ``RemoteProxy``'s (proxy.py), the
+    attributes its ``__init__`` sets (``store``, ``region`` and ``wakeup`` in its base's,
+    ``StableOrder.__init__``) and its methods ``take_labels`` and ``switch``; declared here for
+    the type checker (annotations only: nothing of them exists at run time in this class)."""
+
+    # -- StableOrder's (services/region/stable_order.py)
+    store: RegionStore
+    region: str
+    wakeup: Wakeup
+    # -- RemoteProxy's: the delivery of labels (proxy.py)
+    labels: deque[saturn_pb2.TreeLabel]  # the current tree's labels, not delivered yet
+    mode: str  # "tree" or "timestamp"
+    on_change: Callable[[], None] | None
+    last_heard: dict[str, float]
+    first_since_switch: dict[str, int]
+    origin_set: frozenset[str]
+    take_labels: Callable[[saturn_pb2.LabelBatch], None]
+    switch: Callable[[str], None]
+    # -- RemoteProxy's: the trees by epoch (this module)
+    epoch: int  # the tree whose labels are delivered
+    trees: dict[int, Topology]
+    next_epoch: int | None  # a newer tree whose labels are buffered
+    next_labels: deque[saturn_pb2.TreeLabel]
+    buffering_since: float
+    epoch_changes: set[tuple[str, int]]  # (origin, epoch) changes delivered
+    sink_epoch: int  # the tree this region's own sink sends on
+    sink_checked: float
 
     async def accepts(self, sender: str, epoch: int) -> str | None:
         """Whether ``sender`` may open a tree link here: this region's parent in the tree of
@@ -56,19 +90,22 @@ class TreeEpochs:
         now = time.monotonic()
         for i, label in enumerate(batch.labels):
             if label.type == saturn_pb2.TREE_GAP:
-                self.lost_in_next_tree(f"a link into {label.src} (epoch {epoch}) broke")
+                self.lost_in_next_tree(epoch, f"a link into {label.src} (epoch {epoch}) broke")
                 self.take_labels(saturn_pb2.LabelBatch(labels=batch.labels[i + 1 :]))
                 return
             self.last_heard[label.src.split("/", 1)[0]] = now  # the origin is alive
             self.next_labels.append(label)
         self.wakeup.set()
 
-    def lost_in_next_tree(self, why: str) -> None:
-        """The newer tree lost labels before it took over: it is taken now, in timestamp order."""
-        log.warning("proxy %s: %s before the tree of epoch %s took over", self.region, why, self.next_epoch)
+    def lost_in_next_tree(self, epoch: int, why: str) -> None:
+        """The newer tree lost labels before it took over: it is taken now, in timestamp order.
+        That is the tree whose labels are buffered, or where none are yet (a link of the tree
+        of ``epoch`` broke before it brought any), that one."""
+        newer = self.next_epoch if self.next_epoch is not None else epoch
+        log.warning("proxy %s: %s before the tree of epoch %s took over", self.region, why, newer)
         if self.mode == "tree":
             self.switch("timestamp")
-        self.take_tree(self.next_epoch, after_loss=True)  # type: ignore[arg-type]
+        self.take_tree(newer, after_loss=True)
 
     def take_tree(self, epoch: int, after_loss: bool) -> None:
         """From now on the tree of ``epoch`` is the tree: its buffered labels are queued (not
