@@ -15,6 +15,7 @@ import itertools
 import os
 import re
 import threading
+from collections.abc import Sequence
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import redis
@@ -29,6 +30,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
+from prometheus_client.registry import Collector
 
 from services import auth
 from services.pids import pid_alive
@@ -197,7 +199,7 @@ def _with_secret(app, secret: str):
     return guarded
 
 
-def serve(port: int, host: str = "127.0.0.1", collectors: list = ()) -> None:
+def serve(port: int, host: str = "127.0.0.1", collectors: Sequence[Collector] = ()) -> None:
     """Serves /metrics in a thread, summing every process of the region when in multiprocess
     mode, plus ``collectors`` (read at each scrape); with the deployment's secret set, only to
     scrapes that present it (services/auth.py)."""

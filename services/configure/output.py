@@ -62,7 +62,7 @@ def simplify(placement: Placement, instance: Instance) -> Config:
     names = _names({n for edge in delay for n in edge if isinstance(n, int)}, site)
     edges = []
     for edge, d in delay.items():
-        a, b = sorted((names.get(n, n) for n in edge), key=lambda n: (n in names.values(), n))  # type: ignore[arg-type]
+        a, b = sorted((names.get(n, n) for n in edge), key=lambda n: (n in names.values(), n))
         edges.append((str(a), str(b), round(d, 3)))
     serializers = sorted((name, site[n]) for n, name in names.items())
     return Config(serializers, sorted(edges, key=lambda e: (e[1], e[0])))

@@ -93,17 +93,19 @@ def place(tree: Tree, instance: Instance, time_limit_s: float = 60.0) -> Placeme
         u, v = tree.edges[k]
         if k in y:
             return {col: instance.latency(s, t) for (s, t), col in y[k].items()}
-        region_site = instance.region_sites[v]  # type: ignore[index]
-        return {col: instance.latency(region_site, s) for s, col in x[u].items()}  # type: ignore[index]
+        assert isinstance(u, int) and isinstance(v, str)  # not in y: from a serializer to a region
+        region_site = instance.region_sites[v]
+        return {col: instance.latency(region_site, s) for s, col in x[u].items()}
 
     rows: list[tuple[dict[int, float], float, float]] = []  # (coefficients, lower, upper)
     for n in tree.internal:
         rows.append(({col: 1.0 for col in x[n].values()}, 1.0, 1.0))
     for k in inner:
         u, v = tree.edges[k]
+        assert isinstance(u, int) and isinstance(v, int)  # inner: between two serializers
         for s in sites:  # row and column sums of y tie it to the two one-hot site vectors
-            rows.append(({**{y[k][s, t]: 1.0 for t in sites}, x[u][s]: -1.0}, 0.0, 0.0))  # type: ignore[index]
-            rows.append(({**{y[k][t, s]: 1.0 for t in sites}, x[v][s]: -1.0}, 0.0, 0.0))  # type: ignore[index]
+            rows.append(({**{y[k][s, t]: 1.0 for t in sites}, x[u][s]: -1.0}, 0.0, 0.0))
+            rows.append(({**{y[k][t, s]: 1.0 for t in sites}, x[v][s]: -1.0}, 0.0, 0.0))
     for pair in pairs:
         a, b = sorted(pair)
         path: dict[int, float] = {}
@@ -130,8 +132,9 @@ def place(tree: Tree, instance: Instance, time_limit_s: float = 60.0) -> Placeme
         integrality[list(by_site.values())] = 1
     longest = max((instance.bulk_ms(a, b) for a, b in itertools.combinations(regions, 2)), default=0.0)
     upper = np.full(cols.count, np.inf)
-    for by_site in [*x.values(), *y.values()]:
-        upper[list(by_site.values())] = 1.0
+    bounded: list[dict[str, int] | dict[tuple[str, str], int]] = [*x.values(), *y.values()]
+    for columns in bounded:
+        upper[list(columns.values())] = 1.0
     upper[delay] = longest  # a delay beyond the longest link can only add mismatch
     with _native_stdout_silenced():
         result = milp(

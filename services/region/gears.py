@@ -66,7 +66,7 @@ def row_keys(group: str, row: str) -> list[str]:
 
 
 def _constants() -> dict[str, str | int | float | list]:
-    names = {
+    names: dict[str, str | int | float | list] = {
         "GEAR_KEY": GEAR_KEY, "BULK_STREAM": BULK_STREAM, "LABEL_STREAM": LABEL_STREAM,
         "POSITION_KEY": POSITION_KEY, "WATERMARK_KEY": WATERMARK_KEY, "CLAIM_PREFIX": CLAIM_PREFIX,
         "WATERMARK_EVENTS": WATERMARK_EVENTS,

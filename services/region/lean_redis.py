@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlparse
 
 import hiredis
@@ -45,7 +45,8 @@ class _Connection(asyncio.Protocol):
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream protocol's transport has asyncio.Transport's methods (uvloop's is not of its class).
+        self.transport = cast("asyncio.Transport", transport)
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)

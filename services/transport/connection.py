@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterator
+from typing import cast
 
 from services.transport import handshake
 from services.transport.errors import LinkClosed, LinkRefused, NotALinkPeer
@@ -66,12 +67,13 @@ class Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # (uvloop's is not asyncio's class)
-        peer = transport.get_extra_info("peername")
+        # A stream protocol's transport has asyncio.Transport's methods (uvloop's is not of its class).
+        self.transport = stream = cast("asyncio.Transport", transport)
+        peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         if self.server:
             greeting, self._nonce = handshake.greeting()
-            transport.write(greeting)
+            stream.write(greeting)
             loop = asyncio.get_running_loop()
             self._handshake_timer = loop.call_later(HANDSHAKE_TIMEOUT_S, self._handshake_late)
 
@@ -92,27 +94,28 @@ class Connection(asyncio.Protocol):
                 self._inbox_bytes += len(body)
                 continue
             if self._on_messages is not None and inbox:
-                self._deliver()  # what came before a control frame (an END) goes first
+                self._deliver(self._on_messages)  # what came before a control frame (an END) goes first
                 inbox = self._inbox
             if not self._frame(kind, body):
                 return
         if not inbox:
             return
         if self._on_messages is not None:
-            self._deliver()
+            self._deliver(self._on_messages)
             return
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
         if self._inbox_bytes > INBOX_PAUSE_BYTES and not self._paused_reading:
             self._paused_reading = True
-            self.transport.pause_reading()  # type: ignore[union-attr]
+            assert self.transport is not None  # data comes only once the connection is made
+            self.transport.pause_reading()
 
-    def _deliver(self) -> None:
-        """Callback mode: the messages gathered go to the consumer."""
+    def _deliver(self, on_messages: Callable[[list[bytes]], None]) -> None:
+        """Callback mode: the messages gathered go to the consumer, ``on_messages``."""
         messages, self._inbox, self._inbox_bytes = self._inbox, [], 0
         try:
-            self._on_messages(messages)  # type: ignore[misc]
+            on_messages(messages)
         except Exception as exc:  # a consumer's bug ends this connection, not the process
             log.exception("link %s (%s): its consumer failed", self.peer, self.service)
             self.end(f"internal error: {type(exc).__name__}")
@@ -154,12 +157,14 @@ class Connection(asyncio.Protocol):
             if self._handshake_timer is not None:
                 self._handshake_timer.cancel()
         else:
+            transport = self.transport
+            assert transport is not None  # the handshake comes only once the connection is made
             try:
-                self.transport.write(handshake.answer(self.key, head))  # type: ignore[union-attr]
+                transport.write(handshake.answer(self.key, head))
             except NotALinkPeer as exc:
                 self._fail(exc)
                 return b""
-            self.transport.write(open_frame(self.service, self._hello))  # type: ignore[union-attr]
+            transport.write(open_frame(self.service, self._hello))
         self._handshaken = True
         return rest
 
@@ -240,7 +245,7 @@ class Connection(asyncio.Protocol):
         it raises ends the connection, logged."""
         self._on_messages = on_messages
         if self._inbox:
-            self._deliver()
+            self._deliver(on_messages)
 
     async def drain(self) -> None:
         """Waits while the socket's outgoing buffer is full (the other end reads slowly)."""
@@ -298,10 +303,13 @@ class Connection(asyncio.Protocol):
         if self._corked:
             self._outbox.append(data)
         else:
-            self.transport.write(data)
+            transport = self.transport
+            assert transport is not None  # a link is written once it is open: the connection is made
+            transport.write(data)
 
     def _flush(self) -> None:
         if self._outbox and not self._ended:
+            assert self.transport is not None  # a link is written once it is open
             self.transport.write(b"".join(self._outbox))
         self._outbox.clear()
 
