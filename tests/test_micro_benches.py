@@ -29,6 +29,7 @@ from loadtest.bench import (
 from loadtest.bench import synthetic as fig5_synthetic
 from loadtest.bench.synthetic import Mix
 from loadtest.cli import main as loadtest_main
+from loadtest.harness import registry
 from loadtest.harness.report import write_rows
 from services.topology import Topology
 
@@ -259,7 +260,7 @@ def test_the_page_bench_times_a_page_with_and_without_likes_and_reposts():
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "loadtest.bench.page", "--rounds", "2"],
+        [sys.executable, "-m", "loadtest", "bench", "page", "--rounds", "2"],
         capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -271,7 +272,7 @@ def test_the_page_bench_times_a_page_with_and_without_likes_and_reposts():
 def test_the_fractured_read_bench_counts_reads_and_transactions_never_fracture(capsys):
     from loadtest.bench import fractured
 
-    assert fractured.main(["--seconds", "2", "--shards", "2"]) == 0
+    assert registry.run("fractured", ["--seconds", "2", "--shards", "2"]) == 0
     table = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in table.splitlines() if line.startswith(("a ", "b "))}
     assert set(rows) == {"a", "b"}

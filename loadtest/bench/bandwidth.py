@@ -1,4 +1,4 @@
-"""Links with a bandwidth, measured: ``python -m loadtest.bench.bandwidth [--quick] [--out DIR]``.
+"""Links with a bandwidth, measured: ``python -m loadtest bench bandwidth [--quick] [--out DIR]``.
 
 On two-region (sites A and B, 20 ms one way) with the link at each bandwidth of ``--mbit``:
 
@@ -16,15 +16,17 @@ Writes ``bandwidth.json`` and ``bandwidth.png``.
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.harness.cluster import find_base_port, started, with_bandwidth, with_overrides
+from loadtest.harness.experiment import PASSED, Experiment
+from loadtest.harness.options import numbers, positive
+from loadtest.harness.plots import plt, save
 from loadtest.harness.report import num, publish, render_table, say
+from loadtest.harness.stats import Latency
 from services.topology import Topology
 from services.wan.flood import flood
 from services.wan.routes import flood_endpoint
@@ -127,11 +129,8 @@ def measure(
         for conn in conns.values():
             conn.close()
         for cls in via:
-            loaded = flooded.get(cls) or []
-            rows.append(PriorityRow(
-                mbit, priority, cls, statistics.median(idle[cls]) if idle[cls] else None,
-                statistics.median(loaded) if loaded else None, max(loaded) if loaded else None,
-            ))  # fmt: skip
+            quiet, loaded = Latency.of(idle[cls]), Latency.of(flooded.get(cls) or [])
+            rows.append(PriorityRow(mbit, priority, cls, quiet.p50_ms, loaded.p50_ms, loaded.max_ms))
             row = rows[-1]
             say(f"[{mbit:g} Mbit/s, {'priority' if priority else 'FIFO'}] {cls}: p50 {num(row.idle_p50_ms)} "
                 f"ms idle, {num(row.flooded_p50_ms)} flooded (max {num(row.flooded_max_ms)})")  # fmt: skip
@@ -154,11 +153,6 @@ def table(rates: list[RateRow], rows: list[PriorityRow]) -> str:
 
 
 def plot(rates: list[RateRow], rows: list[PriorityRow], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for floods, marker in ((1, "o"), (2, "s")):
         mine = [r for r in rates if r.floods == floods]
@@ -179,20 +173,21 @@ def plot(rates: list[RateRow], rows: list[PriorityRow], path: Path) -> None:
     right.set_ylabel("round trip p50 under a flood (ms, log)")
     right.set_title("metadata (green) and data (red) behind a flood")
     right.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    about = (__doc__ or "").split("\n")[0]
-    parser = argparse.ArgumentParser(prog="python -m loadtest.bench.bandwidth", description=about)
-    parser.add_argument("--quick", action="store_true", help="two bandwidths, 3 s floods")
-    parser.add_argument("--mbit", default=None, help="comma-separated bandwidths (default: 4,16,64)")
-    parser.add_argument("--seconds", type=float, default=None, help="flood length (default: 5)")
-    parser.add_argument("--out", default="bench-results/bandwidth", help="default: bench-results/bandwidth")
-    args = parser.parse_args(argv)
-    settings = [float(x) for x in (args.mbit or ("8,32" if args.quick else "4,16,64")).split(",")]
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mbit", type=numbers(float), default=None,
+        help="comma-separated bandwidths (default: 4,16,64; --quick: 8,32)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--seconds", type=positive(float), default=None, help="flood length (default: 5; --quick: 3)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = args.mbit or ([8.0, 32.0] if args.quick else [4.0, 16.0, 64.0])
     seconds = args.seconds or (3.0 if args.quick else 5.0)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -204,8 +199,15 @@ def main(argv: list[str] | None = None) -> int:
             rates += more_rates
             rows += more_rows
     publish(out, "bandwidth", [*rates, *rows], table(rates, rows), lambda path: plot(rates, rows, path))
-    return 0
+    return PASSED
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="bandwidth",
+    summary="links with a bandwidth: the rate through the relay, metadata and data behind a flood",
+    minutes=(2.0, 3.0),
+    run=run,
+    arguments=arguments,
+    shared={"quick": "two bandwidths (8,32), 3 s floods", "out": "bench-results/bandwidth"},
+    about=__doc__ or "",
+)

@@ -1,4 +1,4 @@
-"""How often a multi-row read sees part of a batch: ``python -m loadtest.bench.fractured``
+"""How often a multi-row read sees part of a batch: ``python -m loadtest bench fractured``
 [--shards N] [--rows K] [--seconds S] [--protocol P] [--topology FILE] [--non-atomic].
 
 A writer at the first region writes ``--rows`` rows, each on a different shard of its region,
@@ -26,6 +26,8 @@ from pathlib import Path
 from causal_client import CausalClient, CausalError, Mutation, ReadSpec
 from causal_client.wire import shard_of
 from loadtest.harness.cluster import find_base_port, started, with_overrides, with_shards
+from loadtest.harness.experiment import FAILED, PASSED, BenchError, Experiment
+from loadtest.harness.options import positive
 from loadtest.harness.report import render_table, say
 from services.topology import Topology
 
@@ -39,7 +41,7 @@ def rows_on_distinct_shards(shards: int, count: int, prefix: str) -> list[str]:
     if shards == 1:
         return [f"{prefix}{i}" for i in range(count)]
     if count > shards:
-        raise SystemExit(f"--rows {count} needs at least as many shards (--shards {shards})")
+        raise BenchError(f"--rows {count} needs at least as many shards (--shards {shards})")
     chosen: dict[int, str] = {}
     for i in itertools.count():
         row = f"{prefix}{i}"
@@ -49,21 +51,19 @@ def rows_on_distinct_shards(shards: int, count: int, prefix: str) -> list[str]:
     raise AssertionError("unreachable")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.fractured", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--topology", type=Path, default=TOPOLOGY)
-    parser.add_argument("--protocol", default="saturn")
-    parser.add_argument("--shards", type=int, default=2)
-    parser.add_argument("--rows", type=int, default=2)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--non-atomic", action="store_true", help="batches with atomic=False")
-    args = parser.parse_args(argv)
+def arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--shards", type=positive(int), default=2, help="shards per region (default: 2)")
+    add("--rows", type=positive(int), default=2, help="rows per batch, each on its own shard (default: 2)")
+    add("--seconds", type=positive(float), default=10.0, help="seconds measured (default: 10)")
+    add("--non-atomic", action="store_true", help="batches with atomic=False")
+
+
+def run(args: argparse.Namespace) -> int:
     topology = with_shards(with_overrides(Topology.load(args.topology), protocol=args.protocol), args.shards)
     topology = with_overrides(topology, base_port=find_base_port(topology))
     if GROUP not in topology.group_members:
-        raise SystemExit(f"{args.topology}: the bench writes group {GROUP!r}, which it does not have")
+        raise BenchError(f"{args.topology}: the bench writes group {GROUP!r}, which it does not have")
     rows = rows_on_distinct_shards(args.shards, args.rows, f"fr{time.monotonic_ns()}-")
     writer_region, regions = topology.region_names[0], topology.region_names
     stop = threading.Event()
@@ -123,8 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     print(render_table(title, ["region", "reads", "fractured", "share"], table))
     for error in errors:
         say(f"error: {error}")
-    return 1 if errors else 0
+    return FAILED if errors else PASSED
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+EXPERIMENT = Experiment(
+    name="fractured",
+    summary="how often a multi-row read sees part of a batch, atomic or not, over shards",
+    minutes=(0.5, 0.5),
+    run=run,
+    arguments=arguments,
+    shared={"topology": TOPOLOGY, "protocol": "saturn"},
+    about=__doc__ or "",
+)

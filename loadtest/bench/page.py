@@ -1,4 +1,4 @@
-"""What one Chirp page costs the web app: ``python -m loadtest.bench.page [--topology FILE]
+"""What one Chirp page costs the web app: ``python -m loadtest bench page [--topology FILE]
 [--protocol P] [--rounds N]``.
 
 Starts the topology with the web tier, signs a user up and posts 40 tweets (with a mention and a
@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from loadtest.harness.cluster import find_base_port, started, with_overrides
+from loadtest.harness.experiment import FAILED, PASSED, Experiment
 from loadtest.harness.report import render_table, say
 from services.topology import Topology
 
@@ -36,12 +36,7 @@ def timed(get: Callable[[], object], rounds: int) -> float:
     return (time.perf_counter() - began) / rounds * 1000
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--topology", type=Path, default=TOPOLOGY)
-    parser.add_argument("--protocol", default="saturn")
-    parser.add_argument("--rounds", type=int, default=60)
-    args = parser.parse_args(argv)
+def run(args: argparse.Namespace) -> int:
     topology = with_overrides(Topology.load(args.topology), protocol=args.protocol)
     topology = with_overrides(topology, base_port=find_base_port(topology))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
@@ -63,13 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         fields = {"username": "benchpage", "password": PASSWORD, "password_again": PASSWORD}
         if client.post("/signup/", fields).status_code != 302:
             say("error: could not sign up")
-            return 1
+            return FAILED
         say(f"posting {TWEETS} tweets ...")
         for i in range(TWEETS):
             posted = client.post("/post/", {"body": f"tweet {i} for @someone, see https://example.com/{i}"})
             if posted.status_code != 302:
                 say(f"error: posting tweet {i} answered {posted.status_code}")
-                return 1
+                return FAILED
         page = lambda: client.get("/u/benchpage/")  # noqa: E731
         real = Social.react_to
         full = timed(page, args.rounds)
@@ -90,8 +85,14 @@ def main(argv: list[str] | None = None) -> int:
             rows,
         )
     )
-    return 0
+    return PASSED
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="page",
+    summary="what one Chirp user page costs the web app, with and without likes and reposts",
+    minutes=(0.75, 0.75),
+    run=run,
+    shared={"topology": TOPOLOGY, "protocol": "saturn", "rounds": 60},
+    about=__doc__ or "",
+)

@@ -1,4 +1,4 @@
-"""What resuming a session costs, by path: ``python -m loadtest.bench.resume``.
+"""What resuming a session costs, by path: ``python -m loadtest bench resume``.
 
 Each round plays the sequence where a label's origin says nothing of where its session's past is:
 a session writes x at c, migrates to b, and reads there a newer y made at a (its label is y's,
@@ -22,8 +22,9 @@ from pathlib import Path
 
 from causal_client import CausalClient, Session
 from loadtest.harness.cluster import find_base_port, started, with_overrides
+from loadtest.harness.experiment import FAILED, PASSED, Experiment
 from loadtest.harness.report import num, render_table, say
-from loadtest.harness.stats import percentile
+from loadtest.harness.stats import Latency
 from services.topology import Topology
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -42,14 +43,7 @@ def _session_with_a_past_elsewhere(client: CausalClient, row: str) -> Session:
     return session
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.resume",
-        description=__doc__.split("\n")[0],
-    )
-    parser.add_argument("--rounds", type=int, default=20, help="rounds per path (default: 20)")
-    parser.add_argument("--protocol", default="saturn", help="eventual or saturn (default: saturn)")
-    args = parser.parse_args(argv)
+def run(args: argparse.Namespace) -> int:
     topology = with_overrides(Topology.load(TOPOLOGY), protocol=args.protocol)
     topology = with_overrides(topology, base_port=find_base_port(topology))
     paths: dict[str, Callable[[CausalClient, Session], Session]] = {
@@ -58,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         "elsewhere, bare label (stabilization)": lambda client, s: client.session("a", label=s.label),
         "elsewhere, token, x in flight": lambda client, s: client.session("a", label=s.token),
     }
-    times: dict[str, list[float]] = {path: [] for path in paths}
+    times: dict[str, list[float]] = {path: [] for path in paths}  # ms
     misses = dict.fromkeys(paths, 0)
     with (
         tempfile.TemporaryDirectory() as run_dir,
@@ -75,19 +69,25 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(SETTLE_S)
                 began = time.perf_counter()
                 resumed = resume(client, session)
-                times[path].append(time.perf_counter() - began)
+                times[path].append(1000 * (time.perf_counter() - began))
                 misses[path] += not resumed.read("all", row)
             if (round_ + 1) % 5 == 0:
                 say(f"[{args.protocol}] {round_ + 1}/{args.rounds} rounds")
     rows = []
     for path, samples in times.items():
-        ordered = sorted(samples)
-        ms = [num(1000 * v) for v in (percentile(ordered, 0.5), percentile(ordered, 0.9), ordered[-1])]
-        rows.append([path, *ms, f"{misses[path]}/{len(samples)}"])
+        latency = Latency.of(samples)
+        ms = [num(v) for v in (latency.p50_ms, latency.p90_ms, latency.max_ms)]
+        rows.append([path, *ms, f"{misses[path]}/{latency.count}"])
     headers = ["resume path", "median ms", "p90 ms", "max ms", "missed own write"]
     print(render_table(f"Resuming a session ({args.protocol}, {topology.name})", headers, rows))
-    return 0 if args.protocol != "saturn" or not any(misses.values()) else 1
+    return PASSED if args.protocol != "saturn" or not any(misses.values()) else FAILED
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+EXPERIMENT = Experiment(
+    name="resume",
+    summary="what resuming a session costs by path (token, bare label, write in flight)",
+    minutes=(0.75, 0.75),
+    run=run,
+    shared={"protocol": "saturn", "rounds": 20},
+    about=__doc__ or "",
+)

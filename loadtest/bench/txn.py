@@ -1,4 +1,4 @@
-"""What transactions cost: ``python -m loadtest.bench.txn [--seconds S] [--clients C]
+"""What transactions cost: ``python -m loadtest bench txn [--seconds S] [--clients C]
 [--protocol P] [--out DIR] [--quick]``.
 
 On two-region with four shards per region, closed-loop clients at the first region write batches
@@ -19,15 +19,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only
-import matplotlib.pyplot as plt
-
 from causal_client import CausalClient, Mutation, ReadSpec
 from causal_client.wire import shard_of
 from loadtest.harness.cluster import find_base_port, started, with_overrides, with_shards
+from loadtest.harness.experiment import PASSED, Experiment
 from loadtest.harness.loop import run_closed_loop, summarize
+from loadtest.harness.options import positive
+from loadtest.harness.plots import plt, save
 from loadtest.harness.report import num, publish, render_table, say
 from services.topology import Topology
 
@@ -62,14 +60,14 @@ def spread_rows(rows: int, shards: int, prefix: str) -> list[str]:
     raise AssertionError("unreachable")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.bench.txn", description=__doc__.split("\n")[0])
-    parser.add_argument("--protocol", default="saturn")
-    parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per phase")
-    parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=Path("bench-results"))
-    parser.add_argument("--quick", action="store_true", help="three shapes, two-second phases")
-    args = parser.parse_args(argv)
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--seconds", type=positive(float), default=4.0, help="measured seconds per phase (default: 4)"
+    )
+    parser.add_argument("--clients", type=positive(int), default=4, help="closed-loop clients (default: 4)")
+
+
+def run(args: argparse.Namespace) -> int:
     shapes = QUICK_SHAPES if args.quick else SHAPES
     seconds = 2.0 if args.quick else args.seconds
     topology = with_shards(with_overrides(Topology.load(TOPOLOGY), protocol=args.protocol), SHARDS)
@@ -140,13 +138,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{num(one.ops_per_s, 0)} ops/s, p50 {num(one.p50_ms, 2)} ms = one local round trip)"
     )
     publish(
-        args.out,
+        Path(args.out),
         "txn",
         figures,
         render_table(title, headers, table),
         lambda path: plot(figures, shapes, path),
     )
-    return 0
+    return PASSED
 
 
 def plot(figures: list[Figure], shapes: list[tuple[int, int]], path: Path) -> None:
@@ -164,10 +162,15 @@ def plot(figures: list[Figure], shapes: list[tuple[int, int]], path: Path) -> No
     ax.set_ylabel("p50 latency, ms")
     ax.set_title("Atomic and non-atomic batches, multi-reads (read-only transactions)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+EXPERIMENT = Experiment(
+    name="txn",
+    summary="what transactions cost: atomic and non-atomic batches and multi-reads over shards",
+    minutes=(1.0, 2.5),
+    run=run,
+    arguments=arguments,
+    shared={"protocol": "saturn", "quick": "three shapes, two-second phases", "out": "bench-results"},
+    about=__doc__ or "",
+)
