@@ -10,17 +10,14 @@ from pathlib import Path
 import pytest
 
 from loadtest.bench import (
-    failover,
     fig1,
     fig4,
     fig5,
     fig6,
     fig8,
     idle,
-    name_races,
     paper,
     proxy,
-    reconfigure,
     redblue,
     serializer,
     strong,
@@ -52,7 +49,7 @@ def test_the_proxy_bench_sees_every_update_made_visible_by_a_real_proxy():
 def test_the_reconfiguration_bench_measures_every_phase(tmp_path):
     """Three switches of the demo's tree under probe writes: every phase made updates visible,
     and the plot and tables are written."""
-    assert reconfigure.main(["--steady", "0.5", "--rate", "10", "--out", str(tmp_path)]) == 0
+    assert registry.run("reconfigure", ["--steady", "0.5", "--rate", "10", "--out", str(tmp_path)]) == 0
     phases = json.loads((tmp_path / "reconfigure.json").read_text())
     assert len(phases) == 7 and all(p["updates"] > 0 and p["extra_ms"] is not None for p in phases)
     assert (tmp_path / "reconfigure.png").stat().st_size > 0
@@ -80,7 +77,7 @@ def test_fig6_raises_a_links_latency_at_run_time_and_the_better_tree_changes(tmp
 
 
 def test_the_failover_bench_kills_the_primary_with_and_without_replicas(tmp_path):
-    assert failover.main(["--phase", "1", "--rate", "10", "--out", str(tmp_path)]) == 0
+    assert registry.run("failover", ["--phase", "1", "--rate", "10", "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "failover.json").read_text())
     assert [(r["replicas"], r["phase"]) for r in rows] == [
         (n, phase) for n in (1, 2) for phase in ("steady", "primary killed", "restarted")
@@ -248,7 +245,7 @@ def test_name_races_have_one_winner_with_a_region_killed_and_unknown_outcomes(tm
     one region's store killed for the middle third: no name with two winners, no disagreement,
     no takeover, no account of the wrong token; the killed region's racers failed."""
     argv = ["--races", "60", "--kill", "--unknown", "0.3", "--out", str(tmp_path)]
-    assert name_races.main(argv) == 0
+    assert registry.run("name-races", argv) == 0
     (tally,) = json.loads((tmp_path / "name_races.json").read_text())
     assert tally["races"] == 60 and tally["killed"] and tally["failed_racers"] > 0
     assert tally["injected_unknown"] > 10

@@ -1,4 +1,4 @@
-"""Visibility while a serializer dies, with and without replicas: ``python -m loadtest.bench.failover``.
+"""Visibility while a serializer dies, with and without replicas: ``python -m loadtest bench failover``.
 
 The demo's three regions under paced probe writes, twice: its serializer alone, then as a group
 of two replicas (replicas.py). Each run: a steady phase, the primary killed (SIGKILL) for a phase,
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -19,6 +18,8 @@ from pathlib import Path
 
 from loadtest.bench.reconfigure import Recorder
 from loadtest.harness.cluster import find_base_port, started, with_overrides
+from loadtest.harness.experiment import PASSED, Experiment
+from loadtest.harness.options import positive
 from loadtest.harness.probes import Prober, wait_flowing
 from loadtest.harness.report import num, render_table, say, write_rows
 from services import plan
@@ -51,7 +52,8 @@ def primary_of(cluster, name: str) -> str:
     return next(s.name for s in specs if is_primary(f"{host}:{s.port}"))
 
 
-def run(base: Topology, replicas: int, rate: float, phase_s: float) -> list[Row]:
+def with_replicas(base: Topology, replicas: int, rate: float, phase_s: float) -> list[Row]:
+    """One run: steady, the serializer's primary killed, restarted (``phase_s`` each)."""
     data = base.model_dump()
     for serializer in data["serializers"]:
         serializer["replicas"] = replicas
@@ -80,20 +82,18 @@ def run(base: Topology, replicas: int, rate: float, phase_s: float) -> list[Row]
     return [Row(replicas, p.name, p.seconds, p.updates, p.extra_ms, p.p99_ms) for p in recorder.phases]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.failover", description=(__doc__ or "").split("\n\n")[0]
-    )
-    parser.add_argument("--topology", default=str(ROOT / "topologies/demo-3region.toml"))
-    parser.add_argument("--rate", type=float, default=40.0, help="probe writes per second per region")
-    parser.add_argument("--phase", type=float, default=4.0, help="seconds of each phase")
-    parser.add_argument("--out", help="directory for failover.json")
-    args = parser.parse_args(argv)
+def arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--rate", type=positive(float), default=40.0, help="probe writes per second per region")
+    add("--phase", type=positive(float), default=4.0, help="seconds of each phase")
+
+
+def run(args: argparse.Namespace) -> int:
     base = Topology.load(args.topology)
     rows: list[Row] = []
     for replicas in (1, 2):
         say(f"{base.name}: serializer with {replicas} replica(s), {args.rate:g} writes/s per region ...")
-        rows += run(base, replicas, args.rate, args.phase)
+        rows += with_replicas(base, replicas, args.rate, args.phase)
     print(render_table(
         f"{base.name}: visibility while the serializer's primary is killed",
         ["replicas", "phase", "seconds", "updates visible", "extra ms (mean)", "visibility p99 ms"],
@@ -101,8 +101,15 @@ def main(argv: list[str] | None = None) -> int:
           num(r.p99_ms)] for r in rows],
     ))  # fmt: skip
     write_rows(args.out, "failover", rows)
-    return 0
+    return PASSED
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="failover",
+    summary="visibility while a serializer's primary is killed and restarted, with and without replicas",
+    minutes=(1.0, 1.0),
+    run=run,
+    arguments=arguments,
+    shared={"topology": ROOT / "topologies/demo-3region.toml", "out": ""},
+    about=__doc__ or "",
+)

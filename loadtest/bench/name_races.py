@@ -1,4 +1,4 @@
-"""Sign-up races: ``python -m loadtest.bench.name_races [--races N] [--kill] [--unknown P] --out DIR``.
+"""Sign-up races: ``python -m loadtest bench name-races [--races N] [--kill] [--unknown P] [--out DIR]``.
 
 Sign-up's claim (webapp/accounts.py ``claim_name``: an insert-if-absent on the name's strong
 register, an unknown outcome settled by reading it) raced from every region of ``demo-3region`` at
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import random
 import secrets
-import sys
 import tempfile
 import threading
 import time
@@ -31,6 +30,8 @@ from typing import TypeVar
 from causal_client import CausalClient, CausalError, OutcomeUnknown, Session
 from causal_client.commands import Command
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
+from loadtest.harness.experiment import FAILED, PASSED, Experiment
+from loadtest.harness.options import positive
 from loadtest.harness.report import render_table, say, write_rows
 from services.topology import Topology
 from webapp.accounts import USERNAMES, claim_name
@@ -108,7 +109,8 @@ def race(
     return {region: future.result() for region, future in futures.items()}
 
 
-def run(races: int, kill: bool, p: float, work: Path) -> RaceTally:
+def raced(races: int, kill: bool, p: float, work: Path) -> RaceTally:
+    """``races`` names raced on a fresh cluster, then every one checked."""
     topology = with_overrides(Topology.load(TOPOLOGY), protocol="saturn")
     topology = with_overrides(topology, base_port=find_base_port(topology))
     tally, lock = RaceTally(), threading.Lock()
@@ -184,23 +186,32 @@ def check(
             tally.wrong_accounts += 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    about = (__doc__ or "").split("\n")[0]
-    parser = argparse.ArgumentParser(prog="python -m loadtest.bench.name_races", description=about)
-    parser.add_argument("--races", type=int, default=10_000, help="names raced (default: 10,000)")
-    parser.add_argument("--kill", action="store_true", help="kill one region's store for the middle third")
-    parser.add_argument("--unknown", type=float, default=0.0, help="share of calls ending unknown (0-0.5)")
-    parser.add_argument("--out", help="directory for name_races.json")
-    args = parser.parse_args(argv)
-    if args.races < 1 or not 0 <= args.unknown <= 0.5:
-        parser.error("--races must be positive and --unknown within 0-0.5")
+def share(text: str) -> float:
+    """An argparse type: a share of calls, 0 to 0.5."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 0.5:
+        raise argparse.ArgumentTypeError(f"must be within 0-0.5, got {text}")
+    return value
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--races", type=positive(int), default=10_000, help="names raced (default: 10,000)")
+    add("--kill", action="store_true", help="kill one region's store for the middle third")
+    add("--unknown", type=share, default=0.0, help="share of calls ending unknown (0-0.5)")
+
+
+def run(args: argparse.Namespace) -> int:
     faults = [
         *(["a region killed"] if args.kill else []),
         *([f"{args.unknown:.0%} unknown outcomes"] if args.unknown else []),
     ]
     say(f"name races: {args.races:,} names from every region at once{''.join(', ' + f for f in faults)}")
     with tempfile.TemporaryDirectory() as scratch:
-        tally = run(args.races, args.kill, args.unknown, Path(scratch))
+        tally = raced(args.races, args.kill, args.unknown, Path(scratch))
     heads = ["races", "racers", "failed racers", "injected unknown", "undecided", "two winners",
              "disagreeing", "takeovers", "wrong accounts", "seconds"]  # fmt: skip
     row = [f"{tally.races:,}", f"{tally.racers:,}", f"{tally.failed_racers:,}", f"{tally.injected_unknown:,}",
@@ -212,8 +223,15 @@ def main(argv: list[str] | None = None) -> int:
         + (f" ({tally.killed}'s store killed for a third)" if tally.killed else "")
     )
     write_rows(args.out, "name_races", [tally])
-    return 0 if tally.violations == 0 else 1
+    return PASSED if tally.violations == 0 else FAILED
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="name-races",
+    summary="sign-up's name claims raced from every region: one winner each, faults or not",
+    minutes=(4.5, 4.5),
+    run=run,
+    arguments=arguments,
+    shared={"out": ""},
+    about=__doc__ or "",
+)

@@ -1,4 +1,4 @@
-"""Visibility through online reconfigurations (paper §6.2): ``python -m loadtest.bench.reconfigure``.
+"""Visibility through online reconfigurations (paper §6.2): ``python -m loadtest bench reconfigure``.
 
 Runs a topology (default ``demo-3region``) with paced probe writes at every region, scrapes the
 regions' visibility histograms every ``--interval`` and, between steady phases, moves the
@@ -11,7 +11,6 @@ visibility (over each pair's bulk latency) and p99; ``--out`` writes JSON and a 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import threading
 import time
@@ -19,7 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.harness.cluster import find_base_port, started, with_overrides
+from loadtest.harness.experiment import PASSED, Experiment
 from loadtest.harness.metrics import scrape_visibility
+from loadtest.harness.options import positive
+from loadtest.harness.plots import plt, save
 from loadtest.harness.probes import Prober, extra, p99, wait_flowing
 from loadtest.harness.report import num, render_table, say, write_rows
 from services import plan
@@ -79,7 +81,8 @@ class Recorder:
             self.spans.append((name, started_at - self.began, ended - self.began))
 
 
-def run(topology: Topology, other: Topology, rate: float, steady_s: float, interval: float) -> Recorder:
+def switches(topology: Topology, other: Topology, rate: float, steady_s: float, interval: float) -> Recorder:
+    """Steady phases between switches to ``other`` and back, then the slow switch (a crash)."""
     with tempfile.TemporaryDirectory() as scratch, started(topology, Path(scratch)) as cluster:
         recorder = Recorder(cluster.topology, interval)
         names = {0: topology.name, 1: other.name}
@@ -109,11 +112,6 @@ def run(topology: Topology, other: Topology, rate: float, steady_s: float, inter
 
 
 def plot(recorder: Recorder, title: str, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(9, 3.6))
     points = [(s.t, s.extra_ms) for s in recorder.samples if s.extra_ms is not None]
     ax.plot([t for t, _ in points], [e for _, e in points], color="#1f77b4", lw=1.2,
@@ -126,27 +124,23 @@ def plot(recorder: Recorder, title: str, path: Path) -> None:
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.reconfigure", description=(__doc__ or "").split("\n\n")[0]
-    )
-    parser.add_argument("--topology", default=str(ROOT / "topologies/demo-3region.toml"))
-    parser.add_argument("--to", default=str(ROOT / "topologies/demo-3region-nv.toml"), help="the other tree")
-    parser.add_argument("--rate", type=float, default=40.0, help="probe writes per second per region")
-    parser.add_argument("--steady", type=float, default=4.0, help="seconds of each steady phase")
-    parser.add_argument("--interval", type=float, default=0.25, help="seconds between scrapes (the plot)")
-    parser.add_argument("--out", help="directory for reconfigure.json and reconfigure.png")
-    args = parser.parse_args(argv)
+def arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--to", default=str(ROOT / "topologies/demo-3region-nv.toml"), help="the other tree")
+    add("--rate", type=positive(float), default=40.0, help="probe writes per second per region")
+    add("--steady", type=positive(float), default=4.0, help="seconds of each steady phase")
+    add("--interval", type=positive(float), default=0.25, help="seconds between scrapes (the plot)")
+
+
+def run(args: argparse.Namespace) -> int:
     topology = Topology.load(args.topology)
     topology = with_overrides(topology, base_port=find_base_port(topology))
     other = Topology.load(args.to)
     say(f"{topology.name}: switching to {other.name} and back under {args.rate:g} writes/s per region ...")
-    recorder = run(topology, other, args.rate, args.steady, args.interval)
+    recorder = switches(topology, other, args.rate, args.steady, args.interval)
     title = f"{topology.name}: visibility through online reconfigurations ({args.rate:g} writes/s per region)"
     print(render_table(
         title, ["phase", "seconds", "updates visible", "extra ms (mean)", "visibility p99 ms"],
@@ -158,8 +152,15 @@ def main(argv: list[str] | None = None) -> int:
         write_rows(args.out, "reconfigure-timeline", recorder.samples)
         plot(recorder, title, Path(args.out) / "reconfigure.png")
         say(f"wrote {Path(args.out) / 'reconfigure.png'}")
-    return 0
+    return PASSED
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="reconfigure",
+    summary="visibility through online reconfigurations of the tree, and through a crashed one (§6.2)",
+    minutes=(1.0, 1.0),
+    run=run,
+    arguments=arguments,
+    shared={"topology": ROOT / "topologies/demo-3region.toml", "out": ""},
+    about=__doc__ or "",
+)
