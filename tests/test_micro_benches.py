@@ -34,14 +34,14 @@ pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` 
 
 
 def test_the_serializer_bench_counts_every_label_through_a_real_serializer():
-    rows = serializer.run([1, 10], 200)
+    rows = serializer.run_batches([1, 10], 200)
     assert [r.batch for r in rows] == [1, 10]
     assert all(r.labels == 200 and r.labels_per_s > 0 and r.cpu_us_per_label >= 0 for r in rows)
 
 
 def test_the_proxy_bench_sees_every_update_made_visible_by_a_real_proxy():
     """Each row ends only once region b's watermark for a has passed the last label sent."""
-    rows = proxy.run([1, 10], 200)
+    rows = proxy.run_batches([1, 10], 200)
     assert [r.batch for r in rows] == [1, 10]
     assert all(r.updates == 200 and r.updates_per_s > 0 and r.receiver_us_per_update >= 0 for r in rows)
 

@@ -1,4 +1,4 @@
-"""One remote proxy's throughput and CPU per update: ``python -m loadtest.bench.proxy``.
+"""One remote proxy's throughput and CPU per update: ``python -m loadtest bench proxy``.
 
 A real region b (its Redis and its bulk receiver, where Saturn's remote proxy runs) started by the
 launcher; every other process of the topology is stopped, and this process plays them: region
@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -26,6 +25,8 @@ import redis.asyncio as aioredis
 
 from loadtest.bench.serializer import topology_with_free_ports
 from loadtest.harness.cpu import cpu_seconds
+from loadtest.harness.experiment import PASSED, Experiment
+from loadtest.harness.options import numbers, positive
 from loadtest.harness.report import num, render_table, say, write_rows
 from services import plan, runtime
 from services.bulk.receiver import BULK
@@ -167,7 +168,8 @@ async def one_size(played: PlayedRegionA, pids: dict[str, int], batch: int, tota
     return row
 
 
-def run(batches: list[int], total: int) -> list[Row]:
+def run_batches(batches: list[int], total: int) -> list[Row]:
+    """Region b's proxy alone, ``total`` updates through it at each batch size."""
     topology = topology_with_free_ports()
     with tempfile.TemporaryDirectory() as scratch, Cluster(topology, Path(scratch)) as cluster:
         for name in reversed(list(cluster.specs)):
@@ -179,17 +181,15 @@ def run(batches: list[int], total: int) -> list[Row]:
             return runner.run(measure(topology, pids, batches, total))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.proxy", description=(__doc__ or "").split("\n\n")[0]
-    )
-    parser.add_argument("--updates", type=int, default=20_000, help="updates per batch size (default 20,000)")
-    parser.add_argument("--batches", default="1,10,100", help="labels per message, comma-separated")
-    parser.add_argument("--out", help="directory for proxy.json (default: print only)")
-    args = parser.parse_args(argv)
-    batches = [int(b) for b in args.batches.split(",")]
+def arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--updates", type=positive(int), default=20_000, help="updates per batch size (default 20,000)")
+    add("--batches", type=numbers(int), default="1,10,100", help="labels per message, comma-separated")
+
+
+def run(args: argparse.Namespace) -> int:
     say(f"one remote proxy, {args.updates:,} updates per batch size, {os.cpu_count()} CPUs ...")
-    rows = run(batches, args.updates)
+    rows = run_batches(args.batches, args.updates)
     print(render_table(
         "one remote proxy: updates made visible, end to end",
         ["labels per message", "updates/s", "receiver µs CPU per update", "Redis µs CPU per update",
@@ -201,8 +201,15 @@ def main(argv: list[str] | None = None) -> int:
         ],
     ))  # fmt: skip
     write_rows(args.out, "proxy", rows)
-    return 0
+    return PASSED
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="proxy",
+    summary="one remote proxy's throughput and CPU per update, by labels per message",
+    minutes=(0.75, 0.75),
+    run=run,
+    arguments=arguments,
+    shared={"out": ""},
+    about=__doc__ or "",
+)

@@ -1,11 +1,11 @@
-"""One serializer's throughput and CPU per label: ``python -m loadtest.bench.serializer``.
+"""One serializer's throughput and CPU per label: ``python -m loadtest bench serializer``.
 
 A real serializer process (``services.saturn.serializer``) between two regions on one site (no
 emulated latency); this process plays both ends: region a's label sink sending update labels
 over a tree link, and region b's tree endpoint counting what arrives. For each batch size (labels
 per message; a sink batches under load) it sends ``--labels`` labels as fast as the link takes
 them and measures labels/s end to end and the serializer's CPU per label (from /proc). Prints a
-table; ``--out`` also writes JSON and a plot.
+table; ``--out`` also writes JSON.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from pathlib import Path
 
 from loadtest.harness.cluster import PORT_BLOCKS, find_base_port, with_overrides
 from loadtest.harness.cpu import cpu_seconds
+from loadtest.harness.experiment import PASSED, BenchError, Experiment
+from loadtest.harness.options import numbers, positive
 from loadtest.harness.report import num, render_table, say, write_rows
 from services import runtime
 from services.labelpath.links import TREE, OutgoingLink, TreeEndpoint, neighbours_at
@@ -123,7 +125,8 @@ async def measure(topology: Topology, pid: int, batches: list[int], total: int) 
     return rows
 
 
-def run(batches: list[int], total: int) -> list[Row]:
+def run_batches(batches: list[int], total: int) -> list[Row]:
+    """A serializer of its own, ``total`` labels through it at each batch size."""
     topology = topology_with_free_ports()
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "topology.json"
@@ -137,7 +140,7 @@ def run(batches: list[int], total: int) -> list[Row]:
                 return runner.run(measure(topology, serializer.pid, batches, total))
         except TimeoutError:
             if serializer.poll() is not None:
-                raise SystemExit(f"the serializer exited with {serializer.returncode}") from None
+                raise BenchError(f"the serializer exited with {serializer.returncode}") from None
             raise
         finally:
             serializer.terminate()
@@ -148,17 +151,15 @@ def run(batches: list[int], total: int) -> list[Row]:
                 serializer.wait(10)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.serializer", description=(__doc__ or "").split("\n\n")[0]
-    )
-    parser.add_argument("--labels", type=int, default=100_000, help="labels per batch size (default 100,000)")
-    parser.add_argument("--batches", default="1,10,100,1000", help="labels per message, comma-separated")
-    parser.add_argument("--out", help="directory for serializer.json (default: print only)")
-    args = parser.parse_args(argv)
-    batches = [int(b) for b in args.batches.split(",")]
+def arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--labels", type=positive(int), default=100_000, help="labels per batch size (default 100,000)")
+    add("--batches", type=numbers(int), default="1,10,100,1000", help="labels per message, comma-separated")
+
+
+def run(args: argparse.Namespace) -> int:
     say(f"one serializer, {args.labels:,} update labels per batch size, {os.cpu_count()} CPUs ...")
-    rows = run(batches, args.labels)
+    rows = run_batches(args.batches, args.labels)
     print(render_table(
         "one serializer: labels through it, end to end",
         ["labels per batch", "per message sent", "labels/s", "µs CPU per label", "serializer cores"],
@@ -169,8 +170,15 @@ def main(argv: list[str] | None = None) -> int:
         ],
     ))  # fmt: skip
     write_rows(args.out, "serializer", rows)
-    return 0
+    return PASSED
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="serializer",
+    summary="one serializer's throughput and CPU per label, by labels per message",
+    minutes=(0.5, 0.5),
+    run=run,
+    arguments=arguments,
+    shared={"out": ""},
+    about=__doc__ or "",
+)

@@ -1,4 +1,4 @@
-"""What a message costs on each candidate transport: ``python -m loadtest.bench.transport``.
+"""What a message costs on each candidate transport: ``python -m loadtest bench transport``.
 
 The system's own streams (labels, bulk payloads, acknowledgements, heartbeats) carry small
 messages, and in Python what a small message costs is its transport. For each transport a
@@ -33,9 +33,13 @@ import socket
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadtest.harness.experiment import PASSED, Experiment
+from loadtest.harness.options import positive
+from loadtest.harness.plots import plt, save
 from loadtest.harness.report import num, render_table, say, write_rows
 
 TRANSPORTS = ("grpc", "link", "link-uvloop", "zmq", "floor")
@@ -308,7 +312,7 @@ def free_port() -> int:
 def one_pair(transport: str, mode: str, count: int) -> float:
     """µs of CPU per message hop (one at a time) or per label (pipelined), both ends."""
     port = free_port()
-    me = [sys.executable, "-m", "loadtest.bench.transport"]
+    me = [sys.executable, "-m", "loadtest", "bench", "transport"]
     server = subprocess.Popen([*me, "--role", "serve", "--transport", transport, "--mode", mode, "--port",
                                str(port)], stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
@@ -352,11 +356,6 @@ def table(rows: list[Row], count: int) -> str:
 
 
 def plot(rows: list[Row], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     modes = list(dict.fromkeys(r.mode for r in rows))
     fig, axes = plt.subplots(1, len(modes), figsize=(5 * len(modes), 3.2))
     axes = [axes] if len(modes) == 1 else list(axes)
@@ -366,40 +365,47 @@ def plot(rows: list[Row], path: Path) -> None:
         ax.set_xscale("log")
         ax.set_xlabel("µs of CPU " + ("per message hop" if mode == "one" else "per label, pipelined"))
         ax.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save(fig, path, dpi=120)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.transport", description=(__doc__ or "").split("\n\n")[0]
-    )
-    parser.add_argument("--transports", default=",".join(TRANSPORTS), help="comma-separated")
-    parser.add_argument("--modes", default=",".join(MODES), help="one, pipelined")
-    parser.add_argument("--messages", type=int, default=10_000, help="per round and transport")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", help="directory for transport.json and transport.png")
-    parser.add_argument("--role", choices=("serve", "send"), help=argparse.SUPPRESS)
-    parser.add_argument("--transport", help=argparse.SUPPRESS)
-    parser.add_argument("--mode", help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+def one_of(known: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated list, each one of ``known``."""
+
+    def parse(text: str) -> list[str]:
+        names = [name for name in text.split(",") if name]
+        unknown = sorted(set(names) - set(known))
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"unknown {unknown or '(none)'}: {', '.join(known)}")
+        return names
+
+    return parse
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--transports", type=one_of(TRANSPORTS), default=",".join(TRANSPORTS), help="comma-separated")
+    add("--modes", type=one_of(MODES), default=",".join(MODES), help="one, pipelined")
+    add("--messages", type=positive(int), default=10_000, help="per round and transport")
+    # One end of a pair, as one_pair starts it in a process of its own.
+    add("--role", choices=("serve", "send"), help=argparse.SUPPRESS)
+    add("--transport", help=argparse.SUPPRESS)
+    add("--mode", help=argparse.SUPPRESS)
+    add("--port", type=int, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
     if args.role == "serve":
         run_loop(
             args.transport, SERVERS[args.transport](args.port, args.mode, lambda: print("ready", flush=True))
         )
-        return 0
+        return PASSED
     if args.role == "send":
         cpu = run_loop(
             args.transport, SENDERS[args.transport](f"127.0.0.1:{args.port}", args.mode, args.messages)
         )
         print(cpu)
-        return 0
-    transports = [t for t in args.transports.split(",") if t]
-    unknown = set(transports) - set(TRANSPORTS)
-    if unknown:
-        parser.error(f"unknown transports {sorted(unknown)}: {', '.join(TRANSPORTS)}")
-    modes = [m for m in args.modes.split(",") if m]
+        return PASSED
+    transports, modes = args.transports, args.modes
     say(f"transports {', '.join(transports)}; {args.messages:,} messages, {args.rounds} rounds, "
         f"{os.cpu_count()} CPUs ...")  # fmt: skip
     rows = measure(transports, modes, args.messages, args.rounds)
@@ -408,8 +414,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         plot(rows, Path(args.out) / "transport.png")
         say(f"wrote {Path(args.out) / 'transport.png'}")
-    return 0
+    return PASSED
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="transport",
+    summary="what a small message costs in CPU on each candidate transport (gRPC, link, zmq, floor)",
+    minutes=(1.5, 1.5),
+    run=run,
+    arguments=arguments,
+    shared={"rounds": 3, "out": ""},
+    about=__doc__ or "",
+)
