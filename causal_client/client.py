@@ -154,10 +154,10 @@ class CausalClient:
             stores = tuple(relays.route(site, x, "data") for x in stores)
             regions.append(RegionInfo(r["name"], r["site"], r["gateway"], stores, meta))
         latencies = {(a, b): ms for a, b, ms in described["latencies"]}
-        cure = described.get("protocol") == "cure"
+        vectors = bool(described.get("traits", {}).get("vectors"))  # the protocol's (services/traits.py)
         groups = described["groups"]
         return cls(
-            regions, groups, latencies, site=site, timeout=timeout, secret=secret, vectors=cure,
+            regions, groups, latencies, site=site, timeout=timeout, secret=secret, vectors=vectors,
             strong=described.get("strong"),
         )  # fmt: skip
 
@@ -192,8 +192,13 @@ class CausalClient:
         regions = [RegionInfo(r.name, r.site, endpoints.get(r.name, r.endpoint)) for r in reply.regions]
         groups = {g.name: list(g.regions) for g in reply.groups}
         latencies = {(x.from_site, x.to_site): x.one_way_ms for x in reply.latencies}
-        cure = reply.protocol == "cure"
-        options = {"site": site, "timeout": timeout, "secret": secret, "gateway": True, "vectors": cure}
+        options = {
+            "site": site,
+            "timeout": timeout,
+            "secret": secret,
+            "gateway": True,
+            "vectors": reply.vectors,
+        }
         return cls(regions, groups, latencies, **options)
 
     def region(self, name: str) -> RegionInfo:

@@ -61,7 +61,7 @@ def run(topology: Topology, name: str) -> None:
 def health(topology: Topology, name: str) -> int:
     spec = find(topology, name)
     healthy = plan.is_healthy(topology, spec)
-    if healthy and spec.region and spec.name.endswith(".bulk-receiver") and topology.protocol == "saturn":
+    if healthy and spec.region and spec.name.endswith(".bulk-receiver") and topology.traits.tree:
         healthy = plan.proxy_in_tree_order(topology, spec.region)
         if not healthy:
             print(f"{name}: the remote proxy has not caught up with every peer (unreachable?)")

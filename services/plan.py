@@ -61,7 +61,7 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
         for k in range(r.shards):
             specs.append(_redis(t, layout, f"{r.name}.redis{k}", r.name, t.redis_port(r.name, k), store=True))
     specs += relays(t, layout)
-    if t.protocol == "saturn":
+    if t.traits.tree:
         specs += serializers(t, layout)
     for r in t.regions:
         specs.append(ProcessSpec(
@@ -92,7 +92,7 @@ def label_sink_process(t: Topology, region: str) -> str | None:
     """The process that runs ``region``'s label sink: by default the bulk sender's (one event loop
     for the region's two streams, ``[saturn] sink_in_bulk_sender``), else one of its own; None
     where the protocol has no sink. Faults and tests that mean "kill the sink" ask here."""
-    if t.protocol != "saturn":
+    if not t.traits.tree:
         return None
     return f"{region}.bulk-sender" if t.saturn.sink_in_bulk_sender else f"{region}.label-sink"
 

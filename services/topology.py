@@ -30,16 +30,13 @@ from services.topology_parts import (
     TreeEdge,
     no_duplicates,
 )
+from services.traits import Traits, traits_of
 from services.tuning import SaturnTuning, StabilizationTuning, StrongSettings
 from services.wan import Link, Relays
 from services.wan.routes import RELAY_PORT_OFFSET, Route, relay_routes
 
 __all__ = ["NAME_PATTERN", "Region", "RegionPorts", "Serializer", "Topology", "TopologyError", "TreeEdge"]
 
-PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure", "c3")
-#: the protocols whose gears write every label to the region's label stream (saturn's label sink
-#: and c3's direct sender read it)
-LABEL_PROTOCOLS = ("saturn", "c3")
 ALL_REGIONS = "*"
 # Serializers of odd epochs listen this far above even epochs' (both trees run during a switch).
 SERIALIZER_EPOCH_STRIDE = 32
@@ -53,7 +50,7 @@ class Topology(StrictModel):
     """A validated topology. Build it with :meth:`load` or :meth:`from_dict`."""
 
     name: str
-    protocol: Literal["eventual", "saturn", "gentlerain", "cure", "c3"] = "eventual"
+    protocol: str = "eventual"  # a row of services/traits.py
     host: str = Field(default="127.0.0.1", pattern=HOST_PATTERN)  # every node's, unless it names its own
     # where services listen (default: their node's host; 0.0.0.0 in a container)
     bind: str | None = Field(default=None, pattern=HOST_PATTERN)
@@ -92,6 +89,17 @@ class Topology(StrictModel):
         }
 
     # -- validation --------------------------------------------------------------------------
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, protocol: str) -> str:
+        traits_of(protocol)  # ValueError naming the known ones
+        return protocol
+
+    @property
+    def traits(self) -> Traits:
+        """What its protocol is (services/traits.py): everything else reads these, not its name."""
+        return traits_of(self.protocol)
+
     @field_validator("groups")
     @classmethod
     def _group_names(cls, groups: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -162,8 +170,8 @@ class Topology(StrictModel):
 
     def _check_tree(self) -> None:
         if not self.tree and not self.serializers:
-            if self.protocol == "saturn":
-                raise ValueError("protocol 'saturn' needs serializers and a tree")
+            if self.traits.tree:
+                raise ValueError(f"protocol {self.protocol!r} needs serializers and a tree")
             return
         nodes = {r.name for r in self.regions} | {s.name for s in self.serializers}
         adjacency: dict[str, set[str]] = defaultdict(set)
@@ -387,6 +395,7 @@ class Topology(StrictModel):
         return {
             "name": self.name,
             "protocol": self.protocol,
+            "traits": self.traits.as_dict(),
             "max_value_bytes": self.max_value_bytes,
             "regions": [
                 {"name": r.name, "site": r.site, "stores": self.store_endpoints(r.name),

@@ -67,7 +67,7 @@ def layout(topology: Topology) -> dict:
     """Where the page draws each node (0..1 coordinates), the tree's edges, and for each ordered
     pair of regions the nodes a label passes (the direct link without a tree)."""
     regions = topology.region_names
-    neighbours = topology.tree_neighbours if topology.protocol == "saturn" else {}
+    neighbours = topology.tree_neighbours if topology.traits.tree else {}
     serializers = [n for n in neighbours if n not in regions]
     if not serializers:  # no tree: the regions on a circle
         angles = {r: 2 * math.pi * i / len(regions) - math.pi / 2 for i, r in enumerate(regions)}

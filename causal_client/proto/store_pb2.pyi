@@ -252,17 +252,19 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeReply(_message.Message):
-    __slots__ = ("region", "protocol", "regions", "groups", "latencies", "max_value_bytes")
+    __slots__ = ("region", "protocol", "regions", "groups", "latencies", "max_value_bytes", "vectors")
     REGION_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     REGIONS_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     LATENCIES_FIELD_NUMBER: _ClassVar[int]
     MAX_VALUE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_FIELD_NUMBER: _ClassVar[int]
     region: str
     protocol: str
     regions: _containers.RepeatedCompositeFieldContainer[RegionInfo]
     groups: _containers.RepeatedCompositeFieldContainer[GroupInfo]
     latencies: _containers.RepeatedCompositeFieldContainer[SiteLatency]
     max_value_bytes: int
-    def __init__(self, region: _Optional[str] = ..., protocol: _Optional[str] = ..., regions: _Optional[_Iterable[_Union[RegionInfo, _Mapping]]] = ..., groups: _Optional[_Iterable[_Union[GroupInfo, _Mapping]]] = ..., latencies: _Optional[_Iterable[_Union[SiteLatency, _Mapping]]] = ..., max_value_bytes: _Optional[int] = ...) -> None: ...
+    vectors: bool
+    def __init__(self, region: _Optional[str] = ..., protocol: _Optional[str] = ..., regions: _Optional[_Iterable[_Union[RegionInfo, _Mapping]]] = ..., groups: _Optional[_Iterable[_Union[GroupInfo, _Mapping]]] = ..., latencies: _Optional[_Iterable[_Union[SiteLatency, _Mapping]]] = ..., max_value_bytes: _Optional[int] = ..., vectors: _Optional[bool] = ...) -> None: ...

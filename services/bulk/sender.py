@@ -223,7 +223,7 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
         shippers += mine
     log.info("bulk sender %s → %s", region, ", ".join(destinations) or "(nobody)")
     work = [trimmer.run(stop), *(t.run(stop) for t in tails), *(s.run(stop) for s in shippers)]
-    if topology.protocol == "saturn" and topology.saturn.sink_in_bulk_sender:
+    if topology.traits.tree and topology.saturn.sink_in_bulk_sender:
         work.append(LabelSink(topology, region).run(stop))  # one loop for both streams (tuning.py)
     await asyncio.gather(*work)
 

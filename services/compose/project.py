@@ -136,7 +136,7 @@ def project_name(name: str) -> str:
 
 def _running_nodes(topology: Topology) -> list[str]:
     """The nodes that run processes: the regions, and the serializers where the protocol uses them."""
-    serializers = [s.name for s in topology.serializers] if topology.protocol == "saturn" else []
+    serializers = [s.name for s in topology.serializers] if topology.traits.tree else []
     return [*topology.region_names, *serializers]
 
 
@@ -243,7 +243,7 @@ def _health_test(topology: Topology, spec: plan.ProcessSpec) -> list[str]:
     if spec.kind == "grpc":
         return [*probe, "grpc", str(spec.port)]
     if spec.kind == "link":
-        receiver = spec.name.endswith(".bulk-receiver") and topology.protocol == "saturn"
+        receiver = spec.name.endswith(".bulk-receiver") and topology.traits.tree
         return [*probe, "link", str(spec.port), *([READY_HEALTH] if receiver else [])]
     return ["CMD", "true"]
 

@@ -112,7 +112,10 @@ class StoreServicer(store_pb2_grpc.StoreServicer):
     def _build_describe(self) -> store_pb2.DescribeReply:
         t = self.topology
         reply = store_pb2.DescribeReply(
-            region=self.region, protocol=t.protocol, max_value_bytes=t.max_value_bytes
+            region=self.region,
+            protocol=t.protocol,
+            max_value_bytes=t.max_value_bytes,
+            vectors=t.traits.vectors,
         )
         for r in t.regions:
             reply.regions.add(name=r.name, site=r.site, endpoint=t.frontend_endpoint(r.name))

@@ -22,7 +22,8 @@ from services.launcher.cluster import Cluster, LaunchError, read_state
 from services.launcher.redis_binary import RedisNotFound
 from services.pids import pid_alive
 from services.probes import grpc_serving, link_serving, redis_ping
-from services.topology import PROTOCOLS, Topology, TopologyError
+from services.topology import Topology, TopologyError
+from services.traits import TRAITS
 
 DEFAULT_RUN_DIR = Path(".run")
 
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start every process of a topology and wait for Ctrl-C")
     up.add_argument("topology")
     up.add_argument("--base-port", type=int, default=0, help="override the file's base port")
-    up.add_argument("--protocol", choices=list(PROTOCOLS))
+    up.add_argument("--protocol", choices=list(TRAITS))
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for health")
     up.add_argument(
         "--web", action="store_true", help="also the web app: per region gunicorn, a Celery worker and broker"

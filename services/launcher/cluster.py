@@ -139,7 +139,7 @@ class Cluster:
         try:
             published = False
             for spec in self.plan():
-                if spec.kind != "redis" and not published and self.topology.protocol == "saturn":
+                if spec.kind != "redis" and not published and self.topology.traits.tree:
                     epochs.publish(self.topology, start=True)  # the tree every region starts on
                     published = True
                 self.specs[spec.name] = spec
@@ -148,7 +148,7 @@ class Cluster:
                     self._wait_healthy(spec, timeout)
             for spec in self.specs.values():
                 self._wait_healthy(spec, timeout)
-            if self.topology.protocol == "saturn":
+            if self.topology.traits.tree:
                 self.wait_proxies_in_tree_order(timeout)
         except BaseException:
             self.stop()

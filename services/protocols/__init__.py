@@ -1,20 +1,43 @@
 """Consistency protocols as plug-ins over one data path (docs/ARCHITECTURE.md, "Protocols").
 
-The registry: a topology's ``protocol`` names one of :data:`PROTOCOLS`. A protocol sets up what
-it needs through :meth:`Protocol.start_receiving`; bulk transfer and the frontends know none by
-name.
+What a protocol is (tree or not, vectors, attach rule...) is its row of the traits table
+(services/traits.py); how its receiver makes remote updates visible is its ``Protocol`` subclass,
+named by the row and imported here only when asked for. Bulk transfer and the frontends know no
+protocol by name.
 """
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
 
 from services.probes import READY_HEALTH
 from services.protocols.base import Protocol, ReceivingSide
-from services.protocols.c3 import C3
-from services.protocols.cure import Cure
-from services.protocols.eventual import Eventual
-from services.protocols.gentlerain import GentleRain
-from services.protocols.saturn import Saturn
 from services.region.store import RegionStore
+from services.traits import TRAITS, traits_of
 
-PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Eventual, Saturn, GentleRain, Cure, C3)}
+
+class _Implementations(Mapping[str, type[Protocol]]):
+    """Every protocol of the traits table by name, its class imported at first use (a row added
+    later, a test's toy protocol, is found too)."""
+
+    def __getitem__(self, name: str) -> type[Protocol]:
+        if name not in TRAITS:
+            raise KeyError(name)
+        module, _, attribute = traits_of(name).implementation.partition(":")
+        found = getattr(importlib.import_module(module), attribute)
+        if not (isinstance(found, type) and issubclass(found, Protocol)):
+            raise TypeError(f"{traits_of(name).implementation} is not a Protocol subclass")
+        return found
+
+    def __iter__(self):
+        return iter(TRAITS)
+
+    def __len__(self) -> int:
+        return len(TRAITS)
+
+
+PROTOCOLS: Mapping[str, type[Protocol]] = _Implementations()
 
 
 def protocol_class(name: str) -> type[Protocol]:

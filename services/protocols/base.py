@@ -37,9 +37,7 @@ Task = Coroutine[Any, Any, None]
 
 
 class Protocol(ABC):
-    name: str = ""
-    #: gears append every label to the region's label stream (for the label sink)
-    emits_labels: bool = False
+    name: str = ""  # its row in services/traits.py says what it is; this class, how it receives
 
     def __init__(self, store: RegionStore):
         self.store = store

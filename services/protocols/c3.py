@@ -22,7 +22,6 @@ from services.topology import Topology
 
 class C3(HoldsPayloads):
     name = "c3"
-    emits_labels = True
     order: C3Applier | None  # the receiver's applier (start_receiving)
 
     async def start_receiving(self, side: ReceivingSide) -> list[Task]:

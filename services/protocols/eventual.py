@@ -8,7 +8,6 @@ from services.region.store import RemoteUpdate
 
 class Eventual(Protocol):
     name = "eventual"
-    emits_labels = False
 
     async def accept_payloads(
         self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate], on_applied: AppliedCallback

@@ -52,7 +52,6 @@ class Stabilizer(StableOrder):
 
 class GentleRain(HoldsPayloads):
     name = "gentlerain"
-    emits_labels = False
     stabilizer_class: type[Stabilizer] = Stabilizer
 
     async def start_receiving(self, side: ReceivingSide) -> list[Task]:

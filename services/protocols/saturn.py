@@ -18,7 +18,6 @@ CONCURRENT_APPLY_ENV = "SATURN_CONCURRENT_APPLY"
 
 class Saturn(HoldsPayloads):
     name = "saturn"
-    emits_labels = True
     order: RemoteProxy | None  # the receiver's remote proxy (start_proxy)
 
     @property

@@ -21,7 +21,7 @@ from causal_client.errors import gear_error
 from causal_client.label import Label, LabelType, merge_vectors, parse_vector
 from services.region import gears
 from services.region.lean_redis import LeanRedis
-from services.topology import LABEL_PROTOCOLS, Topology
+from services.topology import Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,7 +326,7 @@ class RegionStore:
         """``urls``: the shards' Redis servers, where not the topology's (a test's)."""
         self.topology = topology
         self.region = region
-        self.vectors = topology.protocol == "cure"  # the labels it returns carry vectors
+        self.vectors = topology.traits.vectors  # the labels it returns carry vectors
         gear_ids = topology.gear_ids(region)
         urls = urls or [topology.redis_url(region, k) for k in range(len(gear_ids))]
         self.shards = [Shard(url, gear_id, region) for url, gear_id in zip(urls, gear_ids, strict=True)]
@@ -340,7 +340,10 @@ class RegionStore:
         t = self.topology
         settings: dict[FieldT, EncodableT] = {
             "region": self.region, "shards": len(self.shards), "protocol": t.protocol,
-            "emits": int(t.protocol in LABEL_PROTOCOLS), "max_value": t.max_value_bytes,
+            "max_value": t.max_value_bytes,
+            # what the gears do differently by protocol: its traits, never its name
+            "emits": int(t.traits.emits_labels), "vectors": int(t.traits.vectors), "attach": t.traits.attach,
+            "migration_label": int(t.traits.migration_label),
             "regions": " ".join(t.region_names),
             # the regions that ship something here (share a group with it): Cure's attach waits
             # for no other region, which can have nothing it must show

@@ -30,7 +30,7 @@ TREE_EVENTS_KEPT = 16
 def next_tree(running: Topology, new: Topology) -> Topology:
     """The running topology with ``new``'s serializers and tree, one epoch on. Everything else
     (regions, shards, groups, ports, latencies) stays as it runs: only the tree may change."""
-    if running.protocol != "saturn":
+    if not running.traits.tree:
         raise TopologyError(f"{running.name} runs {running.protocol}: only saturn has a tree to change")
     shape = {r.name: (r.site, r.shards) for r in running.regions}
     offered = {r.name: (r.site, r.shards) for r in new.regions}

@@ -28,7 +28,7 @@ def page(request: HttpRequest) -> HttpResponse:
         "layout": causality_feed.layout(topology),
         "tree_ms": {
             f"{a}>{b}": {"bulk": topology.region_latency_ms(a, b),
-                         "tree": topology.tree_path_ms(a, b) if topology.protocol == "saturn" else None}
+                         "tree": topology.tree_path_ms(a, b) if topology.traits.tree else None}
             for a in topology.region_names for b in topology.region_names if a != b
         },
     }  # fmt: skip

@@ -47,20 +47,21 @@ local function gear_attach(keys, args)
   local arriving = kind == '1' and target == cfg.region
   local visible = true
   local last = nil
-  if cfg.protocol ~= 'eventual' then
+  local rule = cfg.attach  -- the protocol's attach rule (services/traits.py)
+  if rule ~= 'none' then
     last = redis.call('XREVRANGE', WATERMARK_EVENTS, '+', '-', 'COUNT', 1)
     local marks = {}
     local flat = redis.call('HGETALL', WATERMARK_KEY)
     for i = 1, #flat, 2 do marks[flat[i]] = tonumber(flat[i + 1]) end
-    if arriving and cfg.protocol == 'saturn' then
+    if arriving and rule == 'tree' then
       visible = origin == cfg.region or (marks[origin] or 0) >= ts
-    elseif arriving and cfg.protocol == 'c3' then
+    elseif arriving and rule == 'direct' then
       visible = origin == cfg.region or (marks[MIGRATED_PREFIX .. origin] or 0) >= ts
-    elseif cfg.protocol == 'c3' then
+    elseif rule == 'direct' then
       for _, r in ipairs(words(cfg.senders)) do
         if (marks[r] or 0) < ts then visible = false end
       end
-    elseif cfg.protocol == 'cure' then
+    elseif rule == 'vector' then
       vector[origin] = math.max(vector[origin] or 0, ts)
       for _, r in ipairs(words(cfg.senders)) do
         if (marks[r] or 0) < (vector[r] or 0) then visible = false end
@@ -72,7 +73,7 @@ local function gear_attach(keys, args)
     end
   end
   if not visible then return {0, (last[1] and last[1][1]) or '0-0', WATERMARK_EVENTS} end
-  if cfg.protocol == 'c3' and not arriving and origin ~= cfg.region then note_attach(cfg, ts) end
+  if rule == 'direct' and not arriving and origin ~= cfg.region then note_attach(cfg, ts) end
   record_wait(origin, arriving and 'migration' or 'update', waited)
   return {1}
 end

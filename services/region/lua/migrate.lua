@@ -9,7 +9,7 @@ local function gear_migrate(keys, args)
   local target = args[7] or ''
   check_region(cfg, target)
   check_consumed(args, 8)
-  if cfg.protocol == 'gentlerain' or cfg.protocol == 'cure' then return client_ts end
+  if cfg.migration_label ~= '1' then return client_ts end  -- the client's ts travels instead
   local last, outside = unpack(redis.call('HMGET', GEAR_KEY, 'last_ts', OUTSIDE_ORDER_FIELD))
   local ts = math.max(client_ts + 1, now_us(), tonumber(last or '0') + 1)
   redis.call('HSET', GEAR_KEY, 'last_ts', I(ts))

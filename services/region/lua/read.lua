@@ -228,7 +228,7 @@ local function gear_read(keys, args)
       end
     end
     row[7] = row_lvt
-    if cfg.protocol == 'cure' then
+    if cfg.vectors == '1' then
       row[8] = redis.call('GET', deps_key(read.dkey)) or ''
     end
     out[#out + 1] = row

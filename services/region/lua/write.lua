@@ -81,7 +81,7 @@ end
 -- and under cure the writer's vector. GROUP_FIELD names every group the rows are of.
 local function ship(cfg, ts, src, now, groups, rows, vector)
   local body
-  if cfg.protocol == 'cure' then
+  if cfg.vectors == '1' then
     body = cmsgpack.pack({ts, src, now, rows, vector})
   else
     body = cmsgpack.pack({ts, src, now, rows})
@@ -121,7 +121,7 @@ local function write_mutation(cfg, args, mutation, ts, vector)
     p = p + 3
   end
   fold_versions(dkey)
-  if cfg.protocol == 'cure' then merge_deps(dkey, vector, region, ts) end
+  if cfg.vectors == '1' then merge_deps(dkey, vector, region, ts) end
   return {group, row, ops}
 end
 
