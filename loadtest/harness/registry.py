@@ -30,23 +30,37 @@ class UnknownExperiment(KeyError):
         return f"no experiment {self.args[0]!r} (python -m loadtest bench --list shows them)"
 
 
-def _module_name(name: str) -> str:
-    return name.replace("-", "_")
+def _name_of(module: str) -> str:
+    """An experiment's name: its module's last part, with hyphens."""
+    return module.rpartition(".")[2].replace("_", "-")
+
+
+def _modules() -> dict[str, str]:
+    """Name → the module to import (an entry with a dot is a full module path: a test's toy)."""
+    return {_name_of(m): m if "." in m else f"loadtest.bench.{m}" for m in MODULES}
 
 
 @cache
+def _load(module: str) -> Experiment:
+    found = importlib.import_module(module).EXPERIMENT
+    if not isinstance(found, Experiment):
+        raise TypeError(f"{module}.EXPERIMENT is not an Experiment")
+    return found
+
+
 def experiment(name: str) -> Experiment:
     """The experiment called ``name`` (its module is imported only now)."""
-    module = _module_name(name)
-    if module not in MODULES:
+    module = _modules().get(name)
+    if module is None:
         raise UnknownExperiment(name)
-    found = importlib.import_module(f"loadtest.bench.{module}").EXPERIMENT
-    assert isinstance(found, Experiment), f"loadtest.bench.{module}.EXPERIMENT is not an Experiment"
+    found = _load(module)
+    if found.name != name:
+        raise TypeError(f"{module} registers as {name!r} but calls its experiment {found.name!r}")
     return found
 
 
 def names() -> list[str]:
-    return [m.replace("_", "-") for m in MODULES]
+    return list(_modules())
 
 
 def experiments() -> list[Experiment]:
