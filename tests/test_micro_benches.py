@@ -16,7 +16,6 @@ from loadtest.bench import (
     fig6,
     fig8,
     idle,
-    paper,
     proxy,
     redblue,
     serializer,
@@ -121,7 +120,7 @@ def test_fig5_measures_the_synthetic_workload_per_protocol(tmp_path):
     assert fig5.extra_over_eventual(points, "cure") is not None
     assert "Fig. 5: throughput normalised to eventual" in fig5.table(points)
     write_rows(str(tmp_path), "fig5", points)
-    table, verdict = paper.compare_fig5(tmp_path)
+    table, verdict = fig5.compare(tmp_path)
     assert table[0][1] == "0.978" and "Targets at the defaults" in verdict
     fig5.plot(points, tmp_path / "fig5.png")
     assert (tmp_path / "fig5.png").stat().st_size > 0
@@ -176,7 +175,7 @@ def test_fig1_measures_the_price_of_causality_as_regions_are_added_and_replicas_
     assert fig1.staleness_overhead(points, "b", 2, "gentlerain") is not None
     assert "Fig. 1a" in fig1.table(points) and "Fig. 1b" in fig1.table(points)
     write_rows(str(tmp_path), "fig1", points)
-    table, verdict = paper.compare_fig1(tmp_path)
+    table, verdict = fig1.compare(tmp_path)
     assert table[0][1] == "small / ≈ -20 / -" and "GentleRain's staleness overhead" in verdict
     fig1.plot(points, tmp_path / "fig1.png")
     assert (tmp_path / "fig1.png").stat().st_size > 0

@@ -1,4 +1,4 @@
-"""The paper's Fig. 1, the problem Saturn answers: ``python -m loadtest.bench.fig1 [--quick] --out DIR``.
+"""The paper's Fig. 1, the problem Saturn answers: ``python -m loadtest bench fig1 [--quick] --out DIR``.
 
 (a) *Throughput against freshness*: GentleRain (one scalar of metadata) and Cure (a vector, an
 entry per datacenter) against eventual consistency as datacenters are added, 3 to 7 of
@@ -27,7 +27,9 @@ from pathlib import Path
 from loadtest.bench import fig5
 from loadtest.bench.synthetic import Mix, write_topology
 from loadtest.harness.comparison import mean, rows_of
-from loadtest.harness.plots import PROTOCOL_COLOURS
+from loadtest.harness.experiment import FAILED, PASSED, Experiment, Paper
+from loadtest.harness.options import positive
+from loadtest.harness.plots import colour, plt, save
 from loadtest.harness.report import num, publish, render_table, say
 from loadtest.harness.stats import median_present
 from services.configure.inputs import generate
@@ -166,14 +168,9 @@ def _drawn(value: float | None) -> float:
 
 
 def plot(points: list[Point], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, (penalty, stale, partial) = plt.subplots(1, 3, figsize=(13, 3.9))
     for protocol in PROTOCOLS[1:]:
-        style = {"color": PROTOCOL_COLOURS.get(protocol), "label": protocol, "marker": "o"}
+        style = {"color": colour(protocol), "label": protocol, "marker": "o"}
         a = xs(points, "a")
         penalty.plot(a, [_drawn(throughput_penalty(points, "a", x, protocol)) for x in a], **style)
         stale.plot(a, [_drawn(staleness_overhead(points, "a", x, protocol)) for x in a], **style)
@@ -190,27 +187,19 @@ def plot(points: list[Point], path: Path) -> None:
     )
     for ax in (penalty, stale, partial):
         ax.grid(alpha=0.3)
-        ax.axhline(0, color=PROTOCOL_COLOURS["eventual"], lw=0.8)
+        ax.axhline(0, color=colour("eventual"), lw=0.8)
     stale.legend(fontsize=8)
     fig.suptitle("Fig. 1: causal consistency's price against eventual (this machine)", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.fig1", description=(__doc__ or "").split("\n")[0]
-    )
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--quick", action="store_true", help="3 and 7 datacenters, degrees 5 and 2, 3 s a point"
+        "--clients", type=positive(int), default=2, help="closed-loop clients per region (default: 2)"
     )
-    parser.add_argument("--clients", type=int, default=2, help="closed-loop clients per region (default: 2)")
-    parser.add_argument("--rounds", type=int, default=1, help="turns of all protocols (default: 1)")
-    parser.add_argument("--out", required=True, help="directory for fig1.json, fig1.png and the runs' logs")
-    args = parser.parse_args(argv)
-    if args.rounds < 1 or args.clients < 1:
-        parser.error("--rounds and --clients must be at least 1")
+
+
+def run(args: argparse.Namespace) -> int:
     settings = fig5.Settings(args.clients, *((1.0, 3.0) if args.quick else (2.0, 10.0)))
     plan = QUICK if args.quick else Plan()
     clusters = args.rounds * plan.clusters
@@ -220,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     points = measure(plan, settings, args.rounds, out)
     publish(out, "fig1", points, table(points), lambda path: plot(points, path))
-    return 1 if any(p.errors for p in points) else 0
+    return FAILED if any(p.errors for p in points) else PASSED
 
 
 # -- the paper's Fig. 1 beside this run (python -m loadtest paper fig1) ----------------------------
@@ -277,3 +266,15 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
         "short at degree 2 (close pairs), so the same milliseconds weigh more there."
     )
     return table, verdict
+
+
+EXPERIMENT = Experiment(
+    name="fig1",
+    summary="Saturn Fig. 1: GentleRain's and Cure's price against eventual as regions come and replicas go",
+    minutes=(5.0, 11.0),
+    run=run,
+    arguments=arguments,
+    shared={"rounds": 1, "quick": "3 and 7 datacenters, degrees 5 and 2, 3 s a point", "out": None},
+    paper=Paper(compare),
+    about=__doc__ or "",
+)

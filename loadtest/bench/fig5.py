@@ -1,4 +1,4 @@
-"""The paper's Fig. 5 on ec2-7region: ``python -m loadtest.bench.fig5 [--quick] --out DIR``.
+"""The paper's Fig. 5 on ec2-7region: ``python -m loadtest bench fig5 [--quick] --out DIR``.
 
 Throughput of ``eventual``, ``saturn``, ``gentlerain`` and ``cure`` under the synthetic workload
 (``synthetic.py``), normalised to ``eventual`` at the same point, sweeping one parameter at a time
@@ -30,9 +30,11 @@ from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, client_op, prel
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
 from loadtest.harness.comparison import mean, rows_of
 from loadtest.harness.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
+from loadtest.harness.experiment import FAILED, PASSED, BenchError, Experiment, Paper
 from loadtest.harness.loop import run_closed_loop
 from loadtest.harness.metrics import scrape_visibility
-from loadtest.harness.plots import PROTOCOL_COLOURS
+from loadtest.harness.options import positive
+from loadtest.harness.plots import colour, plt, save
 from loadtest.harness.probes import extra, merged
 from loadtest.harness.report import num, publish, render_table, say
 from loadtest.harness.stats import median_present, to_ms
@@ -274,11 +276,6 @@ def table(points: list[Point]) -> str:
 
 
 def plot(points: list[Point], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     protocols = protocols_in(points)
     fig, axes = plt.subplots(2, 3, figsize=(13, 7))
     for ax, sweep in zip(axes.flat, SWEEPS, strict=False):
@@ -286,7 +283,7 @@ def plot(points: list[Point], path: Path) -> None:
         xs = list(range(len(values)))
         for protocol in protocols:
             ys = [ratio(points, protocol, replace(DEFAULT, **{sweep.key: v})) for v in values]
-            ax.plot(xs, ys, "o-", label=protocol, color=PROTOCOL_COLOURS.get(protocol))
+            ax.plot(xs, ys, "o-", label=protocol, color=colour(protocol))
         labels = [_label(sweep, v) for v in values]
         ax.set_xticks(xs, labels, fontsize=8)
         ax.set_title(sweep.title, fontsize=10)
@@ -298,7 +295,7 @@ def plot(points: list[Point], path: Path) -> None:
     bars.bar(
         others,
         [extra_over_eventual(points, p) or 0 for p in others],
-        color=[PROTOCOL_COLOURS.get(p) for p in others],
+        color=[colour(p) for p in others],
     )
     bars.set_title("(e) extra visibility over eventual, defaults", fontsize=10)
     bars.set_ylabel("ms")
@@ -306,14 +303,12 @@ def plot(points: list[Point], path: Path) -> None:
     cpu.bar(
         protocols,
         [figure(points, p, DEFAULT, lambda x: x.cpu_us_per_op) or 0 for p in protocols],
-        color=[PROTOCOL_COLOURS.get(p) for p in protocols],
+        color=[colour(p) for p in protocols],
     )
     cpu.set_title("(f) cluster CPU per operation, defaults", fontsize=10)
     cpu.set_ylabel("µs")
     fig.suptitle("Fig. 5: the synthetic workload on ec2-7region (this machine)", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
 
 
 def _label(sweep: Sweep, value: object) -> str:
@@ -325,20 +320,16 @@ def _label(sweep: Sweep, value: object) -> str:
     return str(value)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.fig5", description=(__doc__ or "").split("\n")[0]
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--clients", type=positive(int), default=2, help="closed-loop clients per region (default: 2)"
     )
-    parser.add_argument("--quick", action="store_true", help="the sweeps' end points only, 3 s a point")
-    parser.add_argument("--topology", default=str(TOPOLOGY), help="default: ec2-7region-mx.toml")
-    parser.add_argument("--clients", type=int, default=2, help="closed-loop clients per region (default: 2)")
-    parser.add_argument("--rounds", type=int, default=1, help="turns of all protocols (default: 1)")
-    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="comma-separated; eventual first")
-    parser.add_argument("--out", required=True, help="directory for fig5.json, fig5.png and the runs' logs")
-    args = parser.parse_args(argv)
-    protocols = args.protocols.split(",")
-    if protocols[0] != "eventual" or args.rounds < 1 or args.clients < 1:
-        parser.error("--protocols must start with eventual (the reference); --rounds and --clients ≥ 1")
+
+
+def run(args: argparse.Namespace) -> int:
+    protocols = args.protocols
+    if protocols[0] != "eventual":
+        raise BenchError(f"--protocols must start with eventual (the reference), got {','.join(protocols)}")
     settings = Settings(args.clients, *((1.0, 3.0) if args.quick else (2.0, 10.0)))
     mixes = points_of(args.quick)
     out = Path(args.out)
@@ -357,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = out / f"run-{protocol}-{round_}"
             points += measure_protocol(protocol, topology_file, mixes, settings, run_dir, round_)
     publish(out, "fig5", points, table(points), lambda path: plot(points, path))
-    return 1 if any(p.errors for p in points) else 0
+    return FAILED if any(p.errors for p in points) else PASSED
 
 
 # -- the paper's Fig. 5 beside this run (python -m loadtest paper fig5) ----------------------------
@@ -450,3 +441,18 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
         "visibility row is measured under saturation, so it carries queueing the paced Fig. 7 runs do not."
     )
     return table, verdict
+
+
+EXPERIMENT = Experiment(
+    name="fig5",
+    summary="Saturn Fig. 5: the synthetic workload's throughput against eventual, one parameter at a time",
+    minutes=(6.0, 15.0),
+    run=run,
+    arguments=arguments,
+    shared={
+        "topology": TOPOLOGY, "protocols": PROTOCOLS, "rounds": 1,
+        "quick": "the sweeps' end points only, 3 s a point", "out": None,
+    },
+    paper=Paper(compare),
+    about=__doc__ or "",
+)  # fmt: skip

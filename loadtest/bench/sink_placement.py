@@ -1,4 +1,4 @@
-"""Where a region's label sink runs: ``python -m loadtest.bench.sink_placement [--rounds N] --out DIR``.
+"""Where a region's label sink runs: ``python -m loadtest bench sink-placement [--rounds N] --out DIR``.
 
 Saturn on ec2-7region-mx under Fig. 5's workload (``fig5.measure_protocol``) at the defaults and
 at 50:50, once with the sink in a process of its own and once in the bulk sender's
@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.bench import fig5
 from loadtest.bench.synthetic import Mix, write_topology
 from loadtest.harness.cluster import with_overrides
+from loadtest.harness.experiment import PASSED, Experiment
+from loadtest.harness.options import positive
 from loadtest.harness.report import num, render_table, say, write_rows
 from services.topology import Topology
 
@@ -69,16 +70,11 @@ def table(rows: list[Row]) -> str:
     return render_table("Where the label sink runs (medians over rounds)", heads, lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.sink_placement", description=(__doc__ or "").split("\n")[0]
-    )
-    parser.add_argument("--rounds", type=int, default=3, help="turns of both placements (default 3)")
-    parser.add_argument("--seconds", type=float, default=10.0, help="per point (default 10)")
-    parser.add_argument("--out", required=True, help="directory for sink_placement.json and the runs' logs")
-    args = parser.parse_args(argv)
-    if args.rounds < 1 or args.seconds <= 0:
-        parser.error("--rounds must be at least 1 and --seconds positive")
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seconds", type=positive(float), default=10.0, help="per point (default 10)")
+
+
+def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     say(f"sink placement: {args.rounds} round(s) x 2 placements x {len(MIXES)} points of {args.seconds:g} s")
@@ -89,8 +85,15 @@ def main(argv: list[str] | None = None) -> int:
         say(f"round {r.round} {where} {r.point}: {r.ops_per_s:,.0f} ops/s, {cost}")
     print(table(rows))
     write_rows(str(out), "sink_placement", rows)
-    return 0
+    return PASSED
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="sink-placement",
+    summary="the label sink in a process of its own or in the bulk sender's: throughput and CPU per op",
+    minutes=(9.0, 9.0),  # no short version: 6 clusters of ec2-7region-mx, 2 points of 10 s each
+    run=run,
+    arguments=arguments,
+    shared={"rounds": 3, "out": None},
+    about=__doc__ or "",
+)
