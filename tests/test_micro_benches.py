@@ -13,7 +13,6 @@ from loadtest.bench import (
     fig1,
     fig4,
     fig5,
-    fig6,
     fig8,
     idle,
     proxy,
@@ -68,7 +67,7 @@ def test_fig4_runs_a_configuration_without_its_tree(tmp_path):
 def test_fig6_raises_a_links_latency_at_run_time_and_the_better_tree_changes(tmp_path):
     """The paper's Fig. 6 at two points: with nothing injected the serializer in Oregon (T1) is
     better; with +125 ms on the 10 ms N. California-Oregon link, the one in Ireland (T2) is."""
-    assert fig6.main(["--delays", "0,125", "--quick", "--out", str(tmp_path)]) == 0
+    assert registry.run("fig6", ["--delays", "0,125", "--quick", "--out", str(tmp_path)]) == 0
     steps = {(s["configuration"], s["delay_ms"]): s for s in json.loads((tmp_path / "fig6.json").read_text())}
     assert steps["eventual", 125.0]["mean_ms"] > steps["eventual", 0.0]["mean_ms"] + 20  # the raise shows
     assert steps["T1", 0.0]["extra_ms"] < steps["T2", 0.0]["extra_ms"]

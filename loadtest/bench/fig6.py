@@ -1,4 +1,4 @@
-"""The paper's Fig. 6, latency variability: ``python -m loadtest.bench.fig6 [--quick] [--out DIR]``.
+"""The paper's Fig. 6, latency variability: ``python -m loadtest bench fig6 [--quick] [--out DIR]``.
 
 Three regions, N. California, Oregon and Ireland (Table 1 latencies), with two single-serializer
 trees: T1 in Oregon (the best under normal conditions) and T2 in Ireland. While each runs (and
@@ -7,7 +7,7 @@ time through the WAN emulation's control file (every message between the two sit
 labels alike), stepping through ``--delays``; at each step every region writes paced probes and
 the regions' visibility histograms are read. Prints, per injected delay, each tree's extra
 visibility over ``eventual`` at the same delay (mean over the six pairs) and which tree wins;
-``--out`` writes JSON and a PNG like the paper's.
+writes ``fig6.json`` and a PNG like the paper's, ``fig6.png``, under ``--out``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from pathlib import Path
 from loadtest.check.nemesis import write_wan_control
 from loadtest.harness.cluster import find_base_port, with_overrides
 from loadtest.harness.comparison import rows_of
+from loadtest.harness.experiment import PASSED, Experiment, Paper
 from loadtest.harness.metrics import scrape_visibility
+from loadtest.harness.options import non_negative, positive
+from loadtest.harness.plots import plt, save
 from loadtest.harness.probes import Prober, merged, wait_flowing
 from loadtest.harness.report import num, render_table, say, write_rows
 from loadtest.harness.stats import to_ms
@@ -113,11 +116,6 @@ def table(steps: list[Step]) -> str:
 
 
 def plot(steps: list[Step], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(6, 3.8))
     for name, colour in (("T1", "#1f77b4"), ("T2", "#ff7f0e")):
         mine = sorted((s.delay_ms, s.extra_ms) for s in steps if s.configuration == name)
@@ -128,32 +126,40 @@ def plot(steps: list[Step], path: Path) -> None:
     ax.set_ylabel("extra visibility over eventual (ms)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.fig6", description=(__doc__ or "").split("\n\n")[0]
+def delays(text: str) -> list[float]:
+    """An argparse type: comma-separated milliseconds, zero allowed (``0,25,50``)."""
+    values = [non_negative(part.strip()) for part in text.split(",") if part.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError("an empty list")
+    return values
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--delays",
+        type=delays,
+        default="0,25,50,75,100,125",
+        help="injected ms, comma-separated (default: 0,25,50,75,100,125)",
     )
-    parser.add_argument("--delays", default="0,25,50,75,100,125", help="injected ms, comma-separated")
-    parser.add_argument("--quick", action="store_true", help="2 s per step instead of 6")
-    parser.add_argument("--rate", type=float, default=20.0, help="probe writes per second per region")
-    parser.add_argument("--out", help="directory for fig6.json and fig6.png")
-    args = parser.parse_args(argv)
-    delays = [float(d) for d in args.delays.split(",")]
+    parser.add_argument(
+        "--rate", type=positive(float), default=20.0, help="probe writes per second per region (default: 20)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
     seconds = 2.0 if args.quick else 6.0
     steps: list[Step] = []
     for configuration in ("eventual", "T1", "T2"):
-        steps += measure(configuration, delays, args.rate, seconds)
+        steps += measure(configuration, args.delays, args.rate, seconds)
     steps = with_extra(steps)
     print(table(steps))
     write_rows(args.out, "fig6", steps)
-    if args.out:
-        plot(steps, Path(args.out) / "fig6.png")
-        say(f"wrote {Path(args.out) / 'fig6.png'}")
-    return 0
+    plot(steps, Path(args.out) / "fig6.png")
+    say(f"wrote {Path(args.out) / 'fig6.png'}")
+    return PASSED
 
 
 # -- the paper's Fig. 6 beside this run (python -m loadtest paper fig6) ----------------------------
@@ -176,3 +182,15 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
         "(the paper: past +55 ms)."
     )
     return table, verdict
+
+
+EXPERIMENT = Experiment(
+    name="fig6",
+    summary="Saturn Fig. 6: a link made slower at run time, and which of two trees then shows updates sooner",
+    minutes=(3.0, 6.0),
+    run=run,
+    arguments=arguments,
+    shared={"quick": "2 s per step instead of 6", "out": "bench-results/fig6"},
+    paper=Paper(compare),
+    about=__doc__ or "",
+)

@@ -1,6 +1,7 @@
 """The paper's Fig. 8: the Facebook workload (this project's Locust load test, store target) under
 the four protocols, for each maximum number of replicas of a user's data: throughput normalised
-to ``eventual`` and extra visibility over it. ``python -m loadtest paper fig8 [--quick]``.
+to ``eventual`` and extra visibility over it: ``python -m loadtest bench fig8 [--quick] --out DIR``
+(``python -m loadtest paper fig8`` sets the paper's figures beside it).
 
 For every maximum (2 to 5, the paper's x-axis; ``--quick``: 2 and 5) a plan is made (the social
 graph placed over the topology's regions, at least 2 and at most that many replicas), then each
@@ -19,7 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from loadtest.harness.comparison import mean, rows_of
-from loadtest.harness.plots import PROTOCOL_COLOURS
+from loadtest.harness.experiment import FAILED, PASSED, Experiment, Paper
+from loadtest.harness.options import positive
+from loadtest.harness.plots import colour, plt, save
 from loadtest.harness.report import num, publish, render_table, say
 from loadtest.harness.stats import Histogram, to_ms
 from loadtest.locust_run import LocustOptions
@@ -27,7 +30,7 @@ from loadtest.plan import make_plan
 from loadtest.run import run_protocol
 from services.topology import Topology
 
-TOPOLOGY = Path(__file__).resolve().parents[1] / "topologies" / "ec2-7region-m.toml"
+TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-m.toml"
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
 CDF_PAIRS = (("ireland", "frankfurt"), ("ireland", "tokyo"))  # Fig. 8b: Saturn's best case, its worst
 
@@ -122,17 +125,12 @@ def cdf_table(points: list[Point]) -> str:
 
 
 def plot_cdfs(points: list[Point], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, (origin, region) in zip(axes, CDF_PAIRS, strict=True):
         for protocol in dict.fromkeys(p.protocol for p in points):
             cdf = pair_histogram(points, protocol, origin, region).cdf_ms()
             ax.step([x for x, _ in cdf], [y for _, y in cdf], where="post", label=protocol,
-                    color=PROTOCOL_COLOURS.get(protocol))  # fmt: skip
+                    color=colour(protocol))  # fmt: skip
         ax.set_title(f"{origin} → {region}", fontsize=10)
         ax.set_xlabel("remote update visibility (ms)")
         ax.set_xlim(0, 300)
@@ -140,9 +138,7 @@ def plot_cdfs(points: list[Point], path: Path) -> None:
     axes[0].set_ylabel("CDF")
     axes[1].legend(fontsize=8)
     fig.suptitle("Fig. 8b: the Facebook workload, Saturn's best pair and its worst", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
 
 
 def table(points: list[Point]) -> str:
@@ -156,22 +152,13 @@ def table(points: list[Point]) -> str:
 
 
 def plot(points: list[Point], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     for protocol in dict.fromkeys(p.protocol for p in points):
         mine = [p for p in points if p.protocol == protocol]
         xs = [p.max_replicas for p in mine]
-        left.plot(
-            xs, [p.throughput_ratio for p in mine], "o-", label=protocol, color=PROTOCOL_COLOURS.get(protocol)
-        )
+        left.plot(xs, [p.throughput_ratio for p in mine], "o-", label=protocol, color=colour(protocol))
         if protocol != "eventual":
-            right.plot(
-                xs, [p.extra_ms for p in mine], "o-", label=protocol, color=PROTOCOL_COLOURS.get(protocol)
-            )
+            right.plot(xs, [p.extra_ms for p in mine], "o-", label=protocol, color=colour(protocol))
     left.set_ylabel("throughput / eventual")
     right.set_ylabel("extra visibility over eventual (ms)")
     for ax in (left, right):
@@ -179,20 +166,14 @@ def plot(points: list[Point], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle("Fig. 8: the Facebook workload under the four protocols", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.fig8", description=(__doc__ or "").split("\n")[0]
-    )
-    parser.add_argument("--quick", action="store_true", help="maxima 2 and 5, 500 users, 8 s per run")
-    parser.add_argument("--topology", default=str(TOPOLOGY), help="default: ec2-7region-m.toml")
-    parser.add_argument("--clients", type=int, default=20, help="Locust users (default: 20)")
-    parser.add_argument("--out", required=True, help="directory for fig8.json, fig8.png and the runs")
-    args = parser.parse_args(argv)
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--clients", type=positive(int), default=20, help="Locust users (default: 20)")
+
+
+def run(args: argparse.Namespace) -> int:
     maxima = [2, 5] if args.quick else [2, 3, 4, 5]
     users, duration = (500, 8.0) if args.quick else (2000, 30.0)
     out = Path(args.out)
@@ -200,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     publish(out, "fig8", points, f"{table(points)}\n\n{cdf_table(points)}", lambda path: plot(points, path))
     plot_cdfs(points, out / "fig8b.png")
     say(f"wrote {out / 'fig8b.png'}")
-    return 1 if any(p.failed for p in points) else 0
+    return FAILED if any(p.failed for p in points) else PASSED
 
 
 # -- the paper's Fig. 8 beside this run (python -m loadtest paper fig8) ----------------------------
@@ -249,3 +230,15 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
         "whole system, not from their region alone as on the paper's testbed."
     )
     return table, verdict
+
+
+EXPERIMENT = Experiment(
+    name="fig8",
+    summary="Saturn Fig. 8: the Facebook workload per protocol and most replicas (8a), two pairs' CDFs (8b)",
+    minutes=(4.0, 25.0),
+    run=run,
+    arguments=arguments,
+    shared={"topology": TOPOLOGY, "quick": "maxima 2 and 5, 500 users, 8 s per run", "out": None},
+    paper=Paper(compare),
+    about=__doc__ or "",
+)
