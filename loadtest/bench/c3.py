@@ -1,5 +1,5 @@
 """C3's two experiments (Fouto, Leitão, Preguiça, NCA'18, §5) on ec2-7region, scaled to this
-machine: ``python -m loadtest.bench.c3 [--quick] --out DIR``.
+machine: ``python -m loadtest bench c3 [--quick] --out DIR``.
 
 C3's layout: one data partition per region, replicated there and at 2 to 4 other regions (here
 the closest ones: 3 to 5 replicas of 7). Closed-loop clients at every region, each with its own
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,8 +33,11 @@ from causal_client import CausalClient
 from loadtest import topology_file
 from loadtest.bench.throughput import split_variant, variant_environment
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
+from loadtest.harness.experiment import FAILED, PASSED, Experiment, Paper
 from loadtest.harness.loop import Op, run_closed_loop
 from loadtest.harness.metrics import scrape_visibility
+from loadtest.harness.options import numbers, protocol_list
+from loadtest.harness.plots import colour, plt, save
 from loadtest.harness.probes import extra, merged, wait_flowing
 from loadtest.harness.report import num, publish, render_table, say
 from loadtest.harness.stats import percentile
@@ -49,10 +51,6 @@ KEYS = 100
 COLUMN = "v"
 LOCAL_RUN, REMOTE_RUN = 95.0, 5.0  # mean run lengths (operations) at home and elsewhere
 KINDS = ("read", "write", "migrate")
-COLOURS = {
-    "eventual": "#555555", "saturn": "#1f77b4", "saturn+serial": "#9ecae1", "c3": "#2ca02c",
-    "c3+serial": "#98df8a", "gentlerain": "#d62728", "cure": "#ff7f0e",
-}  # fmt: skip
 
 
 def partitions(topology: Topology) -> dict[str, list[str]]:
@@ -253,11 +251,6 @@ def table(points: list[Point]) -> str:
 
 
 def plot(points: list[Point], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     configurations = list(dict.fromkeys(p.configuration for p in points))
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
     for ax, mode in zip(axes[0], MODES, strict=True):
@@ -265,9 +258,7 @@ def plot(points: list[Point], path: Path) -> None:
             mine = sorted(
                 (p for p in points if p.configuration == c and p.mode == mode), key=lambda p: p.clients
             )
-            ax.plot(
-                [p.clients for p in mine], [p.ops_per_s for p in mine], "o-", label=c, color=COLOURS.get(c)
-            )
+            ax.plot([p.clients for p in mine], [p.ops_per_s for p in mine], "o-", label=c, color=colour(c))
         ax.set_title(
             f"throughput, {mode} ({'95/5 via migrations' if mode == 'remote' else 'clients stay home'})"
         )
@@ -279,7 +270,7 @@ def plot(points: list[Point], path: Path) -> None:
         p = find(points, c, "remote")
         if p and p.visibility_cdf:
             xs, ys = zip(*p.visibility_cdf, strict=True)
-            ax.step([1000 * x for x in xs], ys, where="post", label=c, color=COLOURS.get(c))
+            ax.step([1000 * x for x in xs], ys, where="post", label=c, color=colour(c))
     ax.set_xscale("log")
     ax.set_title("remote-update visibility (remote mode, most clients)")
     ax.set_xlabel("ms after the write")
@@ -291,30 +282,32 @@ def plot(points: list[Point], path: Path) -> None:
         p = find(points, c, "remote")
         if p:
             heights = [p.latency_ms[k]["mean"] or 0 for k in KINDS]
-            ax.bar([k + i * width for k in range(len(KINDS))], heights, width, label=c, color=COLOURS.get(c))
+            ax.bar([k + i * width for k in range(len(KINDS))], heights, width, label=c, color=colour(c))
     ax.set_xticks([k + 0.4 - width / 2 for k in range(len(KINDS))], KINDS)
     ax.set_yscale("log")
     ax.set_title("mean latency by operation (remote mode, most clients)")
     ax.set_ylabel("ms (log)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.c3", description=(__doc__ or "").split("\n")[0]
-    )
-    parser.add_argument("--quick", action="store_true", help="1 and 3 clients per region, 4 s a point")
-    parser.add_argument("--topology", default=str(TOPOLOGY), help="default: ec2-7region-m.toml")
-    parser.add_argument("--clients", default=None, help="comma-separated clients per region (default: 1,2,4)")
-    parser.add_argument("--configurations", default=",".join(CONFIGURATIONS), help="comma-separated")
-    parser.add_argument("--out", required=True, help="directory for c3.json, c3.png and the runs' logs")
-    args = parser.parse_args(argv)
-    counts = [int(x) for x in (args.clients or ("1,3" if args.quick else "1,2,4")).split(",")]
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--clients", type=numbers(int), default=None, help="comma-separated clients per region (default: "
+        "1,2,4; quick 1,3)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--configurations", type=protocol_list, default=",".join(CONFIGURATIONS),
+        help=f"comma-separated, a protocol or protocol+variant (default: {','.join(CONFIGURATIONS)})",
+    )  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    counts = args.clients or ([1, 3] if args.quick else [1, 2, 4])
     window = (1.0, 4.0) if args.quick else (2.0, 8.0)
-    configurations = [c.strip() for c in args.configurations.split(",") if c.strip()]
+    configurations = args.configurations
+    for configuration in configurations:
+        split_variant(configuration)  # an unknown variant: BenchError before anything starts
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     topology_path = write_topology(Topology.load(args.topology), out / "topology.toml")
@@ -326,11 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"== [{i}/{len(configurations)}] {configuration}")
         points += measure_configuration(configuration, topology_path, counts, window, out)
     publish(out, "c3", points, table(points), lambda path: plot(points, path))
-    return 1 if any(p.errors for p in points) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return FAILED if any(p.errors for p in points) else PASSED
 
 
 # -- C3's claims beside this run (python -m loadtest paper c3) ------------------------------------
@@ -415,3 +404,15 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
         "messages C3 does not have, and C3's heartbeats while updates wait are work Saturn does not do.",
     ]
     return table, "\n".join(f"- {s}" for s in sentences)
+
+
+EXPERIMENT = Experiment(
+    name="c3",
+    summary="C3's two experiments: clients at home and 95/5 via migrations, against Saturn and the others",
+    minutes=(9.0, 20.0),
+    run=run,
+    arguments=arguments,
+    shared={"topology": TOPOLOGY, "quick": "1 and 3 clients per region, 4 s a point", "out": None},
+    paper=Paper(compare),
+    about=__doc__ or "",
+)
