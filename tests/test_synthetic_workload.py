@@ -12,7 +12,7 @@ import pytest
 from helpers.topologies import TOPOLOGIES, load_topology
 
 from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, inclusion, traffic_weights, write_topology
-from loadtest.bench.synthetic import main as synthetic_main
+from loadtest.harness import registry
 from services.configure.inputs import weights_from_file
 from services.topology import Topology
 
@@ -108,7 +108,8 @@ def test_the_generator_builds_another_tree_for_the_workloads_traffic(tmp_path):
     with a smaller mismatch where the traffic is (the shipped ec2-7region-mx.toml)."""
     base = load_topology("ec2-7region.toml")
     weights_file = tmp_path / "weights.json"
-    assert synthetic_main(["weights", str(TOPOLOGIES / "ec2-7region.toml"), "--out", str(weights_file)]) == 0
+    argv = ["weights", str(TOPOLOGIES / "ec2-7region.toml"), "--out", str(weights_file)]
+    assert registry.run("synthetic", argv) == 0
     shipped_weights = TOPOLOGIES / "ec2-7region-exponential-weights.json"
     assert json.loads(weights_file.read_text()) == json.loads(shipped_weights.read_text()), "regenerate it"
     weights = weights_from_file(base, weights_file)

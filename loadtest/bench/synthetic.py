@@ -29,7 +29,7 @@ data".
 
 The workload's traffic between two regions, for the configuration generator (paper §5.5: the
 tree is chosen for the pairs that exchange the most), is what ``traffic_weights`` gives and
-``python -m loadtest.bench.synthetic weights TOPOLOGY --correlation C`` writes as the JSON
+``python -m loadtest bench synthetic weights TOPOLOGY --correlation C`` writes as the JSON
 ``services.configure --weights`` reads.
 """
 
@@ -39,7 +39,6 @@ import argparse
 import itertools
 import json
 import random
-import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from pathlib import Path
 
 from causal_client import CausalClient, Mutation
 from loadtest import topology_file
+from loadtest.harness.experiment import PASSED, Experiment
 from loadtest.harness.loop import Op
 from loadtest.harness.metrics import Pair
 from services.topology import Topology
@@ -216,24 +216,32 @@ def traffic_weights(buckets: Buckets, correlation: str) -> dict[str, dict[str, f
     return weights
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.synthetic",
-        description="the synthetic workload's traffic per pair of regions, as services.configure --weights",
-    )
+def arguments(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
-    weights = commands.add_parser("weights", help="write the weights JSON for a topology and a correlation")
+    weights = commands.add_parser(
+        "weights",
+        help="write the weights JSON for a topology and a correlation (services.configure --weights)",
+    )
     weights.add_argument("topology", type=Path)
     weights.add_argument("--correlation", choices=CORRELATIONS, default="exponential")
-    weights.add_argument("--out", type=Path, help="default: print to stdout")
-    args = parser.parse_args(argv)
+    weights.add_argument("--out", type=Path, help="the JSON file to write (default: print to stdout)")
+
+
+def run(args: argparse.Namespace) -> int:
+    assert args.command == "weights"
     text = json.dumps(traffic_weights(Buckets(Topology.load(args.topology)), args.correlation), indent=2)
     if args.out:
         args.out.write_text(text + "\n")
     else:
         print(text)
-    return 0
+    return PASSED
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="synthetic",
+    summary="the synthetic workload's traffic per pair of regions, for services.configure --weights",
+    minutes=(0.1, 0.1),  # a computation: no cluster
+    run=run,
+    arguments=arguments,
+    about=__doc__ or "",
+)
