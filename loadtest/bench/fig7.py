@@ -68,7 +68,7 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
 
 EXPERIMENT = visibility_figure.experiment(
     FIGURE,
-    "Saturn paper Fig. 7: visibility of eventual, Saturn, GentleRain and Cure on ec2-7region",
+    "Saturn Fig. 7: visibility of eventual, Saturn, GentleRain and Cure on ec2-7region",
     minutes=(1.5, 2.5),
     about=__doc__ or "",
     paper=Paper(compare),
