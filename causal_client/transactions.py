@@ -52,7 +52,10 @@ class ShardCall:
     read_only: bool = False
 
 
-Reply = object  # a gear's reply, or the CausalError the call raised
+# A gear's reply, or the CausalError the call raised. A reply is RESP as its gear shapes it: the
+# plans below index and convert replies (after _raise_any) by what they know of that shape, which
+# the type checker cannot follow: hence their `type: ignore[index]` and `[call-overload]`.
+Reply = object
 Plan = Generator[list[ShardCall], list[Reply], object]
 Steps = Generator[list[ShardCall], list[Reply], None]  # rounds of a plan that return nothing
 
@@ -190,7 +193,7 @@ def _result(
         for i, reply in zip(idx, raw[k], strict=True):
             rows[i], seen = Row.from_gear(specs[i].group, specs[i].row, reply, vectors)
             best = best.merge(seen)
-    return ReadResult(rows, best, floor)  # type: ignore[arg-type]
+    return ReadResult(rows, best, floor)  # type: ignore[arg-type]  # every spec's row is set above
 
 
 def write_args(label: Label, head: list, mutations: Sequence[Mutation]) -> list:

@@ -107,8 +107,8 @@ class Link:
     def _delay(self) -> float:
         """This message's one-way delay: latency, jitter and any injected spike or partition."""
         delay = self.latency_s + (random.uniform(0, self.jitter_s) if self.jitter_s else 0.0)
-        if self._control is not None:
-            extra, hold = self._control.effect(self.sites)  # type: ignore[arg-type]
+        if self._control is not None and self.sites is not None:  # (the one is set with the other)
+            extra, hold = self._control.effect(self.sites)
             delay = max(delay + extra, hold)
         return delay
 
