@@ -7,6 +7,7 @@ consistency (path ≤ direct) and where labels lag (path > direct).
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from services.topology import Topology, TopologyError
@@ -23,12 +24,13 @@ def rows(topology: Topology) -> list[tuple[str, str, float, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argv if argv is not None else sys.argv[1:]
-    if len(args) != 1:
-        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(
+        prog="python -m services.tree_report", description=(__doc__ or "").split("\n\n")[0]
+    )
+    parser.add_argument("topology", help="a topology file with a serializer tree")
+    args = parser.parse_args(argv)
     try:
-        topology = Topology.load(args[0])
+        topology = Topology.load(args.topology)
         table = rows(topology)
     except TopologyError as exc:
         print(f"error: {exc}", file=sys.stderr)

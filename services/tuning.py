@@ -36,7 +36,7 @@ class SaturnTuning(BaseModel):
     bulk_retry_s: tuple[float, ...] = Field(default=(0.1, 0.2, 0.5, 1.0, 2.0), min_length=1)
     #: the label sink runs in the bulk sender's process (one event loop for a region's two
     #: streams) instead of a process of its own: 20-26 µs of CPU per operation less on Fig. 5's
-    #: workload (``python -m loadtest.bench.sink_placement``, docs/MEASUREMENTS.md)
+    #: workload (``python -m loadtest bench sink-placement``, docs/MEASUREMENTS.md)
     sink_in_bulk_sender: bool = True
 
     @model_validator(mode="after")

@@ -119,3 +119,17 @@ def test_the_label_path_saturn_and_c3_share_is_a_package_of_its_own():
         and any(m.startswith(("services.saturn", "services.c3")) for m in imported_modules(s))
     ]
     assert (c3, labelpath) == ([], [])
+
+
+def test_the_load_test_and_the_checker_do_not_import_the_experiments():
+    """loadtest/bench/ holds the experiments, above the harness (loadtest/harness/) they share;
+    the load test, the checker and the harness import none of them (the command line names them
+    to the registry, which imports an experiment only when it runs)."""
+    bad = [
+        f"{name}: {module}"
+        for name, source in sources("loadtest").items()
+        if not name.startswith("loadtest/bench/") and name != "loadtest/cli.py"
+        for module in imported_modules(source)
+        if module == "loadtest.bench" or module.startswith("loadtest.bench.")
+    ]
+    assert bad == []

@@ -11,7 +11,6 @@ from functools import partial
 import redis
 
 from causal_client import CausalClient
-from loadtest.bench.workload import Workload, causal_op, preload, raw_op
 from loadtest.harness.cpu import CLIENT_ROLE, CpuByProcess, CpuMeter, used_between
 from loadtest.harness.loop import Op, run_closed_loop, summarize
 from loadtest.harness.metrics import Pair, scrape_visibility
@@ -26,6 +25,7 @@ from loadtest.harness.visibility import (
     visibility_rows,
     wait_replicated,
 )
+from loadtest.harness.workload import Workload, causal_op, preload, raw_op
 from services import auth
 from services.topology import Topology
 

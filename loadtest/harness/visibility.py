@@ -7,10 +7,10 @@ import time
 from collections.abc import Sequence
 
 from causal_client import CausalClient
-from loadtest.bench.workload import COLUMN, Workload
 from loadtest.harness.metrics import Pair, scrape_visibility
 from loadtest.harness.results import VisibilityRow
 from loadtest.harness.stats import Histogram, to_ms
+from loadtest.harness.workload import COLUMN, Workload
 from services.topology import Topology
 
 DRAIN_TIMEOUT_S = 60.0  # how long replication may lag behind before updates count as missing

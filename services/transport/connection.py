@@ -4,7 +4,7 @@ stream into frames and hands a service's messages over in bulk.
 Why a ``Protocol`` and not streams or gRPC: a message costs one ``data_received`` call and a
 slice; everything that arrived in one read is handed to the consumer at one wake-up
 (``receive`` returns all of it), and a send is one ``transport.write``. The transport
-micro-benchmark (``python -m loadtest.bench.transport``) measures the difference.
+micro-benchmark (``python -m loadtest bench transport``) measures the difference.
 
 A connection carries one service's conversation, as a gRPC stream did: the client opens it with
 the service's name and hello, the server accepts (with the service's answer) or refuses; then
