@@ -229,7 +229,7 @@ def test_twissandra_on_strong_registers_runs_under_a_flooded_prioritised_link(tm
     every request kind and the register's operations measured, none failed, each at least a
     round trip (every operation needs both regions)."""
     argv = ["--conditions", "priority", "--requests", "2", "--out", str(tmp_path)]
-    assert vivace_strong.main(argv) == 0
+    assert registry.run("vivace-strong", argv) == 0
     (result,) = vivace_strong.load_results(tmp_path)
     assert result.condition == "priority" and result.errors == 0
     assert set(result.latency) == {*vivace_strong.REQUESTS, *vivace_strong.REGISTER}

@@ -1,5 +1,5 @@
 """Vivace's congestion experiment (its §6.4, Twissandra under congestion) on this system:
-``python -m loadtest.bench.vivace [--quick] --out DIR``.
+``python -m loadtest bench vivace [--quick] --out DIR``.
 
 The Facebook workload (``python -m loadtest run``'s: Locust users driving Chirp's data layer,
 ``webapp/social.py``, through the client library) runs under ``saturn`` on ``demo-3region`` and
@@ -17,7 +17,7 @@ regions and back) and a *sign-up* (an insert-if-absent on a strong register, dec
 closest majority of regions), both from probes that run beside the load, and the remote-update
 visibility of the flooded pairs and the others. Writes ``vivace.json`` and ``vivace.png``;
 ``python -m loadtest paper vivace`` runs this and Twissandra's strong variant
-(bench/vivace_strong.py) and sets Vivace's figures beside them.
+(``python -m loadtest bench vivace-strong``) and sets Vivace's figures beside them.
 """
 
 from __future__ import annotations
@@ -25,15 +25,19 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from causal_client import CausalClient, CausalError, InsertIfAbsent
+from loadtest.bench import vivace_strong
 from loadtest.harness.cluster import find_base_port, started, with_bandwidth, with_overrides
+from loadtest.harness.experiment import PASSED, Comparison, Experiment, Paper
+from loadtest.harness.options import positive
+from loadtest.harness.plots import LINK_COLOURS, plt, save
 from loadtest.harness.report import num, publish, render_table, say
+from loadtest.harness.stats import Latency
 from loadtest.locust_run import LocustOptions
 from loadtest.plan import Plan, make_plan
 from loadtest.population import seed, wait_seeded
@@ -50,28 +54,15 @@ TARGET = 1.5  # with priority, travel and sign-up under congestion within this o
 
 
 @dataclass
-class Latency:
-    p50_ms: float | None
-    max_ms: float | None
-    count: int
-
-
-@dataclass
 class Result:
     topology: str
     condition: str
     flooded: str  # "A<->B"
-    latency: dict[str, Latency] = field(default_factory=dict)  # operation → figures
+    latency: dict[str, Latency] = field(default_factory=dict)  # operation → its latency
     visibility_flooded: Latency | None = None  # pairs across the flooded link (p50 of p50s, max p99)
     visibility_other: Latency | None = None
     ops_per_s: float = 0.0
     failures: int = 0
-
-
-def _latency(values_ms: list[float]) -> Latency:
-    return Latency(
-        statistics.median(values_ms) if values_ms else None, max(values_ms, default=None), len(values_ms)
-    )
 
 
 class Probes(threading.Thread):
@@ -145,9 +136,12 @@ def run_condition(
     for name in OPERATIONS:
         row = next((r for r in summary.requests if r.name == name), None)
         if row is not None:
-            result.latency[name] = Latency(row.p50_ms, row.max_ms, row.requests)
-    result.latency["travel"] = _latency(probes.travel)
-    result.latency["sign-up"] = _latency(probes.signup)
+            result.latency[name] = Latency(
+                count=row.requests, mean_ms=row.mean_ms, p50_ms=row.p50_ms, p90_ms=row.p90_ms,
+                p99_ms=row.p99_ms, max_ms=row.max_ms,
+            )  # fmt: skip
+    result.latency["travel"] = Latency.of(probes.travel)
+    result.latency["sign-up"] = Latency.of(probes.signup)
     flooded = {(near, far), (far, near)}
     across = [v for v in summary.visibility if (v.origin, v.region) in flooded and v.updates]
     others = [v for v in summary.visibility if (v.origin, v.region) not in flooded and v.updates]
@@ -162,9 +156,8 @@ def _visibility(rows) -> Latency | None:
     if not rows:
         return None
     p50 = statistics.median(r.p50_ms for r in rows if r.p50_ms is not None)
-    return Latency(
-        p50, max((r.p99_ms for r in rows if r.p99_ms is not None), default=None), sum(r.updates for r in rows)
-    )
+    top = max((r.p99_ms for r in rows if r.p99_ms is not None), default=None)
+    return Latency(count=sum(r.updates for r in rows), p50_ms=p50, max_ms=top)
 
 
 def table(results: list[Result]) -> str:
@@ -199,15 +192,9 @@ def table(results: list[Result]) -> str:
 
 
 def plot(results: list[Result], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     topologies = list(dict.fromkeys(r.topology for r in results))
     names = [*OPERATIONS, "travel", "sign-up", "visibility"]
     fig, axes = plt.subplots(len(topologies), 1, figsize=(12, 4.2 * len(topologies)), squeeze=False)
-    colours = {"none": "#555555", "fifo": "#d62728", "priority": "#2ca02c"}
     for ax, topo in zip(axes[:, 0], topologies, strict=True):
         mine = [r for r in results if r.topology == topo]
         width = 0.8 / max(1, len(mine))
@@ -216,16 +203,16 @@ def plot(results: list[Result], path: Path) -> None:
             p50 = [f.p50_ms if f and f.p50_ms else 0 for f in figures]
             top = [f.max_ms if f and f.max_ms else 0 for f in figures]
             xs = [k + i * width for k in range(len(names))]
-            ax.bar(xs, p50, width, color=colours[r.condition], label=f"{r.condition} (median)")
-            ax.plot(xs, top, "v", color=colours[r.condition], label=f"{r.condition} (max; visibility p99)")
+            ax.bar(xs, p50, width, color=LINK_COLOURS[r.condition], label=f"{r.condition} (median)")
+            ax.plot(
+                xs, top, "v", color=LINK_COLOURS[r.condition], label=f"{r.condition} (max; visibility p99)"
+            )
         ax.set_xticks([k + 0.4 - width / 2 for k in range(len(names))], [OPERATIONS.get(n, n) for n in names])
         ax.set_yscale("log")
         ax.set_ylabel("ms (log)")
         ax.set_title(f"{topo}: one link flooded ({mine[0].flooded}), saturn")
         ax.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def load_results(out: Path) -> list[Result]:
@@ -239,14 +226,18 @@ def load_results(out: Path) -> list[Result]:
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    about = (__doc__ or "").split("\n")[0]
-    parser = argparse.ArgumentParser(prog="python -m loadtest.bench.vivace", description=about)
-    parser.add_argument("--quick", action="store_true", help="20 s a condition, 300 users, 6 Locust users")
-    parser.add_argument("--topologies", default="demo-3region,ec2-7region", help="comma-separated")
-    parser.add_argument("--mbit", type=float, default=20.0, help="every link's bandwidth (default: 20)")
-    parser.add_argument("--out", required=True, help="directory for vivace.json, vivace.png and the runs")
-    args = parser.parse_args(argv)
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--topologies",
+        default="demo-3region,ec2-7region",
+        help="comma-separated (default: demo-3region,ec2-7region)",
+    )
+    parser.add_argument(
+        "--mbit", type=positive(float), default=20.0, help="every link's bandwidth (default: 20)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
     seconds, users, clients = (20.0, 300, 6) if args.quick else (60.0, 1000, 12)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -261,11 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"== {name}, congestion: {condition}")
             results.append(run_condition(plan_dir, condition, args.mbit, seconds, clients, out))
     publish(out, "vivace", results, table(results), lambda path: plot(results, path))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return PASSED
 
 
 # -- Vivace's figures beside this run (python -m loadtest paper vivace) ---------------------------
@@ -340,3 +327,23 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
             f"{num(fifo_p50)} with a FIFO link and {num(best_p50)} with priority."
         )
     return table, "\n".join(f"- {s}" for s in verdict)
+
+
+def compare_both(out: Path) -> Comparison:
+    """``python -m loadtest paper vivace``: this experiment and Twissandra's strong variant
+    (``vivace-strong``, run into the same folder), their rows and verdicts one after the other."""
+    rows, verdict = compare(out)
+    strong_rows, strong_verdict = vivace_strong.compare(out)
+    return rows + strong_rows, f"{verdict}\n{strong_verdict}"
+
+
+EXPERIMENT = Experiment(
+    name="vivace",
+    summary="Vivace's congestion experiment: Chirp's load with one link flooded, FIFO against priority",
+    minutes=(6.0, 12.0),
+    run=run,
+    arguments=arguments,
+    shared={"quick": "20 s a condition, 300 users, 6 Locust users", "out": None},
+    paper=Paper(compare_both, then=("vivace-strong",)),
+    about=__doc__ or "",
+)

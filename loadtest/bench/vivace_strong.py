@@ -1,5 +1,5 @@
 """Twissandra's strong variant as Vivace ran it (its §6.4), and the register under congestion:
-``python -m loadtest.bench.vivace_strong [--quick] --out DIR`` (also part of ``paper vivace``).
+``python -m loadtest bench vivace-strong [--quick] --out DIR`` (also part of ``paper vivace``).
 
 Vivace kept Twissandra's account settings and tweets in read/write registers and its follower
 lists and timelines in read-modify-write ones, on two sites whose every operation crossed the one
@@ -9,7 +9,7 @@ messages in FIFO order against prioritised.
 
 Here: the first two regions of the paper's EC2 topology (every register at both, so every strong
 operation needs both), every link at ``--mbit`` through the relays, three conditions as
-bench/vivace.py's (none; FIFO with both directions flooded; priority with the same flood). A client
+``bench vivace``'s (none; FIFO with both directions flooded; priority with the same flood). A client
 at the first region runs ``--requests`` (or as many as fit ``--budget`` seconds: a FIFO queue behind
 a flood makes each crossing take a second) of each of R1-R3 (R1: the tweet written, prepended to the
 author's userline and to each follower's timeline; R2, R3: the list read, then each of its newest
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import sys
 import tempfile
 import threading
 import time
@@ -34,8 +33,11 @@ from causal_client import CausalClient, CausalError, Prepend
 from causal_client.strong import StrongRegisters
 from loadtest.bench.fig1 import first_regions
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_bandwidth, with_overrides
+from loadtest.harness.experiment import PASSED, Experiment
+from loadtest.harness.options import positive
+from loadtest.harness.plots import LINK_COLOURS, plt, save
 from loadtest.harness.report import num, publish, render_table, say
-from loadtest.harness.stats import percentile
+from loadtest.harness.stats import Latency
 from services.topology import Topology
 from services.wan.flood import flood
 from services.wan.routes import flood_endpoint
@@ -47,21 +49,6 @@ REGISTER = ("write", "read (fast path)", "read (write-back always)")
 NS = "twissandra"
 USERS, FOLLOWERS, PAGE = 8, 3, 5
 TARGET = 1.5  # with priority, strong operations under congestion within this of uncongested
-
-
-@dataclass
-class Latency:
-    p50_ms: float | None
-    p90_ms: float | None
-    max_ms: float | None
-    count: int
-
-    @staticmethod
-    def of(values: list[float]) -> Latency:
-        ordered = sorted(values)
-        return Latency(
-            percentile(ordered, 0.5), percentile(ordered, 0.9), ordered[-1] if ordered else None, len(ordered)
-        )
 
 
 @dataclass
@@ -193,30 +180,22 @@ def table(results: list[Result]) -> str:
 
 
 def plot(results: list[Result], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = [*REQUESTS, *REGISTER]
-    colours = {"none": "#555555", "fifo": "#d62728", "priority": "#2ca02c"}
     fig, ax = plt.subplots(figsize=(12, 4.5))
     width = 0.8 / max(1, len(results))
     for i, r in enumerate(results):
         xs = [k + i * width for k in range(len(names))]
         figures = [r.latency.get(n) for n in names]
-        ax.bar(xs, [f.p50_ms or 0 if f else 0 for f in figures], width, color=colours[r.condition],
+        ax.bar(xs, [f.p50_ms or 0 if f else 0 for f in figures], width, color=LINK_COLOURS[r.condition],
                label=f"{r.condition} (median)")  # fmt: skip
-        ax.plot(xs, [f.max_ms or 0 if f else 0 for f in figures], "v", color=colours[r.condition],
+        ax.plot(xs, [f.max_ms or 0 if f else 0 for f in figures], "v", color=LINK_COLOURS[r.condition],
                 label=f"{r.condition} (max)")  # fmt: skip
     ax.set_xticks([k + 0.4 - width / 2 for k in range(len(names))], names, fontsize=8)
     ax.set_yscale("log")
     ax.set_ylabel("ms (log)")
     ax.set_title("Twissandra on strong registers, the two regions' link flooded (Vivace §6.4)")
     ax.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def load_results(out: Path) -> list[Result]:
@@ -227,40 +206,42 @@ def load_results(out: Path) -> list[Result]:
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    about = (__doc__ or "").split("\n")[0]
-    parser = argparse.ArgumentParser(prog="python -m loadtest.bench.vivace_strong", description=about)
-    parser.add_argument(
-        "--quick", action="store_true", help="30 requests of each kind (default: 200, as Vivace)"
+def conditions(text: str) -> list[str]:
+    """An argparse type: comma-separated, some of none,fifo,priority."""
+    chosen = [c.strip() for c in text.split(",") if c.strip()]
+    if not chosen or not set(chosen) <= set(CONDITIONS):
+        raise argparse.ArgumentTypeError(f"some of {', '.join(CONDITIONS)}, got {text!r}")
+    return chosen
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--requests", type=positive(int), help="requests of each kind and condition (default: 200; quick 30)")
+    add(
+        "--budget",
+        type=positive(float),
+        help="seconds for each kind and condition at most (default 90; quick 20)",
     )
-    parser.add_argument("--requests", type=int, help="requests of each kind and condition")
-    parser.add_argument(
-        "--budget", type=float, help="seconds for each kind and condition at most (default 90; quick 20)"
+    add("--mbit", type=positive(float), default=20.0, help="the link's bandwidth (default: 20)")
+    add(
+        "--conditions",
+        type=conditions,
+        default=",".join(CONDITIONS),
+        help="comma-separated, of none,fifo,priority",
     )
-    parser.add_argument("--mbit", type=float, default=20.0, help="the link's bandwidth (default: 20)")
-    parser.add_argument(
-        "--conditions", default=",".join(CONDITIONS), help="comma-separated, of none,fifo,priority"
-    )
-    parser.add_argument("--out", required=True, help="directory for vivace_strong.json and .png")
-    args = parser.parse_args(argv)
-    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
-    if not conditions or not set(conditions) <= set(CONDITIONS):
-        parser.error(f"--conditions: some of {', '.join(CONDITIONS)}, got {args.conditions!r}")
+
+
+def run(args: argparse.Namespace) -> int:
     requests = args.requests or (30 if args.quick else 200)
     budget = args.budget or (20.0 if args.quick else 90.0)
-    if requests < 1 or args.mbit <= 0:
-        parser.error("--requests and --mbit must be positive")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    say(f"Twissandra on strong registers: {requests} requests of each kind, under {', '.join(conditions)}")
+    under = ", ".join(args.conditions)
+    say(f"Twissandra on strong registers: {requests} requests of each kind, under {under}")
     with tempfile.TemporaryDirectory() as scratch:
-        results = [run_condition(c, args.mbit, requests, budget, Path(scratch)) for c in conditions]
+        results = [run_condition(c, args.mbit, requests, budget, Path(scratch)) for c in args.conditions]
     publish(out, "vivace_strong", results, table(results), lambda path: plot(results, path))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return PASSED
 
 
 # -- Vivace's figures beside this run (python -m loadtest paper vivace) ---------------------------
@@ -308,3 +289,14 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
         "at its own region when the writer's background copy arrived, else waits for it from the other)."
     )
     return rows, "\n".join(verdict)
+
+
+EXPERIMENT = Experiment(
+    name="vivace-strong",
+    summary="Twissandra on strong registers as Vivace ran it, its link flooded: FIFO against priority",
+    minutes=(5.0, 18.0),
+    run=run,
+    arguments=arguments,
+    shared={"quick": "30 requests of each kind (default: 200, as Vivace), 20 s a kind at most", "out": None},
+    about=__doc__ or "",
+)
