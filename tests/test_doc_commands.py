@@ -39,8 +39,6 @@ SUBCOMMAND = re.compile(r"^[a-z][a-z0-9_-]*$")
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 SEPARATORS = {"&&", "||", ";", "|"}
 TIMEOUT_S = 300  # one module's --help calls, or one quick command
-# Modules whose command line takes no --help; the quick commands below run them instead.
-NO_HELP = {"services.tree_report": "reads its one argument as a topology file"}
 # Runs each argv of a JSON list as `python -m` would, in this one interpreter; prints the statuses.
 HELP_RUNNER = """
 import contextlib, io, json, runpy, sys, traceback
@@ -157,8 +155,7 @@ def help_targets() -> dict[tuple[str, ...], list[Command]]:
     """Each distinct ``--help`` call, with the commands it stands for."""
     targets: dict[tuple[str, ...], list[Command]] = {}
     for command in python_commands():
-        if command.module not in NO_HELP:
-            targets.setdefault(command.help_argv, []).append(command)
+        targets.setdefault(command.help_argv, []).append(command)
     return targets
 
 
