@@ -18,7 +18,6 @@ from loadtest.bench import (
     proxy,
     redblue,
     serializer,
-    strong,
     vivace_strong,
 )
 from loadtest.bench import synthetic as fig5_synthetic
@@ -197,7 +196,7 @@ def test_the_strong_bench_times_each_kind_of_strong_operation_against_a_majority
     """demo-3region: from frankfurt the closest majority is itself and ireland (20 ms round trip),
     from virginia itself and the nearer of the two (82 ms): no operation can be faster than one."""
     topology = Path(__file__).resolve().parents[1] / "topologies" / "demo-3region.toml"
-    assert strong.main(["--topology", str(topology), "--rounds", "2", "--out", str(tmp_path)]) == 0
+    assert registry.run("strong", ["--topology", str(topology), "--rounds", "2", "--out", str(tmp_path)]) == 0
     rows = {r["region"]: r for r in json.loads((tmp_path / "strong.json").read_text())}
     assert set(rows) == {"virginia", "ireland", "frankfurt"}
     assert rows["frankfurt"]["majority_rtt_ms"] == 20 and rows["virginia"]["majority_rtt_ms"] == 82
@@ -210,7 +209,7 @@ def test_the_redblue_bench_sets_red_by_either_mode_beside_blue(tmp_path):
     registers costs two round trips (74 ms each); by the token, at most a turn's wait (300 ms
     here) and the opening round trip; every mix measured in both modes, and compared."""
     argv = ["--regions", "2", "--requests", "3", "--clients", "2", "--seconds", "1", "--hold-ms", "300"]
-    assert redblue.main([*argv, "--out", str(tmp_path)]) == 0
+    assert registry.run("redblue", [*argv, "--out", str(tmp_path)]) == 0
     hold_ms, (row,), throughput = redblue.load(tmp_path)
     assert hold_ms == 300 and row.regions == 2 and row.blue.mean_ms < 30
     assert row.red["vivace"].p50_ms >= 2 * 74 * 0.9

@@ -1,5 +1,5 @@
 """RedBlue's microbenchmark (OSDI'12 §7.2, Figures 8 and 9) on this system, for both ways of
-ordering red operations: ``python -m loadtest.bench.redblue [--quick] --out DIR``.
+ordering red operations: ``python -m loadtest bench redblue [--quick] --out DIR``.
 
 - **latency** (its Fig. 8): on the first ``k`` of the paper's seven EC2 regions, ``k`` = 2 to 7,
   a client at every region issues requests one at a time at a user's pace (``--think-ms``), all
@@ -25,7 +25,6 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -38,38 +37,25 @@ from causal_client.strong import StrongRegisters
 from causal_client.token import TokenRegisters
 from loadtest.bench.fig1 import first_regions
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
+from loadtest.harness.experiment import PASSED, Experiment, Paper
+from loadtest.harness.options import non_negative, numbers, positive
+from loadtest.harness.plots import colour, plt, save
 from loadtest.harness.report import num, publish, render_table, say
-from loadtest.harness.stats import percentile
+from loadtest.harness.stats import Latency
 from services.topology import Topology
 
 BASE = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region.toml"
 MODES = ("vivace", "token")
 MIXES = (0.0, 0.3, 1.0)  # the red share of the throughput runs' clients
 NAMESPACE = "redblue"
-
-
-@dataclass
-class Figures:
-    mean_ms: float | None = None
-    p50_ms: float | None = None
-    p90_ms: float | None = None
-    max_ms: float | None = None
-    count: int = 0
-
-    @staticmethod
-    def of(values_ms: list[float]) -> Figures:
-        if not values_ms:
-            return Figures()
-        ordered = sorted(values_ms)
-        p50, p90 = percentile(ordered, 0.5), percentile(ordered, 0.9)
-        return Figures(statistics.fmean(ordered), p50, p90, ordered[-1], len(ordered))
+BLUE = "#1f77b4"  # blue requests in the figures (red ones take their mode's colour)
 
 
 @dataclass
 class LatencyRow:
     regions: int
-    blue: Figures
-    red: dict[str, Figures] = field(default_factory=dict)  # mode -> figures
+    blue: Latency
+    red: dict[str, Latency] = field(default_factory=dict)  # mode -> its red requests' latency
 
 
 @dataclass
@@ -146,16 +132,16 @@ def measure_latency(
             started(topology, work / f"run-latency-{k}") as cluster,
             clients_at_sites(cluster.topology) as clients,
         ):
-            row = LatencyRow(k, Figures())
+            row = LatencyRow(k, Latency())
             blue_all: list[float] = []
             for mode in MODES:
                 red, blue = latency_round(clients, mode, hold_ms, requests, think_ms)
-                row.red[mode] = Figures.of(red)
+                row.red[mode] = Latency.of(red)
                 blue_all += blue
                 f = row.red[mode]
                 say(f"  {k} regions, red by {mode}: mean {num(f.mean_ms)} ms, p90 {num(f.p90_ms)}; "
                     f"blue mean {num(statistics.fmean(blue))} ms")  # fmt: skip
-            row.blue = Figures.of(blue_all)
+            row.blue = Latency.of(blue_all)
         rows.append(row)
     return rows
 
@@ -248,7 +234,7 @@ def table(latency: list[LatencyRow], throughput: list[ThroughputRow], hold_ms: f
     for row in latency:
         cells = [str(row.regions), f"{num(row.blue.mean_ms)} / {num(row.blue.p90_ms)}"]
         for mode in MODES:
-            f = row.red.get(mode, Figures())
+            f = row.red.get(mode, Latency())
             cells.append(f"{num(f.mean_ms)} / {num(f.p50_ms)} / {num(f.p90_ms)} / {num(f.max_ms, 0)}")
         lines.append(cells)
     heads = ["regions", "blue mean / p90 ms", "red by vivace mean / p50 / p90 / max ms",
@@ -272,12 +258,7 @@ def table(latency: list[LatencyRow], throughput: list[ThroughputRow], hold_ms: f
 
 
 def plot(latency: list[LatencyRow], throughput: list[ThroughputRow], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    colours = {"blue": "#1f77b4", "vivace": "#d62728", "token": "#9467bd"}
+    colours = {"blue": BLUE, **{mode: colour(mode) for mode in MODES}}
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     xs = [r.regions for r in latency]
     left.errorbar(
@@ -301,56 +282,51 @@ def plot(latency: list[LatencyRow], throughput: list[ThroughputRow], path: Path)
             curve = sorted(
                 (r for r in throughput if r.mode == mode and r.red_share == share), key=lambda r: r.clients
             )
-            colour = colours["blue"] if share == 0.0 else colours[mode]
+            shade = colours["blue"] if share == 0.0 else colours[mode]
             name = "all blue" if share == 0.0 else f"{100 * (1 - share):.0f}:{100 * share:.0f}, red by {mode}"
-            right.plot([r.per_s for r in curve], [r.mean_ms or 0 for r in curve], styles[share], color=colour,
+            right.plot([r.per_s for r in curve], [r.mean_ms or 0 for r in curve], styles[share], color=shade,
                        label=name)  # fmt: skip
     right.set_yscale("log")
     right.set_xlabel("requests/s")
     right.set_ylabel("mean latency, ms (log)")
     right.set_title("closed-loop throughput against latency, 2 regions (RedBlue Fig. 9)")
     right.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    about = (__doc__ or "").split("\n")[0]
-    parser = argparse.ArgumentParser(prog="python -m loadtest.bench.redblue", description=about)
-    parser.add_argument(
-        "--quick", action="store_true", help="2, 4 and 7 regions, fewer requests, shorter runs"
+def region_counts(text: str) -> list[int]:
+    """An argparse type: comma-separated region counts, each 2 to 7 (the first k of ec2-7region)."""
+    try:
+        counts = sorted({int(k) for k in text.split(",") if k.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"counts such as 2,4,7, got {text!r}") from None
+    if not counts or not all(2 <= k <= 7 for k in counts):
+        raise argparse.ArgumentTypeError(f"between 2 and 7 regions of ec2-7region, got {text!r}")
+    return counts
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--hold-ms", type=positive(float), default=1000.0, help="the token's turn per region (default: 1000)")
+    add("--requests", type=positive(int), help="red requests per region and point (default: 20; quick 6)")
+    add(
+        "--clients", type=numbers(int), help="closed-loop clients a region, a point each (default: 2,8,32; "
+        "quick 4,16)"
+    )  # fmt: skip
+    add("--seconds", type=positive(float), help="each throughput run (default: 20; quick 8)")
+    add("--think-ms", type=non_negative, default=250.0, help="a user's mean pause (default: 250)")
+    add(
+        "--regions",
+        type=region_counts,
+        help="comma-separated region counts, 2-7 (default: 2..7; quick 2,4,7)",
     )
-    parser.add_argument(
-        "--hold-ms", type=float, default=1000.0, help="the token's turn per region (default: 1000)"
-    )
-    parser.add_argument(
-        "--requests", type=int, help="red requests per region and point (default: 20; quick 6)"
-    )
-    parser.add_argument(
-        "--clients", help="closed-loop clients a region, a point each (default: 2,8,32; quick 4,16)"
-    )
-    parser.add_argument("--seconds", type=float, help="each throughput run (default: 20; quick 8)")
-    parser.add_argument("--think-ms", type=float, default=250.0, help="a user's mean pause (default: 250)")
-    parser.add_argument("--regions", help="comma-separated region counts, 2-7 (default: 2..7; quick 2,4,7)")
-    parser.add_argument("--out", required=True, help="directory for redblue.json and redblue.png")
-    args = parser.parse_args(argv)
-    counts = [2, 4, 7] if args.quick else [2, 3, 4, 5, 6, 7]
-    if args.regions:
-        try:
-            counts = sorted({int(k) for k in args.regions.split(",")})
-        except ValueError:
-            parser.error(f"--regions takes counts such as 2,4,7, got {args.regions!r}")
-        if not all(2 <= k <= 7 for k in counts):
-            parser.error("--regions: between 2 and 7 regions of ec2-7region")
+
+
+def run(args: argparse.Namespace) -> int:
+    counts = args.regions or ([2, 4, 7] if args.quick else [2, 3, 4, 5, 6, 7])
     requests = args.requests or (6 if args.quick else 20)
     seconds = args.seconds or (8.0 if args.quick else 20.0)
-    try:
-        loads = [int(n) for n in (args.clients or ("4,16" if args.quick else "2,8,32")).split(",")]
-    except ValueError:
-        parser.error(f"--clients takes numbers such as 2,8,32, got {args.clients!r}")
-    if requests < 1 or seconds <= 0 or min(loads) < 1 or args.hold_ms <= 0:
-        parser.error("--requests, --clients, --seconds and --hold-ms must be positive")
+    loads = args.clients or ([4, 16] if args.quick else [2, 8, 32])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     say(f"RedBlue's microbenchmark: latency on {counts} regions, throughput on 2; token turn {args.hold_ms:g}"
@@ -360,15 +336,15 @@ def main(argv: list[str] | None = None) -> int:
         latency = measure_latency(counts, args.hold_ms, requests, args.think_ms, work)
         throughput = measure_throughput(args.hold_ms, loads, seconds, work)
     text = table(latency, throughput, args.hold_ms)
-    run = RedBlueRun(args.hold_ms, latency, throughput)
-    publish(out, "redblue", [run], text, lambda path: plot(latency, throughput, path))
-    return 0
+    results = RedBlueRun(args.hold_ms, latency, throughput)
+    publish(out, "redblue", [results], text, lambda path: plot(latency, throughput, path))
+    return PASSED
 
 
 def load(out: Path) -> tuple[float, list[LatencyRow], list[ThroughputRow]]:
     (data,) = json.loads((out / "redblue.json").read_text())
     latency = [
-        LatencyRow(r["regions"], Figures(**r["blue"]), {m: Figures(**f) for m, f in r["red"].items()})
+        LatencyRow(r["regions"], Latency(**r["blue"]), {m: Latency(**f) for m, f in r["red"].items()})
         for r in data["latency"]
     ]
     return data["hold_ms"], latency, [ThroughputRow(**r) for r in data["throughput"]]
@@ -379,7 +355,7 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
     hold_ms, latency, throughput = load(out)
     rows = []
     for r in latency:
-        token, vivace = r.red.get("token", Figures()), r.red.get("vivace", Figures())
+        token, vivace = r.red.get("token", Latency()), r.red.get("vivace", Latency())
         wait = (r.regions - 1) * hold_ms
         rows.append([f"{r.regions} regions: red by token, mean / max ms",
                      f"4 of 5 at the closest site, every 5th waits (k-1) x 1 s = {wait / hold_ms:g} s",
@@ -409,5 +385,13 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
     return rows, verdict
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="redblue",
+    summary="RedBlue's microbenchmark: red by Vivace's registers and by Gemini's token, against blue",
+    minutes=(4.0, 9.0),
+    run=run,
+    arguments=arguments,
+    shared={"quick": "2, 4 and 7 regions, fewer requests, shorter runs", "out": None},
+    paper=Paper(compare),
+    about=__doc__ or "",
+)

@@ -1,4 +1,4 @@
-"""What a strong operation costs, per region: ``python -m loadtest.bench.strong [--topology FILE]
+"""What a strong operation costs, per region: ``python -m loadtest bench strong [--topology FILE]
 [--rounds N] [--out DIR]``.
 
 A cluster of the topology (default: the paper's seven EC2 regions); from each region in turn, a
@@ -7,14 +7,14 @@ client at that region's site runs ``--rounds`` strong writes, reads and read-mod
 beside the round trip to the closest majority of regions (the majority-th smallest round trip
 from the region, itself included). Vivace's analysis (its §4): a write costs one round trip to a
 majority plus local work, a read in the common case one (its write-back skipped), a
-read-modify-write two (the promise and the commit). Prints a table; ``--out`` writes strong.json.
+read-modify-write two (the promise and the commit). Prints a table and writes strong.json under
+``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from causal_client import CompareAndSet, Session
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
+from loadtest.harness.experiment import PASSED, Experiment
 from loadtest.harness.report import num, render_table, say, write_rows
 from services.topology import Topology
 
@@ -108,24 +109,19 @@ def table(rows: list[StrongRow]) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench.strong", description=(__doc__ or "").split("\n")[0]
-    )
-    parser.add_argument("--topology", default=str(TOPOLOGY), help="default: ec2-7region.toml")
-    parser.add_argument(
-        "--rounds", type=int, default=20, help="operations of each kind per region (default 20)"
-    )
-    parser.add_argument("--out", help="directory for strong.json")
-    args = parser.parse_args(argv)
-    if args.rounds < 1:
-        parser.error("--rounds must be at least 1")
+def run(args: argparse.Namespace) -> int:
     say(f"strong operations: {args.rounds} of each kind from every region of {Path(args.topology).name}")
     rows = measure(Path(args.topology), args.rounds)
     print(table(rows))
     write_rows(args.out, "strong", rows)
-    return 0
+    return PASSED
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+EXPERIMENT = Experiment(
+    name="strong",
+    summary="a strong write, read and read-modify-write per region against the majority round trip",
+    minutes=(2.0, 2.0),  # no short version: seven regions, 20 operations of each kind from each
+    run=run,
+    shared={"topology": TOPOLOGY, "rounds": 20, "out": "bench-results/strong"},
+    about=__doc__ or "",
+)
