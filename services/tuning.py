@@ -3,8 +3,8 @@
 They must agree with each other: a proxy calls the tree down when an origin has been silent for
 ``tree_silence_s``, so the sinks' heartbeats must come several times within it, and the slack a
 heartbeat may gather on its way must keep it well inside it. The defaults are what the
-measurements in docs/MEASUREMENTS.md were taken with (docs/ARCHITECTURE.md, "Label batching" and
-"Heartbeats", says why).
+measurements in docs/MEASUREMENTS.md were taken with (docs/PROTOCOLS.md, "What the label path
+costs: heartbeats and label batching", says why).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""C3 (docs/ARCHITECTURE.md, "C3"): what sets it apart from Saturn's tree, end to end, and the
+"""C3 (docs/PROTOCOLS.md, "C3"): what sets it apart from Saturn's tree, end to end, and the
 sender's rule that keeps its waits free of cycles. The causality tests every protocol must pass
 (test_saturn_causality, test_saturn_migration, test_partial_transitive, test_transactions) and
 the history checker run it too.
@@ -101,7 +101,7 @@ def four_regions(protocol: str) -> dict:
 @pytest.mark.cluster
 @pytest.mark.parametrize("protocol", ["eventual", "c3"])
 def test_a_dependency_on_an_update_a_region_does_not_replicate_is_kept(launch, protocol):
-    """RoE takes the vector of what a region applies (docs/ARCHITECTURE.md, "C3"). z is written at
+    """RoE takes the vector of what a region applies (docs/PROTOCOLS.md, "C3"). z is written at
     l; a writer at j reads it and writes y; a writer at i, which never has z, reads y and writes w;
     m has z and w but not y, and z reaches m slowly. w's past holds z only through y, so i's
     label for w must name z's origin although i never applied anything of it: m then shows w

@@ -1,2 +1,2 @@
 """C3 (Fouto, Leitão, Preguiça): labels sent directly between regions, with dependency
-vectors (docs/ARCHITECTURE.md, "C3")."""
+vectors (docs/PROTOCOLS.md, "C3")."""

@@ -1,5 +1,5 @@
 """C3's causality layer, receiving side: remote updates made visible as soon as their own
-dependencies hold, whatever else is waiting (docs/ARCHITECTURE.md, "C3").
+dependencies hold, whatever else is waiting (docs/PROTOCOLS.md, "C3").
 
 Per origin region o (one that ships something here):
 

@@ -1,5 +1,5 @@
 """C3's causality layer, sending side: this region's labels go straight to the regions that
-replicate their groups, each with a dependency vector (docs/ARCHITECTURE.md, "C3").
+replicate their groups, each with a dependency vector (docs/PROTOCOLS.md, "C3").
 
 It reads the label streams exactly as Saturn's label sink does (the same pump: one shard as it
 grows, several merged in timestamp order, heartbeats, cursors saved and streams trimmed every

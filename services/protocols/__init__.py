@@ -1,4 +1,4 @@
-"""Consistency protocols as plug-ins over one data path (docs/ARCHITECTURE.md, "Protocols").
+"""Consistency protocols as plug-ins over one data path (docs/PROTOCOLS.md).
 
 What a protocol is (tree or not, vectors, attach rule...) is its row of the traits table
 (services/traits.py); how its receiver makes remote updates visible is its ``Protocol`` subclass,

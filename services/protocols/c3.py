@@ -5,7 +5,7 @@ clock, RoE); a region applies a remote update once the updates its vector names 
 (its completed-operations clock, RoC, covers it), so updates of different origins are applied in
 parallel; a migration is a metadata-only label to its target. Both sides run in the bulk
 receiver's process (services/c3/): the sender needs the RoE the applier keeps. The decisions
-the paper leaves open are in docs/ARCHITECTURE.md, "C3"."""
+the paper leaves open are in docs/PROTOCOLS.md, "C3"."""
 
 from __future__ import annotations
 

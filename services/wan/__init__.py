@@ -6,7 +6,7 @@ client placed at a site pays the same emulated latency and the client may import
 services. The services reach that core only through this package, which re-exports it; what only
 the services need sits beside it: the relays that give a link a bandwidth and priorities (relay.py,
 scheduler.py), their routes (routes.py) and the flood that congests a link (flood.py). See
-docs/ARCHITECTURE.md, "WAN emulation".
+docs/OPERATIONS.md, "WAN emulation".
 """
 
 from causal_client.wan import CONTROL_ENV, TRAFFIC_CLASSES, DelayLine, Link, Relays, WanControl, control

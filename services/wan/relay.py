@@ -95,7 +95,7 @@ class Relay:
             raise SystemExit(
                 f"relay {pair}: relays emulate links on one machine and listen on loopback only, not on "
                 f"{self.routes[0].host}; across hosts, mark traffic with DSCP and queue it by priority "
-                '(docs/ARCHITECTURE.md, "WAN emulation")'
+                '(docs/OPERATIONS.md, "WAN emulation")'
             )
         a, b = self.routes[0].from_site, self.routes[0].to_site
         rate = topology.bandwidth_mbit_between(a, b)

@@ -1,5 +1,5 @@
 -- Transactions over several shards of a region (Eiger's 2PC-PCI; the algorithm and why it is
--- atomic are in causal_client/transactions.py and docs/ARCHITECTURE.md).
+-- atomic are in causal_client/transactions.py and docs/PROTOCOLS.md, "Transactions").
 --
 -- A part staged on a shard is invisible: a record STAGE_PREFIX .. txid holds its rows, each row's
 -- pending hash (q:<group>:<row>, txid -> proposal) says that a read of it may have to ask the
