@@ -20,6 +20,7 @@ from pathlib import Path
 
 from loadtest.harness.cluster import find_base_port, started, with_overrides
 from loadtest.harness.experiment import FAILED, PASSED, Experiment
+from loadtest.harness.options import Meaning
 from loadtest.harness.report import render_table, say
 from services.topology import Topology
 
@@ -93,6 +94,6 @@ EXPERIMENT = Experiment(
     summary="what one Chirp user page costs the web app, with and without likes and reposts",
     minutes=(0.75, 0.75),
     run=run,
-    shared={"topology": TOPOLOGY, "protocol": "saturn", "rounds": 60},
+    shared={"topology": TOPOLOGY, "protocol": "saturn", "rounds": Meaning(60, "pages timed per variant")},
     about=__doc__ or "",
 )

@@ -23,6 +23,7 @@ from pathlib import Path
 from causal_client import CausalClient, Session
 from loadtest.harness.cluster import find_base_port, started, with_overrides
 from loadtest.harness.experiment import FAILED, PASSED, Experiment
+from loadtest.harness.options import Meaning
 from loadtest.harness.report import num, render_table, say
 from loadtest.harness.stats import Latency
 from services.topology import Topology
@@ -88,6 +89,6 @@ EXPERIMENT = Experiment(
     summary="what resuming a session costs by path (token, bare label, write in flight)",
     minutes=(0.75, 0.75),
     run=run,
-    shared={"protocol": "saturn", "rounds": 20},
+    shared={"protocol": "saturn", "rounds": Meaning(20, "rounds per path")},
     about=__doc__ or "",
 )

@@ -24,6 +24,7 @@ from pathlib import Path
 from causal_client import CompareAndSet, Session
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
 from loadtest.harness.experiment import PASSED, Experiment
+from loadtest.harness.options import Meaning
 from loadtest.harness.report import num, render_table, say, write_rows
 from services.topology import Topology
 
@@ -122,6 +123,10 @@ EXPERIMENT = Experiment(
     summary="a strong write, read and read-modify-write per region against the majority round trip",
     minutes=(2.0, 2.0),  # no short version: seven regions, 20 operations of each kind from each
     run=run,
-    shared={"topology": TOPOLOGY, "rounds": 20, "out": "bench-results/strong"},
+    shared={
+        "topology": TOPOLOGY,
+        "rounds": Meaning(20, "operations of each kind per region"),
+        "out": "bench-results/strong",
+    },
     about=__doc__ or "",
 )

@@ -256,13 +256,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- Vivace's figures beside this run (python -m loadtest paper vivace) ---------------------------
-#: Vivace §6.4, Twissandra across two sites under congestion: (median s, max s) without and with
-#: prioritised critical messages, for R1 post, R2 a user's tweets, R3 the friends' timeline.
-VIVACE = {
-    "post": ((2.0, 14.1), (0.3, 0.4)),
-    "user page": ((1.2, 11.3), (0.4, 0.6)),
-    "home timeline": ((2.0, 11.9), (0.5, 0.8)),
-}
+#: Vivace §6.4's figures (vivace_strong.VIVACE: R1 post, R2 a user's tweets, R3 the friends'
+#: timeline) by the names of Chirp's operations that do the same.
+VIVACE = dict(zip(("post", "user page", "home timeline"), vivace_strong.VIVACE.values(), strict=True))
 
 
 def compare(out: Path) -> tuple[list[list[str]], str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -82,48 +83,52 @@ def shown(path: object) -> str:
         return str(path)
 
 
-def _topology(parser: argparse.ArgumentParser, default: object) -> None:
-    parser.add_argument("--topology", default=str(default), help=f"topology file (default: {shown(default)})")
+def _topology(parser: argparse.ArgumentParser, default: object) -> argparse.Action:
+    return parser.add_argument(
+        "--topology", default=str(default), help=f"topology file (default: {shown(default)})"
+    )
 
 
-def _protocols(parser: argparse.ArgumentParser, default: object) -> None:
+def _protocols(parser: argparse.ArgumentParser, default: object) -> argparse.Action:
     text = default if isinstance(default, str) else ",".join(cast(Iterable[str], default))
-    parser.add_argument(
+    return parser.add_argument(
         "--protocols", type=protocol_list, default=text, help=f"comma-separated, in turn (default: {text})"
     )
 
 
-def _protocol(parser: argparse.ArgumentParser, default: object) -> None:
-    parser.add_argument("--protocol", default=default, help=f"the protocol (default: {default})")
+def _protocol(parser: argparse.ArgumentParser, default: object) -> argparse.Action:
+    return parser.add_argument("--protocol", default=default, help=f"the protocol (default: {default})")
 
 
-def _rounds(parser: argparse.ArgumentParser, default: object) -> None:
-    parser.add_argument(
+def _rounds(parser: argparse.ArgumentParser, default: object) -> argparse.Action:
+    return parser.add_argument(
         "--rounds", type=positive(int), default=default, help=f"turns of everything (default: {default})"
     )
 
 
-def _quick(parser: argparse.ArgumentParser, default: object) -> None:
-    parser.add_argument("--quick", action="store_true", help=f"the short version: {default}")
+def _quick(parser: argparse.ArgumentParser, default: object) -> argparse.Action:
+    return parser.add_argument("--quick", action="store_true", help=f"the short version: {default}")
 
 
-def _out(parser: argparse.ArgumentParser, default: object) -> None:
+def _out(parser: argparse.ArgumentParser, default: object) -> argparse.Action:
     if default is None:
-        parser.add_argument("--out", required=True, help="directory for the results (required)")
+        return parser.add_argument("--out", required=True, help="directory for the results (required)")
     elif default == "":  # optional: without it the experiment prints its tables only
-        parser.add_argument("--out", help="directory for the results (default: print only)")
+        return parser.add_argument("--out", help="directory for the results (default: print only)")
     else:
-        parser.add_argument("--out", default=str(default), help=f"directory for results (default: {default})")
+        return parser.add_argument(
+            "--out", default=str(default), help=f"directory for results (default: {default})"
+        )
 
 
-def _base_port(parser: argparse.ArgumentParser, default: object) -> None:
-    parser.add_argument(
+def _base_port(parser: argparse.ArgumentParser, default: object) -> argparse.Action:
+    return parser.add_argument(
         "--base-port", type=positive(int), default=default, help="first port of the started cluster "
         "(default: a free block)"
     )  # fmt: skip
 
 
-SHARED: dict[str, Callable[[argparse.ArgumentParser, object], None]] = {
+SHARED: dict[str, Callable[[argparse.ArgumentParser, object], argparse.Action]] = {
     "topology": _topology,
     "protocols": _protocols,
     "protocol": _protocol,
@@ -134,6 +139,15 @@ SHARED: dict[str, Callable[[argparse.ArgumentParser, object], None]] = {
 }
 
 
+@dataclass(frozen=True)
+class Meaning:
+    """A shared option's default with what it means in this experiment (``--rounds`` may be
+    "operations of each kind per region" rather than turns of everything)."""
+
+    default: object
+    help: str
+
+
 def add_shared(parser: argparse.ArgumentParser, shared: Mapping[str, object]) -> None:
     """Adds the shared options an experiment takes, in the table's order."""
     unknown = set(shared) - set(SHARED)
@@ -141,4 +155,9 @@ def add_shared(parser: argparse.ArgumentParser, shared: Mapping[str, object]) ->
         raise ValueError(f"unknown shared options {sorted(unknown)} (known: {', '.join(SHARED)})")
     for name, add in SHARED.items():
         if name in shared:
-            add(parser, shared[name])
+            value = shared[name]
+            if isinstance(value, Meaning):
+                action = add(parser, value.default)
+                action.help = f"{value.help} (default: {value.default})"
+            else:
+                add(parser, value)
