@@ -11,7 +11,6 @@ import pytest
 
 from loadtest.bench import (
     fig1,
-    fig4,
     fig5,
     fig8,
     idle,
@@ -55,7 +54,7 @@ def test_the_reconfiguration_bench_measures_every_phase(tmp_path):
 def test_fig4_runs_a_configuration_without_its_tree(tmp_path):
     """P: the seven regions with every serializer killed once running; every proxy then orders
     by timestamp, which waits for the farthest region: far slower than the link Ireland→Frankfurt."""
-    assert fig4.main(["--only", "P", "--quick", "--out", str(tmp_path)]) == 0
+    assert registry.run("fig4", ["--only", "P", "--quick", "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "fig4.json").read_text())
     assert len(rows) == 42 and all(r["updates"] > 0 for r in rows)
     ireland_frankfurt = next(r for r in rows if (r["origin"], r["region"]) == ("ireland", "frankfurt"))
