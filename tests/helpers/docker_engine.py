@@ -178,7 +178,13 @@ class Engine:
     def crash(self, container: str) -> int:
         """SIGKILL to the container's process, as a crash would (``docker kill`` counts as a stop
         by hand: Docker's restart policy leaves such a container down). Returns its restart count."""
-        pid = int(self.docker("inspect", "-f", "{{.State.Pid}}", container).stdout)
+        deadline = time.monotonic() + 60
+        # A container between two runs (restarting) has pid 0, and kill(0) would signal this
+        # test's own process group: wait for the container's process instead.
+        while (pid := int(self.docker("inspect", "-f", "{{.State.Pid}}", container).stdout)) <= 0:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{container} has had no running process for 60 s")
+            time.sleep(0.2)
         restarts = int(self.docker("inspect", "-f", "{{.RestartCount}}", container).stdout)
         os.kill(pid, signal.SIGKILL)
         return restarts
