@@ -235,6 +235,36 @@ def test_replies(django_region):  # noqa: F811
     assert "into the void" not in html(replier.get("/"))
 
 
+def test_a_tweets_page_is_its_conversation(django_region, monkeypatch):  # noqa: F811
+    """What it replies to up the chain, the tweet, its replies oldest first (paged), reply counts
+    on every tweet; replying lands on the conversation."""
+    monkeypatch.setattr("webapp.social.REPLIES_PAGE", 2)
+    author, author_name = new_user("cv")
+    replier, _ = new_user("cw")
+    assert author.post("/post/", {"body": "the start"}).status_code == 302
+    group, tweet_id = tweet_refs(html(author.get("/")))[0]
+    ref = f"{group}/{tweet_id}"
+    for n in range(3):
+        reply = replier.post("/post/", {"body": f"reply {n}", "reply_to": ref})
+        assert reply.status_code == 302
+        assert reply["Location"].startswith(f"/t/{group}/{tweet_id}/#t-")  # back to the conversation
+    page = html(replier.get(f"/t/{group}/{tweet_id}/"))
+    assert bodies(page) == ["the start", "reply 0", "reply 1"]  # oldest first, two a page
+    assert 'title="replies">↩ <span class="count">3</span>' in page
+    more = re.search(r'<a rel="next" href="\?after=([0-9a-f]{22})#replies">More replies', page)
+    assert more, page[-3000:]
+    page = html(replier.get(f"/t/{group}/{tweet_id}/?after={more.group(1)}"))
+    assert bodies(page) == ["the start", "reply 2"] and "That is every reply." in page
+    assert replier.get(f"/t/{group}/{tweet_id}/?after=nonsense").status_code == 400
+    # a reply's page shows what it answers above it, and the line shows the count
+    reply_group, reply_id = tweet_refs(html(replier.get("/")))[0]
+    page = html(author.get(f"/t/{reply_group}/{reply_id}/"))
+    assert bodies(page)[:2] == ["the start", "reply 2"] and "No replies yet." in page
+    assert f'<a class="replies" href="/t/{group}/{tweet_id}/#replies"' in html(
+        author.get(f"/u/{author_name}/")
+    )
+
+
 # -- counts, following, fan-out --------------------------------------------------------------------
 def test_user_page_counts_tweets(django_region):  # noqa: F811
     client, name = new_user("cnt")

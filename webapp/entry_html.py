@@ -75,6 +75,11 @@ def actions(entry: Entry, reaction: Reactions | None, reader: Reader) -> SafeStr
     parts = []
     if reader.signed_in and not reader.on_tweet_page:
         parts.append(format_html('<a class="reply-link" href="{}">Reply</a>', url))
+    if reaction is not None:
+        parts.append(format_html(
+            '<a class="replies" href="{}#replies" title="replies">↩ <span class="count">{}</span></a>',
+            url, reaction.replies,
+        ))  # fmt: skip
     if reaction is not None and reader.signed_in:
         back = f"{reader.here}#t-{entry.id}"
         liked, reposted = reaction.liked, reaction.reposted

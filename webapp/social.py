@@ -13,6 +13,7 @@ Rows (group in brackets; "home" is the user's home group, see RegionContext.home
     following:<user>   [home]  followed user -> their home group
     followers:<user>   [home]  follower -> their home group
     outbox:<region>    [home, or a follower's home]  tweet id -> pending fan-out (webapp/fanout.py)
+    replies:<id>       [the tweet's group]  reply id -> the reply's entry (written in the reply's batch)
     likers:<id>        [the tweet's group]  user -> their home group (a like)
     reposters:<id>     [the tweet's group]  user -> the id of their repost
     liked:<user>       [home]  tweet id -> its group
@@ -20,7 +21,10 @@ Rows (group in brackets; "home" is the user's home group, see RegionContext.home
 
 A repost is an entry of its own (a new id, so it sorts by when it was shared) carrying the
 original's author, body and group, and ``reposted_by``; it reaches the reposter's followers
-through the outbox like a tweet. Likes and reposts are counted as the sizes of their rows.
+through the outbox like a tweet. Replies, likes and reposts are counted as the sizes of their
+rows. A tweet's page is its conversation: the tweets it replies to, up the chain, and its
+replies, oldest first, read with the tweet in one snapshot, so a region that lists a reply can
+always show what it answers (the cell names it, and causality brings the tweet first).
 
 Tweet ids sort by time (hex µs + random), so a row's columns read newest first, and the store's
 exclusive cursor pages through them. Timeline entries carry the tweet (denormalised, as in
@@ -48,6 +52,8 @@ FANOUT_CHUNK = 100  # timeline writes per Batch call (Stream-Framework's fanout_
 ENDED_ROW = "sessions-ended"
 REPOSTS = "repost"  # strong registers' namespace: "<user>/<tweet id>" -> the repost's id
 BACKFILL = 20  # a newly followed user's latest tweets copied into the follower's home timeline
+REPLIES_PAGE = 50  # replies on a tweet's page, oldest first
+ANCESTORS = 20  # how far up a reply chain a tweet's page reads
 
 
 class NoSuchUser(LookupError):
@@ -117,6 +123,7 @@ class Reactions:
     reposts: int = 0
     liked: bool = False
     reposted: bool = False
+    replies: int = 0
 
 
 def outbox_row(region: str) -> str:
@@ -156,6 +163,19 @@ class Page:
     originals: dict[str, Entry | None] = field(
         default_factory=dict
     )  # reply-to id -> original (None: not here)
+
+
+@dataclass
+class Conversation:
+    """A tweet's page (``Social.conversation``): what it replies to, oldest first (``ancestors``;
+    ``cut`` when the chain goes on in a group not replicated here or beyond ANCESTORS), and a
+    page of its replies, oldest first (``next_cursor``: the next page's)."""
+
+    tweet: Entry
+    ancestors: list[Entry]
+    replies: list[Entry]
+    next_cursor: str | None
+    cut: bool = False
 
 
 @dataclass
@@ -253,7 +273,17 @@ class Social:
         fields = {"author": author.username, "body": body, "entry": entry.to_json()}
         tweet = Mutation(author.home_group, f"tweet:{entry.id}").update(fields)
         # the accounts group is replicated everywhere: wherever the home group is, so is it
-        self.share(author, entry, tweet, Mutation(self.accounts, "public").set(entry.id, entry.to_json()))
+        public = Mutation(self.accounts, "public").set(entry.id, entry.to_json())
+        if reply_to is None:
+            self.share(author, entry, tweet, public)
+            return entry
+        listed = Mutation(reply_to.group, f"replies:{reply_to.id}").set(entry.id, entry.to_json())
+        groups = [author.home_group, self.accounts, reply_to.group]
+        if self.ctx.client.closest_with(groups, self.session.region) is not None:
+            self.share(author, entry, tweet, public, listed)  # one atomic batch
+        else:  # no region has both groups (partial replication): listed right after, causally
+            self.share(author, entry, tweet, public)
+            self.together([listed])
         return entry
 
     def share(self, poster: Account, entry: Entry, *also: Mutation) -> None:
@@ -385,7 +415,7 @@ class Social:
         tweets = {e.tweet_id: e.group for e in entries if self.ctx.replicates(e.group, self.session.region)}
         if not tweets:
             return {}
-        counted = ("likers", "reposters")
+        counted = ("likers", "reposters", "replies")
         specs = [ReadSpec(g, f"{which}:{t}", limit=1) for t, g in tweets.items() for which in counted]
         mine = me is not None and self.ctx.replicates(me.home_group, self.session.region)
         if me is not None and mine:
@@ -396,8 +426,38 @@ class Social:
         for i, tweet_id in enumerate(tweets):
             liked = mine and tweet_id in rows[-2]
             reposted = mine and tweet_id in rows[-1]
-            found[tweet_id] = Reactions(rows[2 * i].size, rows[2 * i + 1].size, liked, reposted)
+            likes, reposts, replies = (rows[len(counted) * i + k].size for k in range(len(counted)))
+            found[tweet_id] = Reactions(likes, reposts, liked, reposted, replies)
         return found
+
+    # -- conversations -----------------------------------------------------------------------
+    def conversation(self, group: str, tweet_id: str, after: str | None = None) -> Conversation | None:
+        """A tweet and a page of its replies, oldest first, in one snapshot (a reply listed here
+        never lacks the tweet it answers), then the tweets it replies to, up the chain, each
+        read where its group is replicated here. None: no such tweet here."""
+        replies = ReadSpec(group, f"replies:{tweet_id}", limit=REPLIES_PAGE + 1, after=after, reverse=False)
+        tweet_row, replies_row = self.session.multi_read(
+            [ReadSpec(group, f"tweet:{tweet_id}", ("entry",)), replies]
+        )
+        text = tweet_row.text("entry")
+        if not text:
+            return None
+        tweet = Entry.from_json(tweet_id, text)
+        listed = entries_of(replies_row)
+        more = len(listed) > REPLIES_PAGE
+        listed = listed[:REPLIES_PAGE]
+        ancestors, cut, up = [], False, tweet
+        while up.reply_to and up.reply_group:
+            if len(ancestors) >= ANCESTORS or not self.ctx.replicates(up.reply_group, self.session.region):
+                cut = True
+                break
+            parent = self.tweet(up.reply_group, up.reply_to)
+            if parent is None:  # deleted, or (eventual) not here yet
+                cut = True
+                break
+            ancestors.append(parent)
+            up = parent
+        return Conversation(tweet, ancestors[::-1], listed, listed[-1].id if more else None, cut)
 
     # -- following ---------------------------------------------------------------------------
     def is_following(self, follower: Account, followed: str) -> bool:

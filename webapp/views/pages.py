@@ -133,12 +133,22 @@ def tweet_or_404(request: HttpRequest, group: str, tweet_id: str) -> Entry:
 
 @require_GET
 def tweet_page(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
-    entry = tweet_or_404(request, group, tweet_id)
+    """A tweet's conversation: what it replies to, up the chain, the tweet, and its replies,
+    oldest first (``?after=`` pages through them)."""
+    if group not in request.causal.ctx.topology.group_members or not CURSOR.match(tweet_id):
+        raise Http404("no such tweet")
     social, me = request.causal.social, request.causal.account
-    originals = social.originals([entry])
+    talk = social.conversation(group, tweet_id, after=cursor(request))
+    if talk is None:
+        raise Http404("no such tweet")
+    entry = talk.tweet
+    chain = [*talk.ancestors, entry]
+    originals: dict[str, Entry | None] = {e.id: e for e in chain}
+    originals |= social.originals(chain[:1])  # what the first one answers, if it is shown at all
     form = PostForm(initial={"reply_to": f"{group}/{tweet_id}", "body": f"@{entry.author} "})
     return render(request, "tweet.html", {
-        "me": me, "entry": entry, "originals": originals, "form": form, **entry_context(request, [entry]),
+        "me": me, "entry": entry, "talk": talk, "originals": originals, "form": form,
+        **entry_context(request, [*chain, *talk.replies]),
     })  # fmt: skip
 
 
@@ -163,8 +173,11 @@ def post(request: HttpRequest) -> HttpResponse:
     entry = social.post(me, form.cleaned_data["body"], reply_to)
     tasks.nudge(request.causal.session.region, me.home_group, entry.id)  # where its outbox cell is
     request.causal.note = f"your tweet at {request.causal.ctx.region}"
-    messages.success(request, "Posted." if reply_to is None else f"Replied to @{reply_to.author}.")
-    return redirect("home")
+    if reply_to is None:
+        messages.success(request, "Posted.")
+        return redirect("home")
+    messages.success(request, f"Replied to @{reply_to.author}.")
+    return redirect(f"{reverse('tweet', args=[reply_to.group, reply_to.id])}#t-{entry.id}")
 
 
 @require_POST
