@@ -265,6 +265,19 @@ def test_a_tweets_page_is_its_conversation(django_region, monkeypatch):  # noqa:
     )
 
 
+def test_the_footer_travels_with_the_session_instead_of_linking_away(client, django_region):  # noqa: F811
+    """Every region in the footer is a travel form (the session goes along), none a plain link to
+    another region's site (which would open it signed out)."""
+    page = html(client.get("/public/"))
+    footer = page[page.index("<footer>") :]
+    here = django_settings.SATURN_REGION
+    others = re.findall(r'<input type="hidden" name="region" value="([a-z0-9_-]+)"><button', footer)
+    assert here not in others and len(others) == 2, footer
+    assert "http://" not in footer
+    reply = client.post("/travel/", {"region": others[0]})
+    assert reply.status_code == 200 and 'id="handoff"' in html(reply)  # the hand-off page
+
+
 # -- counts, following, fan-out --------------------------------------------------------------------
 def test_user_page_counts_tweets(django_region):  # noqa: F811
     client, name = new_user("cnt")
