@@ -278,6 +278,12 @@ def test_the_footer_travels_with_the_session_instead_of_linking_away(client, dja
     assert reply.status_code == 200 and 'id="handoff"' in html(reply)  # the hand-off page
 
 
+def test_there_is_a_favicon(client, django_region):  # noqa: F811
+    assert 'rel="icon" type="image/svg+xml" href="/static/webapp/favicon.svg"' in html(client.get("/public/"))
+    reply = client.get("/favicon.ico")
+    assert reply.status_code == 301 and reply["Location"] == "/static/webapp/favicon.svg"
+
+
 # -- counts, following, fan-out --------------------------------------------------------------------
 def test_user_page_counts_tweets(django_region):  # noqa: F811
     client, name = new_user("cnt")

@@ -1,11 +1,15 @@
 """URL routes of the web app."""
 
+from django.templatetags.static import static
 from django.urls import path
+from django.views.generic.base import RedirectView
 
 from webapp.views import account, causality, health, pages, reactions, travel
 
 urlpatterns = [
     path("", pages.home, name="home"),
+    # browsers ask for it whatever the page says
+    path("favicon.ico", RedirectView.as_view(url=static("webapp/favicon.svg"), permanent=True)),
     path("public/", pages.public, name="public"),
     path("people/", pages.people, name="people"),
     path("post/", pages.post, name="post"),
