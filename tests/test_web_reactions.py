@@ -17,6 +17,7 @@ from helpers.waiting import eventually
 from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (fixtures)
 
 from webapp.context import current
+from webapp.social import entries_of
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
@@ -69,6 +70,33 @@ def test_a_repost_reaches_the_reposters_followers_once(django_region):  # noqa: 
     assert re.search(r'class="repost"[^>]*>⟲ <span class="count">1</span>', html(author.get(path)))
     counts_page = html(reposter.get(f"/u/{reposter_name}/"))
     assert counts(counts_page)["tweets"] == 1 and "worth sharing" in bodies(counts_page)
+
+
+def test_a_tweet_reposted_by_several_people_one_follows_shows_once(django_region):  # noqa: F811
+    """One entry per tweet in a timeline, however many of the people one follows reposted it
+    ("@b and @c reposted"), and one's own tweet reposted by oneself does not double."""
+    author, author_name = new_user("many")
+    first, first_name = new_user("rpa")
+    second, second_name = new_user("rpb")
+    reader, _ = new_user("rdr")
+    for name in (author_name, first_name, second_name):
+        assert reader.post(f"/u/{name}/follow/").status_code == 302
+    assert author.post("/post/", {"body": "shared twice"}).status_code == 302
+    path = first_tweet_path(html(author.get("/")))
+    for who in (first, second, author):  # the author reposts their own tweet too
+        assert who.post(path + "repost/", {"next": "/"}).status_code == 302
+
+    def all_arrived() -> str | None:
+        page = html(reader.get("/"))
+        return page if re.search(r"reposted</p>", page) and page.count(" others reposted") == 1 else None
+
+    page = eventually(all_arrived, timeout=30, interval=0.3)
+    assert bodies(page).count("shared twice") == 1, bodies(page)
+    assert re.search(
+        r'<p class="reposted">⟲ <a href="/u/[a-z0-9_]+/">@[a-z0-9_]+</a> and 2 others reposted</p>', page
+    )
+    own = html(author.get("/"))
+    assert bodies(own).count("shared twice") == 1, bodies(own)
 
 
 def test_mentions_and_links_are_links_and_nothing_else_is_markup(django_region):  # noqa: F811
@@ -164,8 +192,8 @@ def test_reposts_from_tabs_racing_give_one_repost(django_region):  # noqa: F811
         thread.start()
     for thread in threads:
         thread.join(60)
-    userline = [
-        e for e in social.userline(social.account(reposter_name)).entries if e.original_id == original.id
-    ]
+    account = social.account(reposter_name)  # the row itself: pages show a tweet once anyway
+    raw = entries_of(social.session.slice(account.home_group, f"userline:{reposter_name}", limit=100))
+    userline = [e for e in raw if e.original_id == original.id]
     assert len(userline) == 1, userline
     assert {r.id for r in results if r is not None} == {userline[0].id}

@@ -105,8 +105,15 @@ def entry_html(
 ) -> SafeString:
     reposted = ""
     if entry.reposted_by:
-        by = entry.reposted_by
-        reposted = format_html('<p class="reposted">⟲ <a href="{}">@{}</a> reposted</p>', user_url(by), by)
+        by, others = entry.reposted_by, entry.also_reposted_by
+        more = ""
+        if len(others) == 1:
+            more = format_html(' and <a href="{}">@{}</a>', user_url(others[0]), others[0])
+        elif others:
+            more = format_html(" and {} others", len(others))
+        reposted = format_html(
+            '<p class="reposted">⟲ <a href="{}">@{}</a>{} reposted</p>', user_url(by), by, more
+        )
     return format_html(
         '<article class="tweet" id="t-{}">\n  {}\n'
         '  <img class="avatar" src="{}" alt="" width="40" height="40">\n'

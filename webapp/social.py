@@ -82,6 +82,8 @@ class Entry:
     reply_group: str | None = None
     reposted_by: str | None = None  # a repost: this user's, of the tweet ``original_id``
     original_id: str | None = None
+    #: shown once for several of its reposts in one page: the other reposters (never stored)
+    also_reposted_by: tuple[str, ...] = ()
 
     @property
     def time_us(self) -> int:
@@ -203,6 +205,23 @@ class Account:
 
 def entries_of(row: Row) -> list[Entry]:
     return [Entry.from_json(cell.column, cell.text) for cell in row]
+
+
+def one_per_tweet(entries: Sequence[Entry]) -> list[Entry]:
+    """A page's entries with each tweet once, where it was shared last: a tweet that several
+    people one follows reposted (or that one reposted oneself) shows as its newest repost, naming
+    the other reposters of the page, not once per repost beside the original."""
+    newest: dict[str, Entry] = {}
+    reposters: dict[str, list[str]] = {}
+    for entry in entries:  # newest first
+        newest.setdefault(entry.tweet_id, entry)
+        if entry.reposted_by:
+            reposters.setdefault(entry.tweet_id, []).append(entry.reposted_by)
+    shown = []
+    for tweet_id, entry in newest.items():
+        others = tuple(n for n in dict.fromkeys(reposters.get(tweet_id, ())) if n != entry.reposted_by)
+        shown.append(replace(entry, also_reposted_by=others) if others else entry)
+    return shown
 
 
 class Social:
@@ -341,8 +360,9 @@ class Social:
         entries = entries_of(row)
         more = len(entries) > limit
         entries = entries[:limit]
-        result = Page(entries, entries[-1].id if more else None)
-        result.originals = self.originals(entries)
+        shown = one_per_tweet(entries)
+        result = Page(shown, entries[-1].id if more else None)
+        result.originals = self.originals(shown)
         return result
 
     def originals(self, entries: Sequence[Entry]) -> dict[str, Entry | None]:
