@@ -116,28 +116,33 @@ def test_login_honours_next_only_on_this_host(client, django_region, next_param,
 
 
 # -- accounts and error pages done properly --------------------------------------------------------
-def test_logins_are_throttled_per_account_even_with_the_right_password(django_region, settings):  # noqa: F811
-    """ACCOUNT_LIMIT failures in a window lock the account for the rest of it, whatever comes
-    next (the password is not even tried); other accounts are not locked."""
+def test_an_attacker_locks_out_only_their_own_address(django_region, settings, monkeypatch):  # noqa: F811
+    """PAIR_LIMIT failures from one address lock that address out of the account, whatever comes
+    next (the password is not even tried); the real user, from another address, still logs in,
+    and the attacker's address may still try other accounts."""
     settings.PASSWORD_HASHERS = FAST_HASHERS
+    monkeypatch.setattr(throttle, "FREE_FAILURES", 10_000)  # the limit, not the delays, here
     name, other = username("th"), username("th")
     sign_up(Client(), name)
     sign_up(Client(), other)
-    client = Client(REMOTE_ADDR="10.9.8.7")
-    for _ in range(throttle.ACCOUNT_LIMIT):
-        assert client.post("/login/", {"username": name, "password": "wrong-guess"}).status_code == 400
-    reply = client.post("/login/", {"username": name, "password": PASSWORD})
+    attacker = Client(REMOTE_ADDR="10.9.8.7")
+    for _ in range(throttle.PAIR_LIMIT):
+        assert attacker.post("/login/", {"username": name, "password": "wrong-guess"}).status_code == 400
+    reply = attacker.post("/login/", {"username": name, "password": PASSWORD})
     assert reply.status_code == 429
     assert "Too many failed logins" in html(reply)
-    assert 0 < int(reply["Retry-After"]) <= 2 * throttle.WINDOW_S
-    assert "Your timeline" not in html(client.get("/"))
-    assert client.post("/login/", {"username": other, "password": PASSWORD}).status_code == 302
+    assert throttle.WINDOW_S < int(reply["Retry-After"]) <= 2 * throttle.WINDOW_S  # the real wait
+    said = re.search(r"try again in (\d+) min", html(reply))
+    assert said and int(said.group(1)) == -(-int(reply["Retry-After"]) // 60), "the message says the same"
+    assert "Your timeline" not in html(attacker.get("/"))
+    assert attacker.post("/login/", {"username": other, "password": PASSWORD}).status_code == 302
+    user = Client(REMOTE_ADDR="10.1.1.1")
+    assert user.post("/login/", {"username": name, "password": PASSWORD}).status_code == 302
 
 
 def test_logins_are_throttled_per_client_address(django_region, settings, monkeypatch):  # noqa: F811
     settings.PASSWORD_HASHERS = FAST_HASHERS
-    monkeypatch.setattr(throttle, "ADDRESS_LIMIT", 3)
-    monkeypatch.setattr(throttle, "KINDS", (("account", throttle.ACCOUNT_LIMIT), ("address", 3)))
+    monkeypatch.setattr(throttle, "KINDS", (("pair", throttle.PAIR_LIMIT), ("address", 3)))
     name = username("ad")
     sign_up(Client(), name)
     guesser = Client(REMOTE_ADDR="10.1.2.3")
@@ -148,21 +153,48 @@ def test_logins_are_throttled_per_client_address(django_region, settings, monkey
     assert elsewhere.post("/login/", {"username": name, "password": PASSWORD}).status_code == 302
 
 
-def test_throttle_windows_slide(django_region, rf):  # noqa: F811
-    """Failures count in their window and the next one, then no more."""
+def causal_request():
     from django.contrib.sessions.backends.signed_cookies import SessionStore
+    from django.test import RequestFactory
 
     from webapp.causal import CausalRequest
 
-    request = rf.get("/")
+    request = RequestFactory().get("/")
     request.session = SessionStore()
-    causal = CausalRequest(request, current())
+    return CausalRequest(request, current())
+
+
+def test_throttle_windows_slide_and_say_the_real_wait(django_region, monkeypatch):  # noqa: F811
+    """Failures count in their window and the next one, then no more; a refusal says when the
+    count really drops below the limit (not merely when this window ends)."""
+    monkeypatch.setattr(throttle, "FREE_FAILURES", 10_000)
+    causal = causal_request()
     name, address, start = username("win"), "10.0.0.1", 1_000 * throttle.WINDOW_S
-    for _ in range(throttle.ACCOUNT_LIMIT):
+    for _ in range(throttle.PAIR_LIMIT):
         throttle.failed(causal, name, address, now=start)
-    assert not throttle.check(causal, name, address, now=start + 1).allowed
-    assert not throttle.check(causal, name, address, now=start + throttle.WINDOW_S).allowed
+    assert throttle.check(causal, name, address, now=start + 1) == throttle.Verdict(
+        False, 2 * throttle.WINDOW_S
+    )
+    assert throttle.check(causal, name, address, now=start + throttle.WINDOW_S) == throttle.Verdict(
+        False, throttle.WINDOW_S + 1
+    )
     assert throttle.check(causal, name, address, now=start + 2 * throttle.WINDOW_S).allowed
+    assert throttle.check(causal, name, "10.0.0.2", now=start + 1).allowed  # another address
+
+
+def test_a_pairs_failures_grow_its_delay(django_region):  # noqa: F811
+    """The first FREE_FAILURES failures cost nothing; each later one doubles the wait."""
+    causal = causal_request()
+    name, address, start = username("grow"), "10.0.0.9", 2_000 * throttle.WINDOW_S + 10
+    for n in range(throttle.FREE_FAILURES - 1):
+        throttle.failed(causal, name, address, now=start + n)
+    assert throttle.check(causal, name, address, now=start + 5).allowed
+    waited = start + 5
+    for delay in (1, 2, 4, 8):
+        throttle.failed(causal, name, address, now=waited)
+        assert throttle.check(causal, name, address, now=waited + delay - 0.5) == throttle.Verdict(False, 1)
+        assert throttle.check(causal, name, address, now=waited + delay + 0.01).allowed
+        waited += delay + 0.01
 
 
 def test_every_error_status_has_a_page(client, django_region):  # noqa: F811

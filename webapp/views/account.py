@@ -56,10 +56,9 @@ def login(request: HttpRequest) -> HttpResponse:
         name, address = form.cleaned_data["username"], request.META.get("REMOTE_ADDR", "")
         verdict = throttle.check(request.causal, name, address)
         if not verdict.allowed:  # the password is not even tried
-            minutes = -(-verdict.retry_after_s // 60)
-            form.add_error(
-                None, f"Too many failed logins for this account or from here; try again in {minutes} min."
-            )
+            wait = verdict.retry_after_s
+            when = f"{wait} s" if wait < 60 else f"{-(-wait // 60)} min"
+            form.add_error(None, f"Too many failed logins from here; try again in {when}.")
             reply = render(request, "login.html", {"form": form, "next": next_url(request)}, status=429)
             reply["Retry-After"] = str(verdict.retry_after_s)
             return reply
