@@ -415,6 +415,8 @@ def test_pagination(client, django_region):  # noqa: F811
     assert articles(second) == 5
     assert bodies(second) == [f"tweet {i:02d}" for i in range(4, -1, -1)]
     assert older_link(second) is None
+    assert '<a rel="first" href="?">← Newest tweets</a>' in second and "That is the end." in second
+    assert 'rel="first"' not in first and "That is the end." not in first
 
     home = html(client.get("/"))  # the home timeline pages the same way
     assert articles(home) == 40
