@@ -30,7 +30,8 @@
     var button = box.form.querySelector("button[type=submit]");
     function update() {
       var left = most - characters(box.value);
-      counter.textContent = left === 1 || left === -1 ? left + " character left" : left + " characters left";
+      var n = Math.abs(left), unit = n === 1 ? " character" : " characters";
+      counter.textContent = left >= 0 ? n + unit + " left" : n + unit + " too many";
       counter.classList.toggle("over", left < 0);
       button.disabled = left < 0;
     }
