@@ -443,6 +443,12 @@ def test_like_repost_mentions_links_avatars_and_times(sign_up):
     time_element = tweet.locator("a.time time")
     assert time_element.inner_text() in {"now", "5s", "6s", "7s", "8s", "9s"}
     assert time_element.get_attribute("title").endswith(" UTC")
+    # the time moves on without a reload (the page's clock made to run 2 minutes ahead)
+    dora.page.evaluate("""() => { const real = Date.now; Date.now = () => real() + 125000; }""")
+    dora.page.wait_for_function(
+        "() => document.querySelector('section.line article.tweet a.time time').textContent === '2m'",
+        timeout=20_000,
+    )
     avatar = tweet.locator("img.avatar")
     assert avatar.evaluate("img => img.complete && img.naturalWidth > 0"), "the avatar is drawn"
     shoot(dora.page, "tweet-with-mention-and-link")

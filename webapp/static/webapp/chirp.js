@@ -38,4 +38,22 @@
     box.addEventListener("input", update);
     update();
   });
+
+  // Relative times ("now", "42s", "5m", "3h", "6d") move on while the page is open, as
+  // webapp/formatting.py's relative() writes them; older ones are dates and stay.
+  function relative(elapsed) {
+    if (elapsed < 5) return "now";
+    var units = [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]];
+    for (var i = 0; i < units.length; i++) {
+      if (elapsed >= units[i][1]) return Math.floor(elapsed / units[i][1]) + units[i][0];
+    }
+    return "now";
+  }
+  function tick() {
+    document.querySelectorAll(".tweet time[datetime]").forEach(function (time) {
+      var elapsed = (Date.now() - Date.parse(time.getAttribute("datetime"))) / 1000;
+      if (elapsed >= 0 && elapsed < 7 * 86400) time.textContent = relative(elapsed);
+    });
+  }
+  setInterval(tick, 15000);
 })();
