@@ -8,7 +8,8 @@ bash scripts/setup.sh dev
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .  # the code as `ruff format` writes it (`# fmt: skip` marks aligned tables)
 .venv/bin/mypy  # the type hints, where [tool.mypy] in pyproject.toml says they are checked
-# Test files run in parallel (pytest-xdist, one file to a worker, so that a module's cluster
-# fixture starts once): most cluster tests wait on emulated WAN latency rather than on the CPU.
-# PYTEST_WORKERS=0 runs them one after another in this process.
-exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile "$@"
+# PYTEST_WORKERS=3 runs test files in parallel (pytest-xdist, a file to a worker, so that a
+# module's cluster starts once): most cluster tests wait on emulated WAN latency rather than on
+# the CPU. One at a time is the default: on two shared cores, three at a time still starves the
+# timing-sensitive tests now and then (docs/OPERATIONS.md, "Tests").
+exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-0}" --dist loadfile "$@"
