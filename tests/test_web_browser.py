@@ -273,8 +273,9 @@ def test_reply_through_the_tweet_page(alice, bob):
     tweet = page.locator("section.line article.tweet", has_text=original)
     submit(page, tweet.locator("a.reply-link"))
     assert page.url.startswith(bob.url(HOME, "/t/"))
-    assert page.locator("main h1").inner_text() == "Tweet"
-    assert page.locator("main article.tweet p.body").inner_text() == original
+    assert page.locator("main h1").inner_text() == "Conversation"
+    assert page.locator("main section.focus article.tweet p.body").inner_text() == original
+    assert page.locator("main section.replies").inner_text().count("No replies yet.") == 1
     box = page.locator("form.post-form textarea[name=body]")
     assert box.input_value() == f"@{alice.name} "
     shoot(page, "tweet-page")
@@ -282,14 +283,15 @@ def test_reply_through_the_tweet_page(alice, bob):
     answer = f"@{alice.name} agreed {secrets.token_hex(4)}"
     box.fill(answer)
     response = submit(page, page.get_by_role("button", name="Reply", exact=True))
-    assert response.status == 200 and page.url == bob.url(HOME)
+    assert response.status == 200 and page.url.startswith(bob.url(HOME, "/t/")), "back on the conversation"
     assert f"Replied to @{alice.name}." in flashes(page)
-    mine = page.locator("section.line article.tweet").first
+    mine = page.locator("section.replies article.tweet").first
     assert mine.locator("p.body").inner_text() == answer
     reply_to = mine.locator("p.reply-to")
     assert f"in reply to @{alice.name}" in reply_to.inner_text()
     assert reply_to.locator("q").inner_text() == original
-    shoot(page, "reply-on-timeline")
+    assert page.locator("section.focus a.replies .count").inner_text() == "1"
+    shoot(page, "reply-in-its-conversation")
 
 
 def test_travel_keeps_the_session_and_what_it_has_seen(alice):
@@ -425,6 +427,21 @@ def test_home_timeline_on_a_phone(alice, open_context, urls):
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0, f"the page scrolls sideways by {overflow}px on a 390px-wide screen"
     shoot(page, "home-mobile")
+
+
+def test_the_causality_page_on_a_phone_and_in_the_regions_colours(open_context, urls):
+    """At 390 px nothing scrolls sideways; each region is drawn in its header badge's colour; the
+    page says in a sentence what causal consistency promises, and where each serializer sits."""
+    _, page = open_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page.goto(urls[HOME] + "/causality/")
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, f"the causality page scrolls sideways by {overflow}px on a 390px-wide screen"
+    badge = page.locator(".region-badge").evaluate("e => getComputedStyle(e).backgroundColor")
+    drawn = page.locator(f'#tree [data-node="{HOME}"] circle').evaluate("e => getComputedStyle(e).fill")
+    assert drawn == badge, (drawn, badge)
+    assert "never see a reply before the tweet it answers" in page.locator("p.promise").inner_text()
+    assert "at site" in page.locator("p.serializers").inner_text()
+    shoot(page, "causality-mobile")
 
 
 def test_like_repost_mentions_links_avatars_and_times(sign_up):

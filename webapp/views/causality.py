@@ -26,6 +26,11 @@ def page(request: HttpRequest) -> HttpResponse:
     context = {
         "me": request.causal.account,
         "layout": causality_feed.layout(topology),
+        "serializers": [
+            {"name": sz.name, "site": sz.site,
+             "beside": [r.name for r in topology.regions if r.site == sz.site]}
+            for sz in (topology.serializers if topology.traits.tree else [])
+        ],
         "tree_ms": {
             f"{a}>{b}": {"bulk": topology.region_latency_ms(a, b),
                          "tree": topology.tree_path_ms(a, b) if topology.traits.tree else None}

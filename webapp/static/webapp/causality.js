@@ -24,6 +24,24 @@
     return h;
   }
 
+  // A region's colour is the header badge's (chirp.css's .region-<name> { --region }), so that a
+  // region looks the same everywhere; a region without one gets a hue of its own.
+  var colours = {};
+  function colour(name, lightness) {
+    if (!(name in colours)) {
+      var probe = document.createElement("span");
+      probe.className = "region-" + name;
+      document.body.appendChild(probe);
+      colours[name] = getComputedStyle(probe).getPropertyValue("--region").trim();
+      probe.remove();
+      var inherited = getComputedStyle(document.body).getPropertyValue("--region").trim();
+      if (colours[name] === inherited && !document.body.classList.contains("region-" + name)) {
+        colours[name] = "";  // no rule of its own: the page's colour leaked through
+      }
+    }
+    return colours[name] || "hsl(" + hue(name) + " " + lightness + ")";
+  }
+
   layout.nodes.forEach(function (n) { where[n.name] = { x: 40 + n.x * (W - 80), y: n.y * H }; });
   layout.edges.forEach(function (e) {
     make("line", { x1: where[e[0]].x, y1: where[e[0]].y, x2: where[e[1]].x, y2: where[e[1]].y, "class": "edge" });
@@ -33,17 +51,17 @@
   layout.nodes.forEach(function (n) {
     var p = where[n.name], group = make("g", { "class": "node " + n.kind, "data-node": n.name });
     if (n.kind === "region") {
-      shapes[n.name] = make("circle", { cx: p.x, cy: p.y, r: 22, fill: "hsl(" + hue(n.name) + " 60% 45%)" }, group);
+      shapes[n.name] = make("circle", { cx: p.x, cy: p.y, r: 28, fill: colour(n.name, "60% 45%") }, group);
     } else {
       shapes[n.name] = make("rect", { x: p.x - 14, y: p.y - 14, width: 28, height: 28, rx: 4 }, group);
     }
-    var text = make("text", { x: p.x, y: p.y + (n.kind === "region" ? 40 : -22), "text-anchor": "middle" }, group);
+    var text = make("text", { x: p.x, y: p.y + (n.kind === "region" ? 56 : -26), "text-anchor": "middle" }, group);
     text.textContent = n.name;
   });
 
   function travel(path, origin, delay, duration) {
     var points = path.map(function (name) { return where[name]; });
-    var dot = make("circle", { r: 6, "class": "label-dot", fill: "hsl(" + hue(origin) + " 70% 50%)" }, dots);
+    var dot = make("circle", { r: 8, "class": "label-dot", fill: colour(origin, "70% 50%") }, dots);
     dot.setAttribute("cx", points[0].x);
     dot.setAttribute("cy", points[0].y);
     var started = null;
