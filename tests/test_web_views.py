@@ -266,14 +266,19 @@ def test_a_tweets_page_is_its_conversation(django_region, monkeypatch):  # noqa:
 
 
 def test_the_footer_travels_with_the_session_instead_of_linking_away(client, django_region):  # noqa: F811
-    """Every region in the footer is a travel form (the session goes along), none a plain link to
-    another region's site (which would open it signed out)."""
+    """Signed in, every other region in the footer is a travel form (the session goes along), as
+    the header's "Travel to"; signed out, there is nothing to take along: plain links, and no
+    "Travel to" in the header."""
+    page = html(client.get("/public/"))
+    footer = page[page.index("<footer>") :]
+    assert 'name="region"' not in page and "other regions:" in footer and 'class="travel"' not in page
+    sign_up(client, username("ft"))
     page = html(client.get("/public/"))
     footer = page[page.index("<footer>") :]
     here = django_settings.SATURN_REGION
     others = re.findall(r'<input type="hidden" name="region" value="([a-z0-9_-]+)"><button', footer)
     assert here not in others and len(others) == 2, footer
-    assert "http://" not in footer
+    assert "http://" not in footer and 'class="travel"' in page
     reply = client.post("/travel/", {"region": others[0]})
     assert reply.status_code == 200 and 'id="handoff"' in html(reply)  # the hand-off page
 
