@@ -262,6 +262,21 @@ def test_the_page_bench_times_a_page_with_and_without_likes_and_reposts():
     assert "no likes and reposts at all" in rows
 
 
+def test_the_thread_bench_times_a_conversation_and_checks_its_target(tmp_path):
+    """A few replies and a short chain (a test of the instrument, not a measurement); an
+    impossible target makes it exit 1."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "loadtest", "bench", "thread", "--replies", "4", "--depth", "2",
+            "--rounds", "2", "--out", str(tmp_path)]  # fmt: skip
+    done = subprocess.run([*argv, "--target-ms", "0.001"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "a tweet with 4 replies" in done.stdout and "MISSED" in done.stdout
+    rows = json.loads((tmp_path / "thread.json").read_text())
+    assert [r["page"] for r in rows] == ["replies", "chain"] and all(r["latency"]["p50_ms"] > 0 for r in rows)
+
+
 def test_the_fractured_read_bench_counts_reads_and_transactions_never_fracture(capsys):
     from loadtest.bench import fractured
 

@@ -12,54 +12,22 @@ so the figure is the Django side of a page's cost.
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
-import time
-from collections.abc import Callable
+import statistics
 from pathlib import Path
 
-from loadtest.harness.cluster import find_base_port, started, with_overrides
 from loadtest.harness.experiment import FAILED, PASSED, Experiment
 from loadtest.harness.options import Meaning
 from loadtest.harness.report import render_table, say
-from services.topology import Topology
+from loadtest.harness.webapp_in_process import signed_in_client, timed_ms
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "demo-3region.toml"
 TWEETS = 40
-PASSWORD = "correct-horse-7391"
-
-
-def timed(get: Callable[[], object], rounds: int) -> float:
-    get()  # warm
-    began = time.perf_counter()
-    for _ in range(rounds):
-        get()
-    return (time.perf_counter() - began) / rounds * 1000
 
 
 def run(args: argparse.Namespace) -> int:
-    topology = with_overrides(Topology.load(args.topology), protocol=args.protocol)
-    topology = with_overrides(topology, base_port=find_base_port(topology))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    import django
-    from django.conf import settings
+    from webapp.social import Reactions, Social
 
-    django.setup()
-    with tempfile.TemporaryDirectory() as run_dir, started(topology, Path(run_dir), web=True) as cluster:
-        from django.test import Client
-
-        from webapp import context as region
-        from webapp.social import Reactions, Social
-
-        settings.SATURN_TOPOLOGY = str(cluster.topology_file)
-        settings.SATURN_REGION = topology.region_names[0]
-        settings.SECRET_KEY, settings.ALLOWED_HOSTS = cluster.secret_key, ["*"]
-        region.reset()
-        client = Client()
-        fields = {"username": "benchpage", "password": PASSWORD, "password_again": PASSWORD}
-        if client.post("/signup/", fields).status_code != 302:
-            say("error: could not sign up")
-            return FAILED
+    with signed_in_client(Path(args.topology), args.protocol, "benchpage") as client:
         say(f"posting {TWEETS} tweets ...")
         for i in range(TWEETS):
             posted = client.post("/post/", {"body": f"tweet {i} for @someone, see https://example.com/{i}"})
@@ -68,11 +36,11 @@ def run(args: argparse.Namespace) -> int:
                 return FAILED
         page = lambda: client.get("/u/benchpage/")  # noqa: E731
         real = Social.react_to
-        full = timed(page, args.rounds)
+        full = statistics.fmean(timed_ms(page, args.rounds))
         Social.react_to = lambda self, entries, me: {e.tweet_id: Reactions() for e in entries}
-        no_read = timed(page, args.rounds)
+        no_read = statistics.fmean(timed_ms(page, args.rounds))
         Social.react_to = lambda self, entries, me: {}
-        bare = timed(page, args.rounds)
+        bare = statistics.fmean(timed_ms(page, args.rounds))
         Social.react_to = real
     rows = [
         ["as served", f"{full:.2f}", "1.000"],

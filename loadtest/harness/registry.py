@@ -17,7 +17,7 @@ from loadtest.harness.options import add_shared
 MODULES = (
     # the causal layer's price and the label path, piece by piece
     "throughput", "idle", "transport", "serializer", "proxy", "sink_placement",
-    "bandwidth", "txn", "fractured", "resume", "page", "failover", "reconfigure",
+    "bandwidth", "txn", "fractured", "resume", "page", "thread", "failover", "reconfigure",
     # the Saturn paper's figures
     "fig1", "fig4", "fig5", "fig6", "fig7", "fig8",
     # the companion papers
