@@ -99,6 +99,36 @@ def test_a_tweet_reposted_by_several_people_one_follows_shows_once(django_region
     assert bodies(own).count("shared twice") == 1, bodies(own)
 
 
+def test_the_home_pages_store_calls_do_not_grow_with_the_reposters(django_region, store_calls):  # noqa: F811
+    """A tweet reposted by one or by three of the people one follows: the home page makes the
+    same store calls (its timeline is one read, the reactions one more, whoever reposted)."""
+    author, _ = new_user("calls")
+    reposters = [new_user(f"rc{i}") for i in range(3)]
+    reader, _ = new_user("crd")
+    for _, name in reposters:
+        assert reader.post(f"/u/{name}/follow/").status_code == 302
+    assert author.post("/post/", {"body": "counted calls"}).status_code == 302
+    path = first_tweet_path(html(author.get("/")))
+
+    def calls_for_home(reposted_by: str) -> int:
+        def shown() -> str | None:
+            page = html(reader.get("/"))
+            return page if reposted_by in page else None
+
+        page = eventually(shown, timeout=30, interval=0.3)
+        assert bodies(page).count("counted calls") == 1
+        store_calls.clear()
+        reader.get("/")
+        return len(store_calls)
+
+    reposters[0][0].post(path + "repost/", {"next": "/"})
+    one = calls_for_home("reposted</p>")
+    for client, _ in reposters[1:]:
+        client.post(path + "repost/", {"next": "/"})
+    three = calls_for_home(" and 2 others reposted</p>")
+    assert three == one, (one, three)
+
+
 def test_mentions_and_links_are_links_and_nothing_else_is_markup(django_region):  # noqa: F811
     client, _name = new_user("links")
     body = 'hi @Alice_1 see https://example.com/a?b=1&c=2. <b>x</b> javascript:alert(1) "@x'
