@@ -52,6 +52,11 @@ def figures() -> dict[str, Experiment]:
     return {e.name: e for e in registry.experiments() if e.paper}
 
 
+def then(figure: Experiment) -> tuple[str, ...]:
+    """The experiments a figure runs after its own (into the same folder)."""
+    return figure.paper.then if figure.paper else ()
+
+
 def add_parser(commands) -> None:
     paper = commands.add_parser(
         "paper", help="the Saturn paper's figures (and the companion papers'), with their numbers beside ours"
@@ -64,7 +69,7 @@ def add_parser(commands) -> None:
 def main(args: argparse.Namespace) -> int:
     known = figures()
     chosen = sorted(known) if args.figure == "all" else [args.figure]
-    parts = [registry.experiment(part) for f in chosen for part in (f, *(known[f].paper.then))]  # type: ignore[union-attr]
+    parts = [registry.experiment(part) for f in chosen for part in (f, *then(known[f]))]
     minutes = sum(part.minutes[0 if args.quick else 1] for part in parts)
     say(f"{', '.join(chosen)}{' (quick)' if args.quick else ''}: about {minutes:g} minutes on 2 cores")
     failed = []
@@ -76,7 +81,7 @@ def main(args: argparse.Namespace) -> int:
         began = time.monotonic()
         say(f"== {name} → {out}")
         argv = [*(["--quick"] if args.quick else []), "--out", str(out)]
-        if any(registry.run(part, argv) != 0 for part in (name, *figure.paper.then)):
+        if any(registry.run(part, argv) != 0 for part in (name, *then(figure))):
             failed.append(name)
             continue
         table, verdict = figure.paper.compare(out)
