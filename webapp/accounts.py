@@ -65,6 +65,16 @@ def claim_name(session: Session, username: str, holder: str) -> str | None:
     return session.execute(USERNAMES, username, InsertIfAbsent(holder)).value
 
 
+def account_exists(causal: CausalRequest, username: str) -> bool:
+    """Whether ``username`` is an account visible here (the throttle counts a pair's failures
+    only for one)."""
+    try:
+        causal.social.account(username)
+    except NoSuchUser:
+        return False
+    return True
+
+
 def authenticate(causal: CausalRequest, username: str, password: str) -> Account | None:
     try:
         account = causal.social.account(username)

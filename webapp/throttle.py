@@ -96,15 +96,16 @@ def _last_us(row: Row) -> int:
     return int(text) if text and text.isdigit() else 0
 
 
-def failed(causal: CausalRequest, username: str, address: str, now: float | None = None) -> None:
-    """Counts a failed login for the pair and the address (one batch), noting when."""
+def failed(
+    causal: CausalRequest, username: str, address: str, now: float | None = None, known: bool = True
+) -> None:
+    """Counts a failed login for the address and, when the account exists here (``known``), for
+    the pair, noting when (one batch). A name not (yet) known here costs the address only: a
+    sign-in tried while a new account is still on its way is no guess at a password."""
     now = time.time() if now is None else now
     group = causal.ctx.accounts_group
     pair, by_address = _rows(username, address, int(now // WINDOW_S))
-    causal.session.batch(
-        [
-            Mutation(group, pair).increment(COLUMN).update({LAST: str(int(now * 1e6))}),
-            Mutation(group, by_address).increment(COLUMN),
-        ],
-        atomic=False,
-    )
+    counted = [Mutation(group, by_address).increment(COLUMN)]
+    if known:
+        counted.append(Mutation(group, pair).increment(COLUMN).update({LAST: str(int(now * 1e6))}))
+    causal.session.batch(counted, atomic=False)

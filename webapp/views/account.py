@@ -10,7 +10,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from causal_client import NoQuorum, OutcomeUnknown
 from webapp import throttle
-from webapp.accounts import UsernameTaken, authenticate, register
+from webapp.accounts import UsernameTaken, account_exists, authenticate, register
 from webapp.forms import LoginForm, SignupForm
 
 
@@ -66,7 +66,7 @@ def login(request: HttpRequest) -> HttpResponse:
         if account is not None:
             request.causal.sign_in(account.username)
             return HttpResponseRedirect(next_url(request))  # a URL, never a view name
-        throttle.failed(request.causal, name, address)
+        throttle.failed(request.causal, name, address, known=account_exists(request.causal, name))
         form.add_error(None, "Unknown username or wrong password.")
     return render(request, "login.html", {"form": form, "next": next_url(request)}, status=status)
 
