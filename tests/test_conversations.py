@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from helpers.clusters import cluster_under
-from helpers.waiting import eventually, expect_caught
+from helpers.waiting import eventually, play_until_caught
 
 from causal_client import ReadSpec
 from services.launcher.cluster import Cluster
@@ -69,12 +69,10 @@ def listed_without_its_tweet(regions: dict[str, RegionContext]) -> bool:
 
 
 def test_a_region_never_lists_a_reply_without_its_tweet(cluster, regions):
-    eventual = cluster.topology.protocol == "eventual"
-    misses = played = 0
-    while played < (EVENTUAL_ROUNDS if eventual else ROUNDS) and not (eventual and misses):
-        misses += listed_without_its_tweet(regions)
-        played += 1
-    expect_caught(cluster.topology.protocol, misses, played, "a reply listed without its tweet")
+    play_until_caught(
+        cluster.topology.protocol, lambda: listed_without_its_tweet(regions),
+        "a reply listed without its tweet", ROUNDS, EVENTUAL_ROUNDS,
+    )  # fmt: skip
 
 
 def test_the_conversation_reads_the_chain_and_the_replies_oldest_first(cluster, regions):

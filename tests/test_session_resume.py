@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from helpers.clusters import cluster_under, connected_client
-from helpers.waiting import eventually, expect_caught, unique
+from helpers.waiting import eventually, play_until_caught, unique
 
 from causal_client import CausalClient, LabelType, Session
 from services.launcher.cluster import Cluster
@@ -39,24 +39,10 @@ def client(cluster) -> Iterator[CausalClient]:
         yield client
 
 
-def caught(cluster: Cluster, failures: int, rounds: int, what: str) -> None:
-    expect_caught(cluster.topology.protocol, failures, rounds, what)
-
-
-EVENTUAL_ROUNDS = 40
-
-
 def play(cluster: Cluster, missed: Callable[[], bool], what: str) -> None:
-    """Plays a resume ``ROUNDS`` times (``missed()``: True when the session did not read its own
-    write). Under ``eventual`` it plays until one missed, up to EVENTUAL_ROUNDS: x is in flight
-    for 100 ms, and on a busy machine a round can take longer than that, so a fixed count may
-    miss the anomaly by chance; the causal protocols must never miss in ROUNDS."""
-    eventual = cluster.topology.protocol == "eventual"
-    misses = played = 0
-    while played < (EVENTUAL_ROUNDS if eventual else ROUNDS) and not (eventual and misses):
-        misses += missed()
-        played += 1
-    caught(cluster, misses, played, what)
+    """``missed()``: True when the resumed session did not read its own write (x is in flight
+    for 100 ms)."""
+    play_until_caught(cluster.topology.protocol, missed, what, ROUNDS)
 
 
 def past_elsewhere(client: CausalClient) -> tuple[Session, str]:

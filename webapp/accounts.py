@@ -14,6 +14,7 @@ region) carry over: a name whose account row exists without this token is taken.
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 
 from django.contrib.auth.hashers import check_password, make_password
 
@@ -65,20 +66,18 @@ def claim_name(session: Session, username: str, holder: str) -> str | None:
     return session.execute(USERNAMES, username, InsertIfAbsent(holder)).value
 
 
-def account_exists(causal: CausalRequest, username: str) -> bool:
-    """Whether ``username`` is an account visible here (the throttle counts a pair's failures
-    only for one)."""
-    try:
-        causal.social.account(username)
-    except NoSuchUser:
-        return False
-    return True
+@dataclass(frozen=True)
+class LoginCheck:
+    account: Account | None  # the account, when the password is right
+    known: bool  # whether the name is an account visible here (the throttle counts a pair's
+    # failures only for one)
 
 
-def authenticate(causal: CausalRequest, username: str, password: str) -> Account | None:
+def authenticate(causal: CausalRequest, username: str, password: str) -> LoginCheck:
+    """The password checked against the account, with one read of it either way."""
     try:
         account = causal.social.account(username)
     except NoSuchUser:
         make_password(password)  # the same work either way: no timing hint that the name is free
-        return None
-    return account if check_password(password, account.password_hash) else None
+        return LoginCheck(None, known=False)
+    return LoginCheck(account if check_password(password, account.password_hash) else None, known=True)

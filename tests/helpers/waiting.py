@@ -17,6 +17,21 @@ def expect_caught(protocol: str, failures: int, rounds: int, what: str) -> None:
         assert failures == 0, f"{protocol}: {what} broken in {failures} of {rounds} rounds"
 
 
+def play_until_caught(
+    protocol: str, missed: Callable[[], bool], what: str, rounds: int, eventual_rounds: int = 40
+) -> None:
+    """Plays a sequence (``missed()``: True when the guarantee broke) ``rounds`` times; under
+    ``eventual``, until it broke once, up to ``eventual_rounds``: the anomaly needs a message still
+    in flight, and on a busy machine a round can outlast it, so a fixed count may miss it by
+    chance. A causal protocol must never break in ``rounds``."""
+    eventual = protocol == "eventual"
+    misses = played = 0
+    while played < (eventual_rounds if eventual else rounds) and not (eventual and misses):
+        misses += missed()
+        played += 1
+    expect_caught(protocol, misses, played, what)
+
+
 def eventually(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.01):
     """Polls until ``predicate()`` is truthy; returns its value or fails with a clear message."""
     return poll(predicate, timeout, "condition", interval)

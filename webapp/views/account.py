@@ -10,7 +10,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from causal_client import NoQuorum, OutcomeUnknown
 from webapp import throttle
-from webapp.accounts import UsernameTaken, account_exists, authenticate, register
+from webapp.accounts import UsernameTaken, authenticate, register
 from webapp.forms import LoginForm, SignupForm
 
 
@@ -62,11 +62,11 @@ def login(request: HttpRequest) -> HttpResponse:
             reply = render(request, "login.html", {"form": form, "next": next_url(request)}, status=429)
             reply["Retry-After"] = str(verdict.retry_after_s)
             return reply
-        account = authenticate(request.causal, name, form.cleaned_data["password"])
-        if account is not None:
-            request.causal.sign_in(account.username)
+        checked = authenticate(request.causal, name, form.cleaned_data["password"])
+        if checked.account is not None:
+            request.causal.sign_in(checked.account.username)
             return HttpResponseRedirect(next_url(request))  # a URL, never a view name
-        throttle.failed(request.causal, name, address, known=account_exists(request.causal, name))
+        throttle.failed(request.causal, name, address, known=checked.known)
         form.add_error(None, "Unknown username or wrong password.")
     return render(request, "login.html", {"form": form, "next": next_url(request)}, status=status)
 

@@ -121,10 +121,15 @@ def relations(request: HttpRequest, username: str, which: str) -> HttpResponse:
     })  # fmt: skip
 
 
-def tweet_or_404(request: HttpRequest, group: str, tweet_id: str) -> Entry:
-    """The tweet a URL names, or a 404 (a group the topology lacks, a malformed id, no tweet)."""
+def check_tweet_ref(request: HttpRequest, group: str, tweet_id: str) -> None:
+    """A 404 for a URL that cannot name a tweet: a group the topology lacks, a malformed id."""
     if group not in request.causal.ctx.topology.group_members or not CURSOR.match(tweet_id):
         raise Http404("no such tweet")
+
+
+def tweet_or_404(request: HttpRequest, group: str, tweet_id: str) -> Entry:
+    """The tweet a URL names, or a 404 (a malformed reference, no tweet)."""
+    check_tweet_ref(request, group, tweet_id)
     entry = request.causal.social.tweet(group, tweet_id)
     if entry is None:
         raise Http404("no such tweet")
@@ -135,8 +140,7 @@ def tweet_or_404(request: HttpRequest, group: str, tweet_id: str) -> Entry:
 def tweet_page(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
     """A tweet's conversation: what it replies to, up the chain, the tweet, and its replies,
     oldest first (``?after=`` pages through them)."""
-    if group not in request.causal.ctx.topology.group_members or not CURSOR.match(tweet_id):
-        raise Http404("no such tweet")
+    check_tweet_ref(request, group, tweet_id)
     social, me = request.causal.social, request.causal.account
     talk = social.conversation(group, tweet_id, after=cursor(request))
     if talk is None:
