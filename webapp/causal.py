@@ -24,6 +24,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from causal_client import CausalError, InvalidRequest, Label, LabelType, Session, SessionToken, UnknownRegion
+from webapp import notices, tasks
 from webapp.context import RegionContext, current
 from webapp.label_marks import LabelMarks, later_token
 from webapp.social import Account, NoSuchUser, Social
@@ -49,6 +50,8 @@ class CausalRequest:
         self._session: Session | None = None
         self._resumed_from: str | None = None  # the token the session resumed from (no news: no merge)
         self._account: Account | bool | None = False  # False: not looked up yet
+        self._social: Social | None = None
+        self._unread: int | bool | None = False  # False: not read yet
         self.note: str | None = None
 
     @property
@@ -100,7 +103,18 @@ class CausalRequest:
 
     @property
     def social(self) -> Social:
-        return Social(self.ctx, self.session)
+        """The request's operations on the store (one, while the session stays the same)."""
+        session = self.session
+        if self._social is None or self._social.session is not session:
+            queued = self._social.queued if self._social is not None else []
+            self._social = Social(self.ctx, session)
+            self._social.queued = queued
+        return self._social
+
+    @property
+    def queued(self) -> list[tuple[str, str, str]]:
+        """The outbox cells this request wrote, as (region, group, column)."""
+        return self._social.queued if self._social is not None else []
 
     def resume(self, label: Label | str) -> None:
         """Resumes the session here from ``label`` (a hand-off's), waiting until its past is
@@ -124,6 +138,26 @@ class CausalRequest:
                     found = None
                 self._account = found
         return self._account or None
+
+    @property
+    def unread_count(self) -> int | None:
+        """How many notices the signed-in user has not seen (up to notices.UNREAD_CAP + 1),
+        once the page looked the account up; None: nobody signed in, or the user's home group
+        is not replicated here (the count is read where it lives, never by moving)."""
+        if self._unread is False:
+            self._unread = None
+            me = self._account if isinstance(self._account, Account) else None
+            if me is not None and self.ctx.replicates(me.home_group, self.session.region):
+                try:
+                    rows = self.session.multi_read(notices.unread_specs(me.username, me.home_group))
+                    self._unread = notices.unread_of(rows)
+                except CausalError as exc:  # a count is not worth failing the page
+                    log.warning("no unread count for %s: %s", me.username, exc)
+        return self._unread if isinstance(self._unread, int) and not isinstance(self._unread, bool) else None
+
+    @unread_count.setter
+    def unread_count(self, value: int | None) -> None:
+        self._unread = value
 
     @property
     def known_username(self) -> str | None:
@@ -194,6 +228,8 @@ class CausalSessionMiddleware:
         request.causal = CausalRequest(request, current())  # type: ignore[attr-defined]
         response = self.get_response(request)
         request.causal.remember()  # type: ignore[attr-defined]
+        for region, group, column in request.causal.queued:  # type: ignore[attr-defined]
+            tasks.nudge(region, group, column)  # the worker drains it now (its sweeper would soon)
         return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
@@ -228,5 +264,6 @@ def region_context(request: HttpRequest) -> dict:
         "label": describe_label(label),
         "label_note": request.session.get(NOTE_KEY) if hasattr(request, "session") else None,
         "signed_in_as": causal.known_username if causal else None,
+        "unread": causal.unread_count if causal else None,
         "region_groups": ctx.topology.groups_at(ctx.region),
     }

@@ -22,6 +22,7 @@ class Reader:
     """What an entry's rendering needs of its page: who reads, where, and the page's forms."""
 
     signed_in: bool
+    username: str | None  # the reader's (their own tweets get a Delete button)
     region: str
     region_groups: frozenset[str]
     here: str  # the page's path: like and repost come back to it
@@ -33,10 +34,12 @@ def tweet_url(entry: Entry) -> str:
     return reverse("tweet", args=[entry.group, entry.tweet_id])
 
 
-def reply_part(entry: Entry, original: Entry | None, reader: Reader) -> SafeString:
+def reply_part(entry: Entry, original: Entry | None, reader: Reader, parent_gone: bool = False) -> SafeString:
     if not entry.reply_to:
         return mark_safe("")
-    if original is not None:
+    if parent_gone:
+        shown = mark_safe('<span class="muted">(a deleted tweet)</span>')
+    elif original is not None:
         shown = format_html(
             "<q>{}</q>", original.body if len(original.body) <= 80 else original.body[:79] + "…"
         )
@@ -64,9 +67,9 @@ def form(action: str, reader: Reader, back: str, button: SafeString) -> SafeStri
 def counter_button(kind: str, on: bool, pressed: str | None, title: str, sign: str, count: int) -> SafeString:
     """The like or repost button: its count, lit when the reader did it."""
     return format_html(
-        '<button type="submit" class="{}{}"{}{} title="{}">{} <span class="count">{}</span></button>',
+        '<button type="submit" class="{}{}"{} title="{}">{} <span class="count">{}</span></button>',
         kind, " on" if on else "", format_html(' aria-pressed="{}"', pressed) if pressed else "",
-        mark_safe(" disabled") if kind == "repost" and on else "", title, sign, count,
+        title, sign, count,
     )  # fmt: skip
 
 
@@ -87,22 +90,30 @@ def actions(entry: Entry, reaction: Reactions | None, reader: Reader) -> SafeStr
             "like", liked, "true" if liked else "false", "Unlike" if liked else "Like", "♥", reaction.likes
         )
         repost = counter_button(
-            "repost", reposted, None, "You reposted this" if reposted else "Repost", "⟲", reaction.reposts
-        )
+            "repost", reposted, "true" if reposted else "false", "Undo repost" if reposted else "Repost", "⟲",
+            reaction.reposts,
+        )  # fmt: skip
         parts.append(form(url + ("unlike/" if liked else "like/"), reader, back, like))
-        parts.append(form(url + "repost/", reader, back, repost))
+        parts.append(form(url + ("unrepost/" if reposted else "repost/"), reader, back, repost))
     elif reaction is not None:
         parts.append(format_html(
             '<span class="like" title="likes">♥ <span class="count">{}</span></span>\n'
             '<span class="repost" title="reposts">⟲ <span class="count">{}</span></span>',
             reaction.likes, reaction.reposts,
         ))  # fmt: skip
+    if reader.username == entry.author and not entry.reposted_by:
+        delete = mark_safe(
+            '<button type="submit" class="delete link" title="Delete this tweet everywhere" data-confirm='
+            '"Delete this tweet? It disappears from every timeline, in every region.">Delete</button>'
+        )
+        parts.append(form(url + "delete/", reader, reader.here if not reader.on_tweet_page else "/", delete))
     return format_html_join("\n    ", "{}", ((part,) for part in parts))
 
 
 def entry_html(
-    entry: Entry, original: Entry | None, reaction: Reactions | None, reader: Reader
-) -> SafeString:
+    entry: Entry, original: Entry | None, reaction: Reactions | None, reader: Reader,
+    parent_gone: bool = False,
+) -> SafeString:  # fmt: skip
     reposted = ""
     if entry.reposted_by:
         by, others = entry.reposted_by, entry.also_reposted_by
@@ -125,6 +136,7 @@ def entry_html(
         '  <footer class="actions">\n    {}\n  </footer>\n'
         "  </div>\n</article>\n",
         entry.id, reposted, avatar_url(entry.author), user_url(entry.author), entry.author,
-        tweet_url(entry), when(entry.time_us), reply_part(entry, original, reader), rich(entry.body),
+        tweet_url(entry), when(entry.time_us), reply_part(entry, original, reader, parent_gone),
+        rich(entry.body),
         actions(entry, reaction, reader),
     )  # fmt: skip

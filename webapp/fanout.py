@@ -27,10 +27,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from causal_client import ReadSpec, Session
+from causal_client import Mutation, ReadSpec, Session
 from causal_client.errors import CausalError
+from webapp import notices
 from webapp.context import RegionContext
-from webapp.social import Pending, Social, outbox_row
+from webapp.social import REMOVAL, Pending, Social, outbox_row
 
 log = logging.getLogger("webapp.fanout")
 
@@ -39,31 +40,70 @@ GRACE_S = 2.0  # a cell younger than this is left to its nudge (a sweep would on
 SWEEP_PAGE = 100  # cells read per outbox per sweep
 BACKOFF_MAX_S = 60.0  # a cell that keeps failing is tried at least this often
 
-Nudge = Callable[[str, str, str], None]  # (region, group, tweet id): ask a region to drain a cell
+Nudge = Callable[[str, str, str], None]  # (region, group, column): ask a region to drain a cell
 
 
-def drain(ctx: RegionContext, group: str, tweet_id: str, send_nudge: Nudge | None = None) -> int:
-    """Delivers the outbox cell ``tweet_id`` of this region in ``group``, if it is still there,
-    and deletes it; returns the timelines written here. ``send_nudge(region, group, tweet_id)``
-    asks another region to drain a part relayed to it (it would find it by its sweeper anyway)."""
+def drain(ctx: RegionContext, group: str, column: str, send_nudge: Nudge | None = None) -> int:
+    """Delivers the outbox cell ``column`` of this region in ``group`` (a tweet's fan-out, a
+    deletion's, or a notice), if it is still there, and deletes it; returns the rows written
+    here. ``send_nudge(region, group, column)`` asks another region to drain a part relayed to it
+    (it would find it by its sweeper anyway)."""
     session = ctx.client.session(ctx.region)
-    pending = read_pending(session, group, tweet_id)
-    if pending is None:
-        return 0  # drained already (by a nudge, the sweeper or a retry)
-    written = deliver(ctx, session, pending, send_nudge)
-    session.delete(group, outbox_row(ctx.region), [tweet_id])
+    if notices.is_notice_cell(column):
+        cell = read_notice(session, group, column)
+        if cell is None:
+            return 0
+        written = deliver_notice(ctx, session, cell, send_nudge)
+    else:
+        pending = read_pending(session, group, column)
+        if pending is None:
+            return 0  # drained already (by a nudge, the sweeper or a retry)
+        written = deliver(ctx, session, pending, send_nudge)
+    session.delete(group, outbox_row(ctx.region), [column])
     return written
 
 
-def read_pending(session: Session, group: str, tweet_id: str) -> Pending | None:
+def read_notice(session: Session, group: str, column: str) -> notices.NoticeCell | None:
+    text = session.read(group, outbox_row(session.region), [column]).text(column)
+    return notices.NoticeCell.parse(column, text) if text is not None else None
+
+
+def deliver_notice(
+    ctx: RegionContext, session: Session, cell: notices.NoticeCell, send_nudge: Nudge | None = None
+) -> int:
+    """A notice into its recipients' rows: those homed in groups replicated here now, each other
+    group's part relayed to the outbox of its closest replica. A recipient without an account
+    (a mention of nobody) is skipped. Returns the notices written here."""
+    if cell.group is not None:
+        homes = dict.fromkeys(cell.recipients, cell.group)
+    else:
+        accounts = Social(ctx, session)
+        rows = session.multi_read([accounts.account_spec(name) for name in cell.recipients])
+        found = zip(cell.recipients, rows, strict=True)
+        homes = {name: home for name, row in found if (home := row.text("home"))}
+    by_group: dict[str, list[str]] = {}
+    for name, home in homes.items():
+        by_group.setdefault(home, []).append(name)
+    written = 0
+    for home, names in sorted(by_group.items()):
+        if ctx.replicates(home, session.region):
+            notices.write(session, home, names, cell.notice)
+            written += len(names)
+        else:
+            part = notices.NoticeCell(cell.notice, tuple(sorted(names)), home)
+            relay_cell(ctx, session, home, part.column, part.outbox_cell, send_nudge)
+    return written
+
+
+def read_pending(session: Session, group: str, column: str) -> Pending | None:
     """The cell and, where it lives here, the tweet itself, in one read: the session's label is
     then past both, so whatever it writes next is causally after the tweet."""
     specs = [
-        ReadSpec(group, outbox_row(session.region), (tweet_id,)),
-        ReadSpec(group, f"tweet:{tweet_id}", ("entry",)),
+        ReadSpec(group, outbox_row(session.region), (column,)),
+        ReadSpec(group, f"tweet:{column.removesuffix(REMOVAL)}", ("entry",)),
     ]
-    cell = session.multi_read(specs)[0].text(tweet_id)
-    return Pending.parse(group, tweet_id, cell) if cell is not None else None
+    cell = session.multi_read(specs)[0].text(column)
+    return Pending.parse(group, column, cell) if cell is not None else None
 
 
 def deliver(ctx: RegionContext, session: Session, pending: Pending, send_nudge: Nudge | None = None) -> int:
@@ -74,7 +114,7 @@ def deliver(ctx: RegionContext, session: Session, pending: Pending, send_nudge: 
     entry = pending.entry
     if pending.followers is None:  # a post's (or a repost's) own cell: in the poster's home group
         followers = social.all_names(pending.group, f"followers:{entry.poster}")
-        if not entry.reposted_by:
+        if not entry.reposted_by and not pending.removal:
             social.publish(entry)  # idempotent: a post's batch has it; cells from before posts were atomic
     else:
         followers = dict.fromkeys(pending.followers, pending.group)
@@ -84,10 +124,12 @@ def deliver(ctx: RegionContext, session: Session, pending: Pending, send_nudge: 
     written, relayed = 0, []
     for group, names in sorted(by_group.items()):
         if ctx.replicates(group, session.region):
-            written += social.write_timelines(entry, names, group)
+            written += social.write_timelines(entry, names, group, remove=pending.removal)
         else:
-            relayed.append(relay(ctx, session, Pending(entry, group, tuple(sorted(names))), send_nudge))
-    log.info("tweet %s by %s: %d timelines at %s%s", entry.id, entry.poster, written, session.region,
+            part = Pending(entry, group, tuple(sorted(names)), removal=pending.removal)
+            relayed.append(relay(ctx, session, part, send_nudge))
+    log.info("%s %s by %s: %d timelines at %s%s", "removal of" if pending.removal else "tweet",
+             entry.id, entry.poster, written, session.region,
              f", relayed to {', '.join(relayed)}" if relayed else "")  # fmt: skip
     return written
 
@@ -96,11 +138,20 @@ def relay(ctx: RegionContext, session: Session, part: Pending, send_nudge: Nudge
     """Writes ``part`` into the outbox of the closest region replicating its group, from a
     session that migrated there from ``session`` (it waits only for what ``session`` had seen);
     returns that region."""
-    target = ctx.closest_replica(part.group, near=session.region)
+    return relay_cell(ctx, session, part.group, part.column, part.mutation, send_nudge)
+
+
+def relay_cell(
+    ctx: RegionContext, session: Session, group: str, column: str,
+    cell: Callable[[str], Mutation], send_nudge: Nudge | None,
+) -> str:  # fmt: skip
+    """Writes ``cell(region)`` (an outbox cell of ``group``) at the closest region replicating
+    ``group``, from a session that migrated there from ``session``; returns that region."""
+    target = ctx.closest_replica(group, near=session.region)
     there = ctx.client.session(target, label=session.token)
-    there.batch([part.mutation(target)])
+    there.batch([cell(target)])
     if send_nudge is not None:
-        send_nudge(target, part.group, part.entry.id)
+        send_nudge(target, group, column)
     return target
 
 
@@ -141,19 +192,19 @@ class Sweeper:
         self.failing = {key: value for key, value in self.failing.items() if key in seen}  # drained elsewhere
         return drained
 
-    def try_drain(self, group: str, tweet_id: str) -> int:
+    def try_drain(self, group: str, column: str) -> int:
         """Drains one cell unless it is backing off; 1 if it was drained."""
-        key, now = (group, tweet_id), time.monotonic()
+        key, now = (group, column), time.monotonic()
         retry_at, backoff = self.failing.get(key, (0.0, 0.0))
         if now < retry_at:
             return 0
         try:
-            drain(self.ctx, group, tweet_id, self.send_nudge)
+            drain(self.ctx, group, column, self.send_nudge)
         except Exception as exc:  # this cell waits; the others go on
             backoff = min(BACKOFF_MAX_S, max(SWEEP_EVERY_S, 2 * backoff))
             self.failing[key] = (now + backoff, backoff)
-            log.warning("sweeper at %s: tweet %s (%s) failed: %r; again in %.0f s",
-                        self.ctx.region, tweet_id, group, exc, backoff)  # fmt: skip
+            log.warning("sweeper at %s: cell %s (%s) failed: %r; again in %.0f s",
+                        self.ctx.region, column, group, exc, backoff)  # fmt: skip
             return 0
         self.failing.pop(key, None)
         return 1

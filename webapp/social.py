@@ -18,6 +18,8 @@ Rows (group in brackets; "home" is the user's home group, see RegionContext.home
     reposters:<id>     [the tweet's group]  user -> the id of their repost
     liked:<user>       [home]  tweet id -> its group
     reposted:<user>    [home]  tweet id -> the id of the repost
+    deleted            [a tweet's group]  tweet id, or id of an undone repost of it -> when
+    notices:<user>     [home]  notifications (webapp/notices.py)
 
 A repost is an entry of its own (a new id, so it sorts by when it was shared) carrying the
 original's author, body and group, and ``reposted_by``; it reaches the reposter's followers
@@ -25,6 +27,14 @@ through the outbox like a tweet. Replies, likes and reposts are counted as the s
 rows. A tweet's page is its conversation: the tweets it replies to, up the chain, and its
 replies, oldest first, read with the tweet in one snapshot, so a region that lists a reply can
 always show what it answers (the cell names it, and causality brings the tweet first).
+
+Deletes leave tombstones: a deleted tweet's row keeps only ``deleted``, and its id goes into the
+``deleted`` row of its group in the same batch as its removal from the author's lines, the
+public line and its parent's replies; its followers' timelines lose it through the outbox (a
+removal cell). Every page reads the tombstones of what it shows, in the read that looks up the
+originals, so a write that comes late (a fan-out drained after the delete, an old write
+replicated again) never brings a deleted tweet back. An undone repost is tombstoned the same
+way, by the id of the repost (the next repost of the tweet gets a new id).
 
 Tweet ids sort by time (hex µs + random), so a row's columns read newest first, and the store's
 exclusive cursor pages through them. Timeline entries carry the tweet (denormalised, as in
@@ -42,8 +52,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from causal_client import Conflict, InsertIfAbsent, Mutation, NotReplicatedHere, ReadSpec, Row, Session
-from webapp import pins
+from causal_client.commands import CompareAndSet
+from webapp import notices, pins
 from webapp.context import RegionContext
+from webapp.notices import Notice, NoticeCell
 
 PAGE_SIZE = 40  # as Twissandra
 MAX_TWEET_CHARS = 280
@@ -54,6 +66,12 @@ REPOSTS = "repost"  # strong registers' namespace: "<user>/<tweet id>" -> the re
 BACKFILL = 20  # a newly followed user's latest tweets copied into the follower's home timeline
 REPLIES_PAGE = 50  # replies on a tweet's page, oldest first
 ANCESTORS = 20  # how far up a reply chain a tweet's page reads
+DELETED_ROW = "deleted"  # a group's tombstones: tweet id (or undone repost id) -> when
+UNDONE = "-"  # a repost register holding "-<id>": that repost was undone
+
+
+class TweetDeleted(LookupError):
+    """The tweet was deleted (its tombstone is visible here)."""
 
 
 class NoSuchUser(LookupError):
@@ -132,30 +150,42 @@ def outbox_row(region: str) -> str:
     return f"outbox:{region}"
 
 
+REMOVAL = "-rm"  # an outbox column ending so is a removal's (its tweet's own cell may still be pending)
+
+
 @dataclass(frozen=True)
 class Pending:
-    """One outbox cell: a tweet to write into timelines of ``group``. ``followers`` None: all of
-    the poster's followers (the cell a post or repost writes, in the poster's home group); else
-    these, all homed in ``group`` (a part relayed from a region that does not replicate it)."""
+    """One outbox cell: a tweet to write into timelines of ``group`` (or, ``removal``, to take
+    out of them: a deleted tweet, an undone repost). ``followers`` None: all of the poster's
+    followers (the cell a post or repost writes, in the poster's home group); else these, all
+    homed in ``group`` (a part relayed from a region that does not replicate it)."""
 
     entry: Entry
     group: str
     followers: tuple[str, ...] | None = None
     queued_us: int = 0
+    removal: bool = False
+
+    @property
+    def column(self) -> str:
+        return self.entry.id + (REMOVAL if self.removal else "")
 
     def mutation(self, region: str) -> Mutation:
         """The cell, in the outbox of ``region`` (which must replicate ``group``)."""
-        value = {"e": self.entry.to_json(), "q": self.queued_us or time.time_ns() // 1000}
+        value: dict[str, object] = {"e": self.entry.to_json(), "q": self.queued_us or time.time_ns() // 1000}
         if self.followers is not None:
             value["f"] = list(self.followers)
-        return Mutation(self.group, outbox_row(region)).set(self.entry.id, json.dumps(value))
+        if self.removal:
+            value["x"] = 1
+        return Mutation(self.group, outbox_row(region)).set(self.column, json.dumps(value))
 
     @staticmethod
-    def parse(group: str, tweet_id: str, text: str) -> Pending:
+    def parse(group: str, column: str, text: str) -> Pending:
         value = json.loads(text)
         followers = value.get("f")
-        entry = Entry.from_json(tweet_id, value["e"])
-        return Pending(entry, group, tuple(followers) if followers is not None else None, int(value["q"]))
+        entry = Entry.from_json(column.removesuffix(REMOVAL), value["e"])
+        followers = tuple(followers) if followers is not None else None
+        return Pending(entry, group, followers, int(value["q"]), bool(value.get("x")))
 
 
 @dataclass
@@ -165,6 +195,7 @@ class Page:
     originals: dict[str, Entry | None] = field(
         default_factory=dict
     )  # reply-to id -> original (None: not here)
+    gone: frozenset[str] = frozenset()  # originals that were deleted
 
 
 @dataclass
@@ -178,6 +209,7 @@ class Conversation:
     replies: list[Entry]
     next_cursor: str | None
     cut: bool = False
+    parent_gone: bool = False  # the chain stops at a deleted tweet
 
 
 @dataclass
@@ -231,6 +263,8 @@ class Social:
         self.ctx = ctx
         self.session = session
         self.accounts = ctx.accounts_group
+        #: the outbox cells this Social wrote, as (region, group, column): worth a nudge
+        self.queued: list[tuple[str, str, str]] = []
 
     # -- accounts ----------------------------------------------------------------------------
     def account_spec(self, username: str) -> ReadSpec:
@@ -281,9 +315,9 @@ class Social:
     # -- tweets ------------------------------------------------------------------------------
     def post(self, author: Account, body: str, reply_to: Entry | None = None) -> Entry:
         """The tweet, the author's userline and timeline (read-your-writes: the poster sees it at
-        once), the public line and its pending fan-out (an outbox cell, webapp/fanout.py) in one
-        atomic batch, where the author's home group is replicated: all of it or none, whenever
-        this process dies."""
+        once), the public line, its pending fan-out (an outbox cell, webapp/fanout.py) and its
+        notices (the author it replies to, the people it mentions) in one atomic batch, where
+        the author's home group is replicated: all of it or none, whenever this process dies."""
         entry = Entry(
             new_tweet_id(), author.username, body, author.home_group,
             reply_to.id if reply_to else None, reply_to.author if reply_to else None,
@@ -293,42 +327,68 @@ class Social:
         tweet = Mutation(author.home_group, f"tweet:{entry.id}").update(fields)
         # the accounts group is replicated everywhere: wherever the home group is, so is it
         public = Mutation(self.accounts, "public").set(entry.id, entry.to_json())
+        told = notices.for_tweet(
+            entry.id, author.username, body, author.home_group, entry.reply_author, new_tweet_id()
+        )
         if reply_to is None:
-            self.share(author, entry, tweet, public)
+            self.share(author, entry, tweet, public, notify=told)
             return entry
         listed = Mutation(reply_to.group, f"replies:{reply_to.id}").set(entry.id, entry.to_json())
-        groups = [author.home_group, self.accounts, reply_to.group]
-        if self.ctx.client.closest_with(groups, self.session.region) is not None:
-            self.share(author, entry, tweet, public, listed)  # one atomic batch
-        else:  # no region has both groups (partial replication): listed right after, causally
-            self.share(author, entry, tweet, public)
-            self.together([listed])
+        self.share(author, entry, tweet, public, notify=told, apart=[listed])
         return entry
 
-    def share(self, poster: Account, entry: Entry, *also: Mutation) -> None:
-        """``entry`` into the poster's userline and home timeline with its pending fan-out (an
-        outbox cell) and ``also``, in one atomic batch where the poster's home group and the
-        groups of ``also`` are replicated; the session ends there, where the outbox cell is."""
+    def share(
+        self, poster: Account, entry: Entry, *also: Mutation,
+        notify: Sequence[NoticeCell] = (), apart: Sequence[Mutation] = (), removal: bool = False,
+    ) -> None:  # fmt: skip
+        """``entry`` into the poster's userline and home timeline (``removal``: out of them) with
+        its pending fan-out (an outbox cell), its notices and ``also``, in one atomic batch where
+        the poster's home group and the groups of ``also`` are replicated; the session ends
+        there, where the outbox cells are. ``apart``: mutations of groups that are in the batch
+        where some region replicates them with the rest, else written right after, causally
+        (partial replication)."""
         home = poster.home_group
-        self.go_where_replicated(home, *(m.group for m in also))
-        self.session.batch([
-            *also,
-            Mutation(home, f"userline:{poster.username}").set(entry.id, entry.to_json()),
-            Mutation(home, f"timeline:{poster.username}").set(entry.id, entry.to_json()),
-            Pending(entry, home).mutation(self.session.region),
-        ])  # fmt: skip
+        groups = [home, *(m.group for m in also)]
+        if apart and self.ctx.client.closest_with([*groups, *(m.group for m in apart)], self.session.region):
+            also, apart = (*also, *apart), ()
+        self.go_where_replicated(*groups)
+        region = self.session.region
+        lines = [Mutation(home, f"{line}:{poster.username}") for line in ("userline", "timeline")]
+        for line in lines:
+            if removal:
+                line.delete(entry.id)
+            else:
+                line.set(entry.id, entry.to_json())
+        pending = Pending(entry, home, removal=removal)
+        self.session.batch([*also, *lines, pending.mutation(region), *self.notice_cells(notify, home)])
+        self.queued.append((region, home, pending.column))
+        if apart:
+            self.together(apart)
 
-    def together(self, mutations: Sequence[Mutation]) -> None:
+    def notice_cells(self, cells: Sequence[NoticeCell], group: str) -> list[Mutation]:
+        """``cells`` as outbox cells of the session's region in ``group`` (replicated there),
+        queued for a nudge once written."""
+        self.queued += [(self.session.region, group, cell.column) for cell in cells]
+        return [cell.mutation(group, outbox_row(self.session.region)) for cell in cells]
+
+    def together(
+        self, mutations: Sequence[Mutation], notify: Sequence[NoticeCell] = (), home: str = ""
+    ) -> None:
         """One atomic batch where every group it touches is replicated (migrating there if need
-        be). Where no region replicates them all (partial replication), each group's part is a
-        batch of its own, in order, and the parts may be seen apart."""
+        be), with ``notify``'s outbox cells in ``home`` (one of those groups). Where no region
+        replicates them all (partial replication), each group's part is a batch of its own, in
+        order, and the parts may be seen apart."""
         groups = list(dict.fromkeys(m.group for m in mutations))
         if self.ctx.client.closest_with(groups, self.session.region) is not None:
             self.go_where_replicated(*groups)
-            self.session.batch(mutations)
+            self.session.batch([*mutations, *self.notice_cells(notify, home)])
             return
         for group in groups:
-            self.session.batch([m for m in mutations if m.group == group])
+            part = [m for m in mutations if m.group == group]
+            if group == home and notify:
+                self.go_where_replicated(home)
+                part += self.notice_cells(notify, home)
+            self.session.batch(part)
 
     def publish(self, entry: Entry) -> None:
         """The entry on the public line (idempotent: the same cell set again)."""
@@ -344,9 +404,10 @@ class Social:
         return self.session.region
 
     def tweet(self, group: str, tweet_id: str) -> Entry | None:
-        row = self.session.read(group, f"tweet:{tweet_id}", ["entry"])
+        """The tweet (None: none here, or deleted)."""
+        row = self.session.read(group, f"tweet:{tweet_id}", ["entry", "deleted"])
         text = row.text("entry")
-        return Entry.from_json(tweet_id, text) if text else None
+        return Entry.from_json(tweet_id, text) if text and "deleted" not in row else None
 
     def line(self, group: str, row: str, after: str | None = None, limit: int = PAGE_SIZE) -> Page:
         """A page of a line; one entry more is read to know whether an older page exists."""
@@ -357,26 +418,53 @@ class Social:
         return ReadSpec(group, row, limit=limit + 1, after=after)
 
     def page_of(self, row: Row, limit: int = PAGE_SIZE) -> Page:
+        """A page of a line without what was deleted, and the tweets its replies answer."""
         entries = entries_of(row)
         more = len(entries) > limit
         entries = entries[:limit]
-        shown = one_per_tweet(entries)
-        result = Page(shown, entries[-1].id if more else None)
-        result.originals = self.originals(shown)
-        return result
+        gone, originals = self.lookups(entries)
+        shown = one_per_tweet([e for e in entries if not ({e.id, e.tweet_id} & gone)])
+        return Page(shown, entries[-1].id if more else None, originals, frozenset(gone & set(originals)))
+
+    def lookups(self, entries: Sequence[Entry]) -> tuple[set[str], dict[str, Entry | None]]:
+        """In one read: which of these entries (tweets or reposts) and of the tweets they reply
+        to were deleted (their tombstones, in each group replicated here), and those tweets
+        themselves (None: not here, or deleted)."""
+        region = self.session.region
+        ids: dict[str, set[str]] = {}
+        for e in entries:
+            ids.setdefault(e.group, set()).update((e.id, e.tweet_id))
+            if e.reply_to and e.reply_group:
+                ids.setdefault(e.reply_group, set()).add(e.reply_to)
+        checked = self.tombstone_specs(ids)
+        wanted = {e.reply_to: e.reply_group for e in entries if e.reply_to and e.reply_group}
+        local = [(i, g) for i, g in wanted.items() if self.ctx.replicates(g, region)]
+        specs = checked + [ReadSpec(g, f"tweet:{i}", ("entry",)) for i, g in local]
+        if not specs:
+            return set(), dict.fromkeys(wanted)
+        rows = self.session.multi_read(specs)
+        gone = {cell.column for row in rows[: len(checked)] for cell in row}
+        found: dict[str, Entry | None] = dict.fromkeys(wanted)
+        for (tweet_id, _), row in zip(local, rows[len(checked) :], strict=True):
+            text = row.text("entry")
+            found[tweet_id] = Entry.from_json(tweet_id, text) if text and tweet_id not in gone else None
+        return gone, found
+
+    def tombstone_specs(self, ids: dict[str, set[str]]) -> list[ReadSpec]:
+        """Reads of the tombstones of ``ids`` (group -> tweet or repost ids), in the groups
+        replicated here."""
+        region = self.session.region
+        here = [(g, tuple(sorted(i))) for g, i in ids.items() if self.ctx.replicates(g, region)]
+        return [ReadSpec(g, DELETED_ROW, columns) for g, columns in here]
+
+    def deleted_among(self, ids: dict[str, set[str]]) -> set[str]:
+        """Which of ``ids`` (group -> tweet ids) were deleted, as far as this region knows."""
+        specs = self.tombstone_specs(ids)
+        return {cell.column for row in self.session.multi_read(specs) for cell in row} if specs else set()
 
     def originals(self, entries: Sequence[Entry]) -> dict[str, Entry | None]:
-        """The tweets these entries reply to, in one read (those whose group is replicated here;
-        the others are not looked up: None)."""
-        wanted = {e.reply_to: e.reply_group for e in entries if e.reply_to and e.reply_group}
-        local = [(i, g) for i, g in wanted.items() if self.ctx.replicates(g, self.session.region)]
-        found: dict[str, Entry | None] = dict.fromkeys(wanted)
-        if local:
-            rows = self.session.multi_read([ReadSpec(g, f"tweet:{i}", ("entry",)) for i, g in local])
-            for (tweet_id, _), row in zip(local, rows, strict=True):
-                text = row.text("entry")
-                found[tweet_id] = Entry.from_json(tweet_id, text) if text else None
-        return found
+        """The tweets these entries reply to, in one read (None: not replicated here, or deleted)."""
+        return self.lookups(entries)[1]
 
     def timeline(self, account: Account, after: str | None = None) -> Page:
         return self.line(account.home_group, f"timeline:{account.username}", after)
@@ -388,46 +476,111 @@ class Social:
         return self.line(self.accounts, "public", after)
 
     # -- likes and reposts -------------------------------------------------------------------
-    def like(self, me: Account, entry: Entry, undo: bool = False) -> None:
+    def like(self, me: Account, entry: Entry, undo: bool = False) -> bool:
         """Likes (or unlikes) a tweet: the liker's cell in its likers row, where the tweet lives,
-        and the tweet in the liker's own liked row. Idempotent: a double click counts once."""
+        and the tweet in the liker's own liked row; a like also notifies the author. Idempotent:
+        a double click counts (and notifies) once. Returns whether anything changed."""
         tweet_id = entry.tweet_id
         likers, liked = (
             Mutation(entry.group, f"likers:{tweet_id}"),
             Mutation(me.home_group, f"liked:{me.username}"),
         )
+        before = me.username in self.session.read(entry.group, likers.row, [me.username])
         if undo:
-            self.together([likers.delete(me.username), liked.delete(tweet_id)])
-        else:
-            self.together([likers.set(me.username, me.home_group), liked.set(tweet_id, entry.group)])
+            if before:
+                self.together([likers.delete(me.username), liked.delete(tweet_id)])
+            return before
+        if before:
+            return False
+        told = self.notice("like", me, entry)
+        both = [likers.set(me.username, me.home_group), liked.set(tweet_id, entry.group)]
+        self.together(both, told, me.home_group)
+        return True
+
+    @staticmethod
+    def notice(kind: str, me: Account, entry: Entry, notice_id: str | None = None) -> list[NoticeCell]:
+        """The notice to ``entry``'s author that ``me`` did ``kind`` to it (none to oneself)."""
+        if entry.author == me.username:
+            return []
+        made = Notice(notice_id or new_tweet_id(), kind, me.username, entry.tweet_id, entry.group, entry.body)
+        return [NoticeCell(made, (entry.author,))]
 
     def repost(self, me: Account, entry: Entry) -> Entry | None:
         """Reposts a tweet into the reposter's userline, home timeline and, through the outbox,
-        the reposter's followers' timelines; None if this user reposted it already. Once per
-        user and tweet, even from two tabs or two regions at once: the repost's id is claimed (an
-        insert-if-absent on a strong register, decided by a majority of the regions), so a racing
+        the reposter's followers' timelines, and notifies its author; None if this user reposted
+        it already. Once per user and tweet, even from two tabs or two regions at once: the
+        repost's id is claimed (an insert-if-absent on a strong register, decided by a majority
+        of the regions; a register left "-<id>" by an undo is compared-and-set), so a racing
         second try writes the same cells again, and a try that died before writing is finished
         with its id. Reposts made before the registers are known by the reposter's row."""
-        original = replace(entry, reposted_by=None, original_id=None) if entry.reposted_by else entry
+        original = self.original_of(entry)
         tweet_id = original.id
-        repost_id = new_tweet_id()
         done = self.session.read(me.home_group, f"reposted:{me.username}", [tweet_id])
         if tweet_id in done:
             return None
-        claim = self.session.execute(REPOSTS, f"{me.username}/{tweet_id}", InsertIfAbsent(repost_id))
-        if not claim.applied:
-            if claim.value is None:  # the register was left empty: only a bug could
-                raise Conflict(f"the repost register of {me.username}/{tweet_id} is empty")
-            repost_id = claim.value
+        repost_id = self.claim_repost(me, tweet_id)
         shared = replace(original, id=repost_id, reposted_by=me.username, original_id=tweet_id)
         reposted = Mutation(me.home_group, f"reposted:{me.username}").set(tweet_id, shared.id)
         reposters = Mutation(original.group, f"reposters:{tweet_id}").set(me.username, shared.id)
-        if self.ctx.client.closest_with([me.home_group, original.group], self.session.region) is None:
-            self.session.write(original.group, reposters.row, {me.username: shared.id})
-            self.share(me, shared, reposted)  # partial replication: no region has both groups
-        else:
-            self.share(me, shared, reposted, reposters)
+        told = self.notice("repost", me, original, notice_id=repost_id)
+        self.share(me, shared, reposted, notify=told, apart=[reposters])
         return shared
+
+    @staticmethod
+    def original_of(entry: Entry) -> Entry:
+        return replace(entry, reposted_by=None, original_id=None) if entry.reposted_by else entry
+
+    def claim_repost(self, me: Account, tweet_id: str) -> str:
+        """The id of ``me``'s repost of ``tweet_id``: a new one, unless a register holds one (a
+        racing or an unfinished try); an undone repost's id is never used again."""
+        key, fresh = f"{me.username}/{tweet_id}", new_tweet_id()
+        claim = self.session.execute(REPOSTS, key, InsertIfAbsent(fresh))
+        for _ in range(3):
+            if claim.applied:
+                return fresh
+            if claim.value is None:  # the register was left empty: only a bug could
+                raise Conflict(f"the repost register of {key} is empty")
+            if not claim.value.startswith(UNDONE):
+                return claim.value
+            claim = self.session.execute(REPOSTS, key, CompareAndSet(claim.value, fresh))
+        raise Conflict(f"the repost register of {key} keeps changing (reposts and undos racing)")
+
+    def unrepost(self, me: Account, entry: Entry) -> bool:
+        """Undoes ``me``'s repost of a tweet: out of the reposter's lines, its reposters row and,
+        through the outbox, its followers' timelines; tombstoned by its id (in the tweet's
+        group), so a fan-out that comes late never shows it again. False: not reposted."""
+        original = self.original_of(entry)
+        tweet_id = original.id
+        repost_id = self.session.read(me.home_group, f"reposted:{me.username}", [tweet_id]).text(tweet_id)
+        if repost_id is None:
+            return False
+        key = f"{me.username}/{tweet_id}"
+        self.session.execute(REPOSTS, key, CompareAndSet(repost_id, UNDONE + repost_id))
+        shared = replace(original, id=repost_id, reposted_by=me.username, original_id=tweet_id)
+        now = str(time.time_ns() // 1000)
+        mine = Mutation(me.home_group, f"reposted:{me.username}").delete(tweet_id)
+        theirs = [
+            Mutation(original.group, f"reposters:{tweet_id}").delete(me.username),
+            Mutation(original.group, DELETED_ROW).set(repost_id, now),
+        ]
+        self.share(me, shared, mine, removal=True, apart=theirs)
+        return True
+
+    def delete(self, me: Account, entry: Entry) -> None:
+        """Deletes ``me``'s tweet everywhere: its row keeps only a tombstone, its id goes into
+        its group's ``deleted`` row, and it leaves the author's lines, the public line and its
+        parent's replies in the same batch (the parent's part right after where no region has
+        both groups); the outbox takes it out of the followers' timelines. Idempotent."""
+        if entry.author != me.username or entry.reposted_by or entry.group != me.home_group:
+            raise PermissionError("only its author deletes a tweet")
+        now = str(time.time_ns() // 1000)
+        home = me.home_group
+        tomb = Mutation(home, f"tweet:{entry.id}").delete("entry", "body", "author").set("deleted", now)
+        apart = []
+        if entry.reply_to and entry.reply_group:
+            apart.append(Mutation(entry.reply_group, f"replies:{entry.reply_to}").delete(entry.id))
+        self.share(me, entry, tomb, Mutation(home, DELETED_ROW).set(entry.id, now),
+                   Mutation(self.accounts, "public").delete(entry.id), removal=True, apart=apart)  # fmt: skip
 
     def react_to(self, entries: Sequence[Entry], me: Account | None) -> dict[str, Reactions]:
         """Likes and reposts of the tweets that ``entries`` show, in one read: those whose group
@@ -453,12 +606,15 @@ class Social:
     # -- conversations -----------------------------------------------------------------------
     def conversation(self, group: str, tweet_id: str, after: str | None = None) -> Conversation | None:
         """A tweet and a page of its replies, oldest first, in one snapshot (a reply listed here
-        never lacks the tweet it answers), then the tweets it replies to, up the chain, each
-        read where its group is replicated here. None: no such tweet here."""
+        never lacks the tweet it answers), less deleted replies, then the tweets it replies to,
+        up the chain, each read where its group is replicated here. None: no such tweet here;
+        TweetDeleted: it was deleted."""
         replies = ReadSpec(group, f"replies:{tweet_id}", limit=REPLIES_PAGE + 1, after=after, reverse=False)
         tweet_row, replies_row = self.session.multi_read(
-            [ReadSpec(group, f"tweet:{tweet_id}", ("entry",)), replies]
+            [ReadSpec(group, f"tweet:{tweet_id}", ("entry", "deleted")), replies]
         )
+        if "deleted" in tweet_row:
+            raise TweetDeleted(tweet_id)
         text = tweet_row.text("entry")
         if not text:
             return None
@@ -466,18 +622,27 @@ class Social:
         listed = entries_of(replies_row)
         more = len(listed) > REPLIES_PAGE
         listed = listed[:REPLIES_PAGE]
-        ancestors, cut, up = [], False, tweet
+        if listed:
+            gone = self.lookups(listed)[0]
+            shown = [e for e in listed if e.id not in gone]
+        else:
+            shown = []
+        talk = Conversation(tweet, [], shown, listed[-1].id if more else None)
+        up = tweet
         while up.reply_to and up.reply_group:
-            if len(ancestors) >= ANCESTORS or not self.ctx.replicates(up.reply_group, self.session.region):
-                cut = True
+            here = self.ctx.replicates(up.reply_group, self.session.region)
+            if len(talk.ancestors) >= ANCESTORS or not here:
+                talk.cut = True
                 break
-            parent = self.tweet(up.reply_group, up.reply_to)
-            if parent is None:  # deleted, or (eventual) not here yet
-                cut = True
+            row = self.session.read(up.reply_group, f"tweet:{up.reply_to}", ["entry", "deleted"])
+            text = row.text("entry")
+            if "deleted" in row or not text:  # deleted, or (eventual) not here yet
+                talk.cut, talk.parent_gone = True, "deleted" in row
                 break
-            ancestors.append(parent)
-            up = parent
-        return Conversation(tweet, ancestors[::-1], listed, listed[-1].id if more else None, cut)
+            up = Entry.from_json(up.reply_to, text)
+            talk.ancestors.append(up)
+        talk.ancestors.reverse()
+        return talk
 
     # -- following ---------------------------------------------------------------------------
     def is_following(self, follower: Account, followed: str) -> bool:
@@ -485,16 +650,17 @@ class Social:
         return followed in row
 
     def follow(self, follower: Account, followed: Account) -> None:
-        """Both sides in one atomic batch (no one-sided follow, whenever this process dies), then
-        the followed user's latest tweets into the follower's home timeline. No counter: the
-        counts are the sets' sizes (``with_relations``), so concurrent and repeated follows
-        count once."""
+        """Both sides and the followed user's notice in one atomic batch (no one-sided follow,
+        whenever this process dies), then the followed user's latest tweets into the follower's
+        home timeline. No counter: the counts are the sets' sizes (``with_relations``), so
+        concurrent and repeated follows count once."""
+        told = NoticeCell(Notice(new_tweet_id(), "follow", follower.username), (followed.username,))
         self.together([
             Mutation(follower.home_group, f"following:{follower.username}")
             .set(followed.username, followed.home_group),
             Mutation(followed.home_group, f"followers:{followed.username}")
             .set(follower.username, follower.home_group),
-        ])  # fmt: skip
+        ], [told], follower.home_group)  # fmt: skip
         self.backfill(follower, followed)
 
     def backfill(self, follower: Account, followed: Account) -> int:
@@ -554,7 +720,6 @@ class Social:
         found = self.account_from(user.username, rows[0]) or user
         userline = rows[1]
         page = self.page_of(userline)
-        page.originals = self.originals(page.entries)
         counts = replace(found, tweets=userline.size, followers=rows[2].size, following=rows[3].size)
         following = (
             user.username in rows[5] if len(rows) > 5 else asks and self.is_following(me, user.username)
@@ -593,12 +758,18 @@ class Social:
         return self.names(account.home_group, f"following:{account.username}")
 
     # -- fan-out (run by the Celery task) ------------------------------------------------------
-    def write_timelines(self, entry: Entry, followers: Iterable[str], group: str) -> int:
-        """The entry into each follower's timeline (all in ``group``), in chunks of one Batch."""
+    def write_timelines(
+        self, entry: Entry, followers: Iterable[str], group: str, remove: bool = False
+    ) -> int:
+        """The entry into (``remove``: out of) each follower's timeline (all in ``group``), in
+        chunks of one Batch."""
         names = sorted(followers)
         for start in range(0, len(names), FANOUT_CHUNK):
-            self.session.batch([
-                Mutation(group, f"timeline:{name}").set(entry.id, entry.to_json())
-                for name in names[start : start + FANOUT_CHUNK]
-            ])  # fmt: skip
+            timelines = [Mutation(group, f"timeline:{name}") for name in names[start : start + FANOUT_CHUNK]]
+            for timeline in timelines:
+                if remove:
+                    timeline.delete(entry.id)
+                else:
+                    timeline.set(entry.id, entry.to_json())
+            self.session.batch(timelines)
         return len(names)

@@ -4,7 +4,7 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic.base import RedirectView
 
-from webapp.views import account, causality, health, pages, reactions, travel
+from webapp.views import account, causality, health, live, notifications, pages, reactions, travel
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -12,6 +12,8 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("webapp/favicon.svg"), permanent=True)),
     path("public/", pages.public, name="public"),
     path("people/", pages.people, name="people"),
+    path("notifications/", notifications.page, name="notifications"),
+    path("live/", live.live, name="live"),
     path("post/", pages.post, name="post"),
     path("u/<str:username>/", pages.user_page, name="user"),
     path("u/<str:username>/followers/", pages.relations, {"which": "followers"}, name="followers"),
@@ -22,6 +24,8 @@ urlpatterns = [
     path("t/<str:group>/<str:tweet_id>/like/", reactions.like, name="like"),
     path("t/<str:group>/<str:tweet_id>/unlike/", reactions.like, {"undo": True}, name="unlike"),
     path("t/<str:group>/<str:tweet_id>/repost/", reactions.repost, name="repost"),
+    path("t/<str:group>/<str:tweet_id>/unrepost/", reactions.unrepost, name="unrepost"),
+    path("t/<str:group>/<str:tweet_id>/delete/", reactions.delete, name="delete"),
     path("t/<str:group>/<str:tweet_id>/pin/", reactions.pin, name="pin"),
     path("t/<str:group>/<str:tweet_id>/unpin/", reactions.pin, {"undo": True}, name="unpin"),
     path("avatar/<str:username>.svg", reactions.avatar, name="avatar"),

@@ -8,12 +8,25 @@ from django.utils.safestring import SafeString
 
 from webapp import formatting
 from webapp.entry_html import Reader, entry_html
+from webapp.social import tweet_time_us
 
 register = template.Library()
 
 register.filter("when", formatting.when)
 register.filter("rich", formatting.rich)
 register.filter("avatar_url", formatting.avatar_url)
+
+
+@register.filter
+def last_id(entries: list) -> str:
+    """The id of a list's last entry (a thread's newest reply)."""
+    return entries[-1].id if entries else ""
+
+
+@register.filter
+def notice_time(notice_id: str) -> SafeString:
+    """When a notice's action happened (its id is a time, as a tweet id is)."""
+    return formatting.when(tweet_time_us(notice_id))
 
 
 @register.filter
@@ -31,7 +44,9 @@ def arrow(pair: str) -> str:
 def entry(context: template.Context, shown) -> SafeString:
     """One tweet of a line or of its own page, as webapp/entry_html.py writes it."""
     original = (context.get("originals") or {}).get(shown.reply_to) if shown.reply_to else None
-    return entry_html(shown, original, (context.get("reactions") or {}).get(shown.tweet_id), reader(context))
+    parent_gone = bool(shown.reply_to) and shown.reply_to in (context.get("gone") or ())
+    reaction = (context.get("reactions") or {}).get(shown.tweet_id)
+    return entry_html(shown, original, reaction, reader(context), parent_gone=parent_gone)
 
 
 def reader(context: template.Context) -> Reader:
@@ -40,6 +55,7 @@ def reader(context: template.Context) -> Reader:
     if made is None:
         made = context.render_context["chirp_reader"] = Reader(
             signed_in=bool(context.get("me")),
+            username=getattr(context.get("me"), "username", None),
             region=context.get("region", ""),
             region_groups=frozenset(context.get("region_groups") or ()),
             here=context.get("here", "/"),

@@ -12,9 +12,9 @@ from django.template.backends.utils import csrf_input
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from webapp import tasks
 from webapp.forms import CURSOR, FindForm, PostForm, valid_cursor
-from webapp.social import USERNAME_PATTERN, Account, Entry, NoSuchUser, Page
+from webapp.social import USERNAME_PATTERN, Account, Entry, NoSuchUser, Page, TweetDeleted
+from webapp.views import errors
 from webapp.views.errors import ShownBadRequest
 
 
@@ -77,6 +77,7 @@ def line_context(request: HttpRequest, page: Page) -> dict:
         "page": page,
         "entries": page.entries,
         "originals": page.originals,
+        "gone": page.gone,
         "next_cursor": page.next_cursor,
     }
 
@@ -142,16 +143,20 @@ def tweet_page(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
     oldest first (``?after=`` pages through them)."""
     check_tweet_ref(request, group, tweet_id)
     social, me = request.causal.social, request.causal.account
-    talk = social.conversation(group, tweet_id, after=cursor(request))
+    try:
+        talk = social.conversation(group, tweet_id, after=cursor(request))
+    except TweetDeleted:
+        return errors.page(request, 410, "Deleted", "This tweet was deleted by its author.")
     if talk is None:
         raise Http404("no such tweet")
     entry = talk.tweet
     chain = [*talk.ancestors, entry]
     originals: dict[str, Entry | None] = {e.id: e for e in chain}
-    originals |= social.originals(chain[:1])  # what the first one answers, if it is shown at all
+    gone, first = social.lookups(chain[:1])  # what the first one answers, if it is shown at all
+    originals |= first
     form = PostForm(initial={"reply_to": f"{group}/{tweet_id}", "body": f"@{entry.author} "})
     return render(request, "tweet.html", {
-        "me": me, "entry": entry, "talk": talk, "originals": originals, "form": form,
+        "me": me, "entry": entry, "talk": talk, "originals": originals, "form": form, "gone": gone,
         **entry_context(request, [*chain, *talk.replies]),
     })  # fmt: skip
 
@@ -174,8 +179,7 @@ def post(request: HttpRequest) -> HttpResponse:
         )
         if reply_to is None:
             raise ShownBadRequest("The tweet you reply to does not exist (here).")
-    entry = social.post(me, form.cleaned_data["body"], reply_to)
-    tasks.nudge(request.causal.session.region, me.home_group, entry.id)  # where its outbox cell is
+    entry = social.post(me, form.cleaned_data["body"], reply_to)  # outbox cells: nudged (webapp/causal.py)
     request.causal.note = f"your tweet at {request.causal.ctx.region}"
     if reply_to is None:
         messages.success(request, "Posted.")

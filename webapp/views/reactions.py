@@ -1,17 +1,19 @@
-"""Likes, reposts, pins, and the generated avatars."""
+"""Likes, reposts, deletes, pins, and the generated avatars. The outbox cells they write (a
+repost's fan-out, a notice) are nudged once the response is ready (webapp/causal.py)."""
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from webapp import pins, tasks
+from webapp import pins
 from webapp.avatars import avatar_svg
 from webapp.social import USERNAME_PATTERN
 from webapp.views import errors
 from webapp.views.account import next_url
-from webapp.views.pages import signed_in, tweet_or_404
+from webapp.views.pages import check_tweet_ref, signed_in, tweet_or_404
 
 
 @require_POST
@@ -30,10 +32,36 @@ def repost(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
     if shared is None:
         messages.info(request, "You reposted that already.")
     else:
-        me = request.causal.account
-        tasks.nudge(request.causal.session.region, me.home_group, shared.id)  # where its outbox cell is
         messages.success(request, f"Reposted @{entry.author}'s tweet to your followers.")
     return HttpResponseRedirect(next_url(request))
+
+
+@require_POST
+@signed_in
+def unrepost(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
+    entry = tweet_or_404(request, group, tweet_id)
+    if request.causal.social.unrepost(request.causal.account, entry):
+        messages.success(request, "Repost undone: it leaves your followers' timelines.")
+    else:
+        messages.info(request, "You had not reposted that.")
+    return HttpResponseRedirect(next_url(request))
+
+
+@require_POST
+@signed_in
+def delete(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
+    """Deletes one of your own tweets, everywhere (webapp/social.py: tombstones)."""
+    me = request.causal.account
+    check_tweet_ref(request, group, tweet_id)
+    entry = request.causal.social.tweet(group, tweet_id)
+    if entry is None:  # deleted already (a second click), or never here
+        raise Http404("no such tweet")
+    if entry.author != me.username or group != me.home_group:
+        return errors.page(request, 403, "Not yours", "You can delete only your own tweets.")
+    request.causal.social.delete(me, entry)
+    messages.success(request, "Deleted. It disappears from every timeline, in every region.")
+    back = next_url(request)
+    return HttpResponseRedirect("/" if back.startswith(reverse("tweet", args=[group, tweet_id])) else back)
 
 
 @require_POST

@@ -4,7 +4,10 @@
 //   emoji at 140; the server refuses an overlong tweet with a clear message anyway.
 // - The travel page's hand-off form is submitted at once (its button does it otherwise).
 // - A tweet's like and repost buttons are disabled once clicked (a double click sends one
-//   request; the server counts each user once anyway).
+//   request; the server counts each user once anyway); Delete asks first.
+// - Live lines: a line drawn with data-live polls /live/ every few seconds while the tab is
+//   visible and shows "N new tweets" (or replies, notifications) above it, a link that draws the
+//   line again; the header's unread count follows too.
 (function () {
   "use strict";
 
@@ -14,6 +17,11 @@
   }
 
   document.addEventListener("submit", function (event) {
+    var asks = event.target.querySelector("button[data-confirm]");
+    if (asks && !window.confirm(asks.dataset.confirm)) {
+      event.preventDefault();
+      return;
+    }
     var button = event.target.closest(".tweet") && event.target.querySelector("button[type=submit]");
     if (button) {
       setTimeout(function () { button.disabled = true; }, 0);  // after the form has been sent
@@ -50,10 +58,56 @@
     return "now";
   }
   function tick() {
-    document.querySelectorAll(".tweet time[datetime]").forEach(function (time) {
+    document.querySelectorAll(".tweet time[datetime], .notice time[datetime]").forEach(function (time) {
       var elapsed = (Date.now() - Date.parse(time.getAttribute("datetime"))) / 1000;
       if (elapsed >= 0 && elapsed < 7 * 86400) time.textContent = relative(elapsed);
     });
   }
   setInterval(tick, 15000);
+
+  var LIVE_EVERY_MS = 5000;
+  var line = document.querySelector("[data-live]");
+  var badge = document.querySelector(".unread-count");
+  function showUnread(unread) {
+    if (!badge || unread === null || unread === undefined) return;
+    badge.dataset.unread = unread;
+    badge.textContent = unread > 20 ? "20+" : String(unread);
+    badge.hidden = unread === 0;
+  }
+  function showNew(n) {
+    var bar = line.querySelector(".new-bar");
+    if (n === 0) {
+      if (bar) bar.remove();
+      return;
+    }
+    if (!bar) {
+      bar = document.createElement("a");
+      bar.className = "new-bar";
+      bar.setAttribute("role", "status");
+      bar.href = window.location.pathname + window.location.search + (line.id ? "#" + line.id : "");
+      bar.addEventListener("click", function (event) {
+        event.preventDefault();
+        window.location.reload();
+      });
+      var heading = line.querySelector("h2");
+      line.insertBefore(bar, heading ? heading.nextSibling : line.firstChild);
+    }
+    var what = line.dataset.what || "tweet";
+    var plural = line.dataset.plural || what + "s";
+    bar.textContent = (n > 20 ? "20+" : n) + " new " + (n === 1 ? what : plural) + " · show";
+  }
+  function poll() {
+    if (document.hidden) return;
+    var url = "/live/?line=" + encodeURIComponent(line ? line.dataset.live : "notices") +
+      "&since=" + encodeURIComponent(line ? line.dataset.since : "");
+    fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then(function (reply) { return reply.ok ? reply.json() : null; })
+      .then(function (data) {
+        if (!data) return;
+        if (line) showNew(data["new"]);
+        showUnread(data.unread);
+      })
+      .catch(function () {});  // offline for a moment: the next poll tries again
+  }
+  if (line || badge) setInterval(poll, LIVE_EVERY_MS);
 })();

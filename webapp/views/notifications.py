@@ -1,0 +1,34 @@
+"""The notifications page and the header's unread count (webapp/notices.py)."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from webapp import notices
+from webapp.views.pages import cursor, signed_in
+
+
+@require_GET
+@signed_in
+def page(request: HttpRequest) -> HttpResponse:
+    """Your notices, newest first; the first page marks them read (as Twitter's does). Notices
+    about a tweet deleted since are left out."""
+    me, social = request.causal.account, request.causal.social
+    social.go_where_replicated(me.home_group)
+    after = cursor(request)
+    inbox = notices.inbox(social.session, me.username, me.home_group, after=after)
+    about: dict[str, set[str]] = {}
+    for notice in inbox.notices:
+        if notice.tweet_id and notice.group:
+            about.setdefault(notice.group, set()).add(notice.tweet_id)
+    gone = social.deleted_among(about)
+    shown = [n for n in inbox.notices if n.tweet_id not in gone]
+    if after is None and inbox.notices and inbox.notices[0].id > inbox.seen:
+        notices.mark_seen(social.session, me.username, me.home_group, inbox.notices[0].id)
+        request.causal.unread_count = 0
+    return render(request, "notifications.html", {
+        "me": me, "notices": shown, "next_cursor": inbox.next_cursor, "unread": inbox.unread,
+        "seen": inbox.seen,
+    })  # fmt: skip
