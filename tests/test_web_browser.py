@@ -35,7 +35,7 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 PASSWORD = "pw-browser-123"
 FAN_OUT_TIMEOUT_S = 15.0
-HOME, IRELAND = "virginia", "ireland"
+HOME, IRELAND, FRANKFURT = "virginia", "ireland", "frankfurt"
 
 
 def screenshot_dir() -> Path:
@@ -480,7 +480,8 @@ def test_like_repost_mentions_links_avatars_and_times(sign_up):
     assert any("Reposted" in m for m in flashes(eve.page))
     tweet = eve.page.locator("section.line article.tweet").first
     assert tweet.locator("button.repost .count").inner_text() == "1"
-    assert tweet.locator("button.repost").is_disabled(), "a second repost is not offered"
+    assert tweet.locator("button.repost").get_attribute("aria-pressed") == "true"
+    assert tweet.locator("button.repost").get_attribute("title") == "Undo repost", "a second click undoes it"
     shoot(eve.page, "liked-and-reposted")
 
     def on_fays_timeline() -> bool:
@@ -524,3 +525,176 @@ def test_the_live_causality_page_moves_an_update_from_ireland_to_virginia(sign_u
     )
     assert row.locator("th").inner_text() == "ireland → virginia"
     shoot(page, "causality-live")
+
+
+# -- issue 33: conversations, notifications, reposts undone, deletes, travel, throttling -----------
+def wait_until(check: Callable[[], bool], what: str, timeout_s: float = FAN_OUT_TIMEOUT_S * 2) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.3)
+
+
+def test_a_conversation_across_two_regions_seen_in_a_third(sign_up):
+    """Gil (virginia) posts, Hal (ireland) replies: Ivy in frankfurt, reloading Hal's page, never
+    sees the reply without the tweet it answers, and finds both on the tweet's page."""
+    gil, hal, ivy = sign_up("gil"), sign_up("hal", IRELAND), sign_up("ivy", FRANKFURT)
+    original = f"what do you think {secrets.token_hex(4)}"
+    gil.goto(HOME)
+    gil.post(original)
+    tweet_path = gil.page.locator("section.line article.tweet a.time").first.get_attribute("href")
+    wait_until(lambda: hal.goto(IRELAND, tweet_path).status == 200, "the tweet never reached ireland")
+    answer = f"@{gil.name} I agree {secrets.token_hex(4)}"
+    hal.page.locator("form.post-form textarea[name=body]").fill(answer)
+    submit(hal.page, hal.page.get_by_role("button", name="Reply", exact=True))
+    assert hal.page.locator("section.replies article.tweet p.body").first.inner_text() == answer
+
+    def reply_seen_in_frankfurt() -> bool:
+        ivy.goto(FRANKFURT, f"/u/{hal.name}/")
+        mine = ivy.page.locator("section.line article.tweet", has_text=answer)
+        if mine.count() == 0:
+            return False
+        assert mine.locator("[data-anomaly]").count() == 0, "a reply shown before its tweet"
+        assert mine.locator("p.reply-to q").inner_text() == original
+        return True
+
+    wait_until(reply_seen_in_frankfurt, "the reply never reached frankfurt")
+    ivy.goto(FRANKFURT, tweet_path)
+    assert ivy.page.locator("section.focus article.tweet p.body").inner_text() == original
+    assert answer in ivy.page.locator("section.replies").inner_text()
+    assert ivy.page.locator("section.focus a.replies .count").inner_text() == "1"
+    shoot(ivy.page, "conversation-in-a-third-region")
+
+
+def test_notifications_of_each_kind_and_a_live_unread_count(sign_up):
+    jo, kit = sign_up("jo"), sign_up("kit")
+    jo.goto(HOME)
+    jo.post(f"notice this {secrets.token_hex(4)}")
+    kit.goto(HOME, f"/u/{jo.name}/")
+    submit(kit.page, kit.page.get_by_role("button", name="Follow"))
+    tweet = kit.page.locator("section.line article.tweet").first
+    submit(kit.page, tweet.locator("button.like"))
+    submit(kit.page, kit.page.locator("section.line article.tweet").first.locator("button.repost"))
+    submit(kit.page, kit.page.locator("section.line article.tweet").first.locator("a.reply-link"))
+    kit.page.locator("form.post-form textarea[name=body]").fill(f"@{jo.name} nice")
+    submit(kit.page, kit.page.get_by_role("button", name="Reply", exact=True))
+    kit.goto(HOME)
+    kit.post(f"everyone, meet @{jo.name}")
+
+    badge_count = jo.page.locator("header.top .unread-count")  # jo's page stays open: the count is live
+    jo.page.wait_for_function(
+        "() => document.querySelector('header.top .unread-count').textContent === '5'", timeout=30_000
+    )
+    assert badge_count.is_visible()
+    submit(jo.page, jo.page.locator("header.top nav").get_by_role("link", name="Notifications"))
+    kinds = jo.page.locator("article.notice").evaluate_all("els => els.map(e => e.dataset.kind)")
+    assert kinds == ["mention", "reply", "repost", "like", "follow"], kinds
+    assert jo.page.locator("article.notice.unread").count() == 5
+    assert not badge_count.is_visible(), "seen: the count is gone"
+    shoot(jo.page, "notifications")
+    submit(jo.page, jo.page.locator("article.notice-reply p.body a"))
+    assert jo.page.locator("main h1").inner_text() == "Conversation"
+
+
+def test_a_repost_shows_once_and_can_be_undone(sign_up):
+    lee, max_, ned = sign_up("lee"), sign_up("max"), sign_up("ned")
+    ned.goto(HOME, f"/u/{max_.name}/")
+    submit(ned.page, ned.page.get_by_role("button", name="Follow"))
+    ned.goto(HOME, f"/u/{lee.name}/")
+    submit(ned.page, ned.page.get_by_role("button", name="Follow"))
+    body = f"repost me once {secrets.token_hex(4)}"
+    lee.goto(HOME)
+    lee.post(body)
+    max_.goto(HOME, f"/u/{lee.name}/")
+    submit(max_.page, max_.page.locator("section.line article.tweet").first.locator("button.repost"))
+
+    def ned_sees_the_repost() -> bool:
+        ned.goto(HOME)
+        return ned.page.locator("article.tweet p.reposted").count() > 0
+
+    wait_until(ned_sees_the_repost, "the repost never reached ned")
+    assert line_bodies(ned.page).count(body) == 1, "the tweet and its repost: one entry"
+    max_.goto(HOME, f"/u/{lee.name}/")
+    undo = max_.page.locator("section.line article.tweet").first.locator("button.repost")
+    assert undo.get_attribute("title") == "Undo repost"
+    submit(max_.page, undo)
+    assert any("Repost undone" in m for m in flashes(max_.page))
+    wait_until(lambda: (ned.goto(HOME), ned.page.locator("article.tweet p.reposted").count() == 0)[1],
+               "the undone repost stayed on ned's timeline")  # fmt: skip
+    assert line_bodies(ned.page).count(body) == 1, "the original stays"
+
+
+def test_a_deleted_tweet_is_gone_everywhere_and_a_new_one_shows_live(sign_up):
+    """Oz deletes a tweet in virginia: Pam's home timeline in ireland loses it and its page in
+    frankfurt says it was deleted. Pam's open page meanwhile gets a "1 new tweet" bar."""
+    oz, pam = sign_up("oz"), sign_up("pam", IRELAND)
+    pam.goto(IRELAND, f"/u/{oz.name}/")
+    submit(pam.page, pam.page.get_by_role("button", name="Follow"))
+    body = f"I will regret this {secrets.token_hex(4)}"
+    oz.goto(HOME)
+    oz.post(body)
+    tweet_path = oz.page.locator("section.line article.tweet a.time").first.get_attribute("href")
+
+    def pam_sees(present: bool) -> Callable[[], bool]:
+        return lambda: (pam.goto(IRELAND), (body in line_bodies(pam.page)) == present)[1]
+
+    wait_until(pam_sees(True), "the tweet never reached pam")
+    oz.page.once("dialog", lambda dialog: dialog.accept())  # "Delete this tweet?"
+    submit(oz.page, oz.page.locator("section.line article.tweet", has_text=body).locator("button.delete"))
+    assert any("Deleted." in m for m in flashes(oz.page)) and body not in line_bodies(oz.page)
+    wait_until(pam_sees(False), "the deleted tweet stayed on pam's timeline in ireland")
+    wait_until(lambda: oz.goto(FRANKFURT, tweet_path).status == 410, "its page in frankfurt still shows it")
+    assert "deleted" in oz.page.locator("main").inner_text()
+
+    pam.goto(IRELAND)  # the page stays open; oz posts again
+    oz.goto(HOME)
+    oz.post(f"a new one {secrets.token_hex(4)}")
+    pam.page.wait_for_selector("section.line a.new-bar", timeout=30_000)
+    assert pam.page.locator("section.line a.new-bar").inner_text() == "1 new tweet · show"
+    shoot(pam.page, "new-tweets-bar")
+
+
+def test_the_footer_travels_with_the_session(sign_up):
+    quinn = sign_up("quinn")
+    quinn.goto(HOME)
+    footer = quinn.page.locator("footer")
+    with quinn.page.expect_navigation(url=quinn.url(IRELAND)):
+        footer.get_by_role("button", name=IRELAND).click()
+    assert badge(quinn.page) == IRELAND
+    assert quinn.page.locator("header.top nav").get_by_role("link", name=f"@{quinn.name}").is_visible()
+
+
+def test_an_attacker_elsewhere_does_not_lock_the_user_out(sign_up, open_context, urls):
+    """Guesses at Rex's password from another address (127.0.0.2) get refused with growing
+    waits; Rex, from this browser's address, logs in at once."""
+    import re
+
+    import requests
+
+    rex = sign_up("rex")
+    base = urls[HOME].replace("localhost", "127.0.0.1")
+
+    class FromAddress(requests.adapters.HTTPAdapter):
+        def init_poolmanager(self, *args, **kwargs):
+            kwargs["source_address"] = ("127.0.0.2", 0)
+            super().init_poolmanager(*args, **kwargs)
+
+    attacker = requests.Session()
+    attacker.mount("http://", FromAddress())
+    statuses = []
+    for _ in range(6):
+        form = attacker.get(base + "/login/", timeout=10)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+        guess = {"csrfmiddlewaretoken": token, "username": rex.name, "password": "guess"}
+        tried = attacker.post(base + "/login/", data=guess, timeout=10, allow_redirects=False)
+        statuses.append(tried.status_code)
+    assert statuses[:3] == [400, 400, 400] and 429 in statuses, statuses
+    refused = tried if tried.status_code == 429 else None
+    assert refused is None or "try again in" in refused.text
+
+    _, page = open_context()
+    page.goto(urls[HOME] + "/login/")
+    page.fill("#id_username", rex.name)
+    page.fill("#id_password", PASSWORD)
+    response = submit(page, page.get_by_role("button", name="Log in"))
+    assert response.status == 200 and page.url == urls[HOME] + "/", "the user is not locked out"

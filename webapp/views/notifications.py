@@ -29,6 +29,5 @@ def page(request: HttpRequest) -> HttpResponse:
         notices.mark_seen(social.session, me.username, me.home_group, inbox.notices[0].id)
         request.causal.unread_count = 0
     return render(request, "notifications.html", {
-        "me": me, "notices": shown, "next_cursor": inbox.next_cursor, "unread": inbox.unread,
-        "seen": inbox.seen,
+        "me": me, "notices": shown, "next_cursor": inbox.next_cursor, "seen": inbox.seen,
     })  # fmt: skip
