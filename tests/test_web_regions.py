@@ -505,6 +505,11 @@ def cross_group_fan_out(cluster: Cluster, poster_region: str, follower_region: s
         lambda: f'href="/u/{follower_name}/"' in poster.get(poster_region, followers_page).text,
         20, f"the follower among the poster's followers at {poster_region}",
     )  # fmt: skip
+    notices = lambda: poster.get(poster_region, "/notifications/").text  # noqa: E731
+    poll(
+        lambda: 'data-kind="follow"' in notices() and f"@{follower_name}" in notices(),
+        20, "the follow's notice, relayed to the poster's home group",
+    )  # fmt: skip
 
     body = f"across the groups from {poster_region} {secrets.token_hex(4)}"
     poster.tweet(poster_region, body)
