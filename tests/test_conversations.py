@@ -75,6 +75,40 @@ def test_a_region_never_lists_a_reply_without_its_tweet(cluster, regions):
     )  # fmt: skip
 
 
+def deleted_before_its_reply_shows(regions: dict[str, RegionContext]) -> bool:
+    """One round; True when c sees a tweet's tombstone but not the reply its author had seen
+    before deleting it: the tweet posted at b, answered at a (a→c is slow), deleted at b once
+    the reply was visible there (b→c is fast)."""
+    author, replier = person("op"), person("re")
+    at_b, at_a = social_at(regions["b"]), social_at(regions["a"])
+    tweet = at_b.post(author, "soon deleted")
+    seen = eventually(lambda: at_a.tweet(tweet.group, tweet.id), timeout=10)
+    reply = at_a.post(replier, f"@{author.username} noted", reply_to=seen)
+    eventually(lambda: at_b.tweet(reply.group, reply.id), timeout=10)  # the author saw the reply
+    at_b.delete(author, tweet)
+    at_c = social_at(regions["c"]).session
+    specs = [
+        ReadSpec(tweet.group, f"tweet:{tweet.id}", ("deleted",)),
+        ReadSpec(reply.group, f"tweet:{reply.id}", ("entry",)),
+    ]
+
+    def snapshot():
+        deleted, replied = at_c.multi_read(specs)
+        return ("entry" in replied,) if "deleted" in deleted else None  # a tuple: truthy either way
+
+    (reply_shown,) = eventually(snapshot, timeout=10, interval=0.001)
+    return not reply_shown
+
+
+def test_a_delete_never_shows_before_the_reply_it_followed(cluster, regions):
+    """A delete carries its label: a region that applies it already shows every reply its
+    author had seen, so the reply is never hidden by a delete that came after it."""
+    play_until_caught(
+        cluster.topology.protocol, lambda: deleted_before_its_reply_shows(regions),
+        "a delete seen before the reply it followed", ROUNDS, EVENTUAL_ROUNDS,
+    )  # fmt: skip
+
+
 def test_the_conversation_reads_the_chain_and_the_replies_oldest_first(cluster, regions):
     social = social_at(regions["a"])
     op, first, second = person("op"), person("one"), person("two")
