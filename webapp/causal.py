@@ -35,6 +35,7 @@ USER_KEY = "user"
 LABEL_KEY = "label"  # the causal session's token (a migration label back here after a move)
 NOTE_KEY = "label_note"  # where the session's label last came from, for the label panel
 FAMILY_KEY = "family"  # one browser session, across the regions it travels to (sign-out ends it)
+HOME_KEY = "home"  # the user's home group, once read: the unread count is read with the account
 
 
 def new_family() -> str:
@@ -129,7 +130,7 @@ class CausalRequest:
             self._account = None
             if self.username:
                 try:
-                    found = self.social.account(self.username, self.family)
+                    found = self.read_account(self.username)
                 except NoSuchUser:
                     found = None
                 if found is not None and found.ended:
@@ -138,6 +139,18 @@ class CausalRequest:
                     found = None
                 self._account = found
         return self._account or None
+
+    def read_account(self, username: str) -> Account:
+        """The account, whether this browser session was signed out, and (when the cookie knows
+        the user's home group and it is replicated here) the unread count: one read."""
+        home = self.request.session.get(HOME_KEY)
+        also = notices.unread_specs(username, home) if home and self.ctx.replicates(home) else []
+        found, rows = self.social.account_reading(username, self.family, also)
+        if also:
+            self._unread = notices.unread_of(rows)
+        if found.home_group != home:
+            self.request.session[HOME_KEY] = found.home_group
+        return found
 
     @property
     def unread_count(self) -> int | None:
@@ -195,6 +208,7 @@ class CausalRequest:
         self.request.session.cycle_key()
         self.request.session[FAMILY_KEY] = family or new_family()
         self.request.session[USER_KEY] = username
+        self.request.session.pop(HOME_KEY, None)
         self.request.session[LABEL_KEY] = token
         self.request.session[NOTE_KEY] = note or f"signed in at {self.ctx.region}"
         self._account = False

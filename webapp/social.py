@@ -48,7 +48,7 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from causal_client import Conflict, InsertIfAbsent, Mutation, NotReplicatedHere, ReadSpec, Row, Session
@@ -196,6 +196,16 @@ class Page:
         default_factory=dict
     )  # reply-to id -> original (None: not here)
     gone: frozenset[str] = frozenset()  # originals that were deleted
+    reactions: dict[str, Reactions] | None = None  # read with the page (None: not read)
+
+
+@dataclass
+class Lookups:
+    """What a page of entries needs besides the entries (``Social.lookups``)."""
+
+    gone: set[str]  # tombstoned ids among the entries and the tweets they reply to
+    originals: dict[str, Entry | None]  # reply-to id -> the tweet (None: not here, or deleted)
+    reactions: dict[str, Reactions] | None  # tweet id -> its reactions, when asked for
 
 
 @dataclass
@@ -282,14 +292,20 @@ class Social:
     def account(self, username: str, family: str | None = None) -> Account:
         """The account; with ``family`` (a browser session's), also whether that session was
         signed out (``Account.ended``), in the same read."""
+        return self.account_reading(username, family)[0]
+
+    def account_reading(
+        self, username: str, family: str | None = None, also: Sequence[ReadSpec] = ()
+    ) -> tuple[Account, list[Row]]:
+        """``account``, and the rows of ``also`` read with it (one read for a page's header)."""
         specs = [self.account_spec(username)]
         if family:
             specs.append(ReadSpec(self.accounts, ENDED_ROW, (family,)))
-        rows = self.session.multi_read(specs)
+        rows = self.session.multi_read([*specs, *also])
         found = self.account_from(username, rows[0])
         if found is None:
             raise NoSuchUser(username)
-        return replace(found, ended=len(rows) > 1 and family in rows[1])
+        return replace(found, ended=bool(family) and family in rows[1]), rows[len(specs) :]
 
     def end_sessions(self, family: str) -> None:
         """Signs out a browser session everywhere: every region's copy of its cookie (it travels)
@@ -409,27 +425,41 @@ class Social:
         text = row.text("entry")
         return Entry.from_json(tweet_id, text) if text and "deleted" not in row else None
 
-    def line(self, group: str, row: str, after: str | None = None, limit: int = PAGE_SIZE) -> Page:
-        """A page of a line; one entry more is read to know whether an older page exists."""
-        return self.page_of(self.session.slice(group, row, limit=limit + 1, after=after), limit)
+    def line(
+        self,
+        group: str,
+        row: str,
+        after: str | None = None,
+        limit: int = PAGE_SIZE,
+        me: Account | None = None,
+    ) -> Page:
+        """A page of a line, as ``me`` sees it; one entry more is read to know whether an older
+        page exists."""
+        return self.page_of(self.session.slice(group, row, limit=limit + 1, after=after), limit, me)
 
     @staticmethod
     def line_spec(group: str, row: str, after: str | None = None, limit: int = PAGE_SIZE) -> ReadSpec:
         return ReadSpec(group, row, limit=limit + 1, after=after)
 
-    def page_of(self, row: Row, limit: int = PAGE_SIZE) -> Page:
-        """A page of a line without what was deleted, and the tweets its replies answer."""
+    def page_of(self, row: Row, limit: int = PAGE_SIZE, me: Account | None = None) -> Page:
+        """A page of a line without what was deleted, with the tweets its replies answer and
+        the likes, reposts and replies of its tweets as ``me`` sees them, in one more read."""
         entries = entries_of(row)
         more = len(entries) > limit
         entries = entries[:limit]
-        gone, originals = self.lookups(entries)
+        found = self.lookups(entries, me, react=True)
+        gone = found.gone
         shown = one_per_tweet([e for e in entries if not ({e.id, e.tweet_id} & gone)])
-        return Page(shown, entries[-1].id if more else None, originals, frozenset(gone & set(originals)))
+        page = Page(
+            shown, entries[-1].id if more else None, found.originals, frozenset(gone & set(found.originals))
+        )
+        page.reactions = found.reactions
+        return page
 
-    def lookups(self, entries: Sequence[Entry]) -> tuple[set[str], dict[str, Entry | None]]:
+    def lookups(self, entries: Sequence[Entry], me: Account | None = None, react: bool = False) -> Lookups:
         """In one read: which of these entries (tweets or reposts) and of the tweets they reply
-        to were deleted (their tombstones, in each group replicated here), and those tweets
-        themselves (None: not here, or deleted)."""
+        to were deleted (their tombstones, in each group replicated here), those tweets
+        themselves (None: not here, or deleted) and, with ``react``, the entries' reactions."""
         region = self.session.region
         ids: dict[str, set[str]] = {}
         for e in entries:
@@ -440,15 +470,15 @@ class Social:
         wanted = {e.reply_to: e.reply_group for e in entries if e.reply_to and e.reply_group}
         local = [(i, g) for i, g in wanted.items() if self.ctx.replicates(g, region)]
         specs = checked + [ReadSpec(g, f"tweet:{i}", ("entry",)) for i, g in local]
-        if not specs:
-            return set(), dict.fromkeys(wanted)
-        rows = self.session.multi_read(specs)
+        reacting, parse = self.reaction_specs(entries, me) if react else ([], None)
+        rows = self.session.multi_read(specs + reacting) if specs or reacting else []
         gone = {cell.column for row in rows[: len(checked)] for cell in row}
         found: dict[str, Entry | None] = dict.fromkeys(wanted)
-        for (tweet_id, _), row in zip(local, rows[len(checked) :], strict=True):
+        for (tweet_id, _), row in zip(local, rows[len(checked) : len(specs)], strict=True):
             text = row.text("entry")
             found[tweet_id] = Entry.from_json(tweet_id, text) if text and tweet_id not in gone else None
-        return gone, found
+        reactions = parse(rows[len(specs) :]) if parse is not None else None
+        return Lookups(gone, found, reactions)
 
     def tombstone_specs(self, ids: dict[str, set[str]]) -> list[ReadSpec]:
         """Reads of the tombstones of ``ids`` (group -> tweet or repost ids), in the groups
@@ -464,16 +494,16 @@ class Social:
 
     def originals(self, entries: Sequence[Entry]) -> dict[str, Entry | None]:
         """The tweets these entries reply to, in one read (None: not replicated here, or deleted)."""
-        return self.lookups(entries)[1]
+        return self.lookups(entries).originals
 
     def timeline(self, account: Account, after: str | None = None) -> Page:
-        return self.line(account.home_group, f"timeline:{account.username}", after)
+        return self.line(account.home_group, f"timeline:{account.username}", after, me=account)
 
-    def userline(self, account: Account, after: str | None = None) -> Page:
-        return self.line(account.home_group, f"userline:{account.username}", after)
+    def userline(self, account: Account, after: str | None = None, me: Account | None = None) -> Page:
+        return self.line(account.home_group, f"userline:{account.username}", after, me=me)
 
-    def public(self, after: str | None = None) -> Page:
-        return self.line(self.accounts, "public", after)
+    def public(self, after: str | None = None, me: Account | None = None) -> Page:
+        return self.line(self.accounts, "public", after, me=me)
 
     # -- likes and reposts -------------------------------------------------------------------
     def like(self, me: Account, entry: Entry, undo: bool = False) -> bool:
@@ -583,25 +613,35 @@ class Social:
                    Mutation(self.accounts, "public").delete(entry.id), removal=True, apart=apart)  # fmt: skip
 
     def react_to(self, entries: Sequence[Entry], me: Account | None) -> dict[str, Reactions]:
-        """Likes and reposts of the tweets that ``entries`` show, in one read: those whose group
-        is replicated here (the others show none)."""
+        """Likes, reposts and replies of the tweets that ``entries`` show, in one read: those
+        whose group is replicated here (the others show none)."""
+        specs, parse = self.reaction_specs(entries, me)
+        return parse(self.session.multi_read(specs) if specs else [])
+
+    def reaction_specs(
+        self, entries: Sequence[Entry], me: Account | None
+    ) -> tuple[list[ReadSpec], Callable[[Sequence[Row]], dict[str, Reactions]]]:
+        """The reads of ``react_to`` (to fold into another read) and how to parse their rows."""
         tweets = {e.tweet_id: e.group for e in entries if self.ctx.replicates(e.group, self.session.region)}
         if not tweets:
-            return {}
+            return [], lambda rows: {}
         counted = ("likers", "reposters", "replies")
         specs = [ReadSpec(g, f"{which}:{t}", limit=1) for t, g in tweets.items() for which in counted]
         mine = me is not None and self.ctx.replicates(me.home_group, self.session.region)
         if me is not None and mine:
             own = (f"liked:{me.username}", f"reposted:{me.username}")
             specs += [ReadSpec(me.home_group, row, tuple(tweets)) for row in own]
-        rows = self.session.multi_read(specs)
-        found = {}
-        for i, tweet_id in enumerate(tweets):
-            liked = mine and tweet_id in rows[-2]
-            reposted = mine and tweet_id in rows[-1]
-            likes, reposts, replies = (rows[len(counted) * i + k].size for k in range(len(counted)))
-            found[tweet_id] = Reactions(likes, reposts, liked, reposted, replies)
-        return found
+
+        def parse(rows: Sequence[Row]) -> dict[str, Reactions]:
+            found = {}
+            for i, tweet_id in enumerate(tweets):
+                liked = mine and tweet_id in rows[-2]
+                reposted = mine and tweet_id in rows[-1]
+                likes, reposts, replies = (rows[len(counted) * i + k].size for k in range(len(counted)))
+                found[tweet_id] = Reactions(likes, reposts, liked, reposted, replies)
+            return found
+
+        return specs, parse
 
     # -- conversations -----------------------------------------------------------------------
     def conversation(self, group: str, tweet_id: str, after: str | None = None) -> Conversation | None:
@@ -623,7 +663,7 @@ class Social:
         more = len(listed) > REPLIES_PAGE
         listed = listed[:REPLIES_PAGE]
         if listed:
-            gone = self.lookups(listed)[0]
+            gone = self.lookups(listed).gone
             shown = [e for e in listed if e.id not in gone]
         else:
             shown = []
@@ -719,7 +759,7 @@ class Social:
         rows = self.session.multi_read(specs)
         found = self.account_from(user.username, rows[0]) or user
         userline = rows[1]
-        page = self.page_of(userline)
+        page = self.page_of(userline, me=me)
         counts = replace(found, tweets=userline.size, followers=rows[2].size, following=rows[3].size)
         following = (
             user.username in rows[5] if len(rows) > 5 else asks and self.is_following(me, user.username)

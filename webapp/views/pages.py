@@ -60,20 +60,24 @@ def account_or_404(request: HttpRequest, username: str) -> Account:
         raise Http404("no such user") from None
 
 
-def entry_context(request: HttpRequest, entries: list[Entry]) -> dict:
-    """What each entry's template needs: likes and reposts as the reader sees them, the page's
-    path (forms come back to it) and one CSRF field for all its forms."""
+def entry_context(request: HttpRequest, entries: list[Entry], reactions: dict | None = None) -> dict:
+    """What each entry's template needs: likes and reposts as the reader sees them (read now
+    unless given), the page's path (forms come back to it) and one CSRF field for all its forms."""
+    if reactions is None:
+        reactions = request.causal.social.react_to(entries, request.causal.account)
     return {
-        "reactions": request.causal.social.react_to(entries, request.causal.account),
+        "reactions": reactions,
         "here": request.get_full_path() if request.method == "GET" else reverse("home"),
         "csrf_input": csrf_input(request),
     }
 
 
 def line_context(request: HttpRequest, page: Page) -> dict:
-    """What a line's template needs: its entries and the originals they reply to."""
+    """What a line's template needs: its entries, the originals they reply to, their reactions
+    (read with the page, or now)."""
+    context = entry_context(request, page.entries, page.reactions)
     return {
-        **entry_context(request, page.entries),
+        **context,
         "page": page,
         "entries": page.entries,
         "originals": page.originals,
@@ -94,7 +98,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def public(request: HttpRequest) -> HttpResponse:
-    page = request.causal.social.public(after=cursor(request))
+    page = request.causal.social.public(after=cursor(request), me=request.causal.account)
     return render(request, "public.html", {"me": request.causal.account, **line_context(request, page)})
 
 
@@ -152,8 +156,9 @@ def tweet_page(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
     entry = talk.tweet
     chain = [*talk.ancestors, entry]
     originals: dict[str, Entry | None] = {e.id: e for e in chain}
-    gone, first = social.lookups(chain[:1])  # what the first one answers, if it is shown at all
-    originals |= first
+    first = social.lookups(chain[:1])  # what the first one answers, if it is shown at all
+    originals |= first.originals
+    gone = first.gone
     form = PostForm(initial={"reply_to": f"{group}/{tweet_id}", "body": f"@{entry.author} "})
     return render(request, "tweet.html", {
         "me": me, "entry": entry, "talk": talk, "originals": originals, "form": form, "gone": gone,
