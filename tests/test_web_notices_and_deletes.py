@@ -13,7 +13,9 @@ from helpers.pages import bodies, counts, data_layer, html, new_user
 from helpers.waiting import eventually
 from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (fixtures)
 
+from causal_client import ReadSpec
 from webapp import notices
+from webapp.context import current
 from webapp.social import Entry, outbox_row
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
@@ -150,7 +152,7 @@ def test_a_late_write_never_brings_a_deleted_tweet_back(django_region):  # noqa:
     assert author.post(first_tweet_path(html(author.get("/"))) + "delete/").status_code == 302
     social.write_timelines(entry, [reader_name], follower.home_group)  # the late write
     social.session.write(owner.home_group, f"userline:{author_name}", {entry.id: entry.to_json()})
-    assert entry.id in social.deleted_among({entry.group: {entry.id}})
+    assert entry.id in social.deleted_among([entry.id])
     assert "stay dead" not in bodies(html(reader.get("/")))
     assert "stay dead" not in bodies(html(reader.get(f"/u/{author_name}/")))
     assert social.tweet(entry.group, entry.id) is None
@@ -220,3 +222,61 @@ def test_the_live_endpoint_counts_what_arrived_since_the_page(django_region):  #
 def test_an_entry_round_trips():
     made = Entry("0" * 22, "a", "b", "g", reposted_by="r", original_id="1" * 22)
     assert Entry.from_json(made.id, made.to_json()) == made
+
+
+def test_a_fan_out_drained_after_the_delete_removes_instead(django_region):  # noqa: F811
+    """The post's outbox cell is still there when the tweet is deleted (no worker got to it):
+    draining it then takes the tweet out of the lines instead of putting it back."""
+    from webapp import fanout
+
+    author, author_name = new_user("late")
+    _, reader_name = new_user("later")
+    social = data_layer()
+    owner, reader = social.account(author_name), social.account(reader_name)
+    social.follow(reader, owner)
+    entry = social.post(owner, "never fanned out")  # the data layer alone: no task queued
+    social.delete(owner, entry)
+    fanout.drain(current(), owner.home_group, entry.id)  # the cell, if the sweeper left it
+    rows = social.session.multi_read([
+        ReadSpec(social.accounts, "public", (entry.id,)),
+        ReadSpec(reader.home_group, f"timeline:{reader_name}", (entry.id,)),
+        ReadSpec(owner.home_group, f"userline:{author_name}", (entry.id,)),
+    ])  # fmt: skip
+    assert all(entry.id not in row for row in rows), "the late fan-out wrote the deleted tweet"
+    assert "never fanned out" not in bodies(html(author.get("/public/")))
+
+
+def test_deleting_a_tweet_takes_its_reposts_away(django_region):  # noqa: F811
+    author, _ = new_user("drp")
+    reposter, reposter_name = new_user("drpr")
+    follower, _ = new_user("drpf")
+    assert follower.post(f"/u/{reposter_name}/follow/").status_code == 302
+    assert author.post("/post/", {"body": "reposted then deleted"}).status_code == 302
+    path = first_tweet_path(html(author.get("/")))
+    assert reposter.post(path + "repost/", {"next": "/"}).status_code == 302
+    eventually(
+        lambda: "reposted then deleted" in bodies(html(follower.get("/"))) or None, timeout=30, interval=0.3
+    )
+    assert author.post(path + "delete/").status_code == 302
+    assert "reposted then deleted" not in bodies(html(follower.get("/"))), "hidden at once (tombstone)"
+    social = data_layer()
+    me = social.account(reposter_name)
+
+    def reposter_lines_empty() -> bool | None:
+        rows = social.session.multi_read(social.relation_specs(me)[:1])
+        return rows[0].size == 0 or None
+
+    eventually(reposter_lines_empty, timeout=30, interval=0.3)  # the repost left the reposter's userline
+    assert counts(html(reposter.get(f"/u/{reposter_name}/")))["tweets"] == 0
+
+
+def test_a_live_poll_never_rewrites_the_session_cookie(django_region):  # noqa: F811
+    """A poll answered after a sign-out must not put the signed-in cookie back."""
+    from django.conf import settings
+
+    me, _ = new_user("pollc")
+    other, _ = new_user("pollo")
+    assert other.post("/post/", {"body": "news this poll reads"}).status_code == 302
+    reply = me.get("/live/?line=public&since=")  # its read moves the session's label on
+    assert reply.status_code == 200 and json.loads(reply.content)["new"] >= 1
+    assert settings.SESSION_COOKIE_NAME not in reply.cookies

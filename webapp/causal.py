@@ -53,6 +53,8 @@ class CausalRequest:
         self._account: Account | bool | None = False  # False: not looked up yet
         self._social: Social | None = None
         self._unread: int | bool | None = False  # False: not read yet
+        #: False: the request leaves the cookie as it came (a poll racing a sign-in or a sign-out)
+        self.keeps_session = True
         self.note: str | None = None
 
     @property
@@ -148,7 +150,7 @@ class CausalRequest:
         found, rows = self.social.account_reading(username, self.family, also)
         if also:
             self._unread = notices.unread_of(rows)
-        if found.home_group != home:
+        if found.home_group != home and self.keeps_session:
             self.request.session[HOME_KEY] = found.home_group
         return found
 
@@ -183,6 +185,8 @@ class CausalRequest:
     def remember(self, note: str | None = None) -> None:
         """Keeps the session's token in the cookie (after the request, or now). A session that
         moved to another region during the request leaves a migration label back to this one."""
+        if not self.keeps_session:
+            return
         if self._session is not None:
             token = self._session.token
             if self._session.region != self.ctx.region:  # the fast way back (§4.3)

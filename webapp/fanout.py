@@ -26,12 +26,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from causal_client import Mutation, ReadSpec, Session
 from causal_client.errors import CausalError
 from webapp import notices
 from webapp.context import RegionContext
-from webapp.social import REMOVAL, Pending, Social, outbox_row
+from webapp.social import DELETED_ROW, REMOVAL, Pending, Social, outbox_row
 
 log = logging.getLogger("webapp.fanout")
 
@@ -55,7 +56,7 @@ def drain(ctx: RegionContext, group: str, column: str, send_nudge: Nudge | None 
             return 0
         written = deliver_notice(ctx, session, cell, send_nudge)
     else:
-        pending = read_pending(session, group, column)
+        pending = read_pending(ctx, session, group, column)
         if pending is None:
             return 0  # drained already (by a nudge, the sweeper or a retry)
         written = deliver(ctx, session, pending, send_nudge)
@@ -95,15 +96,27 @@ def deliver_notice(
     return written
 
 
-def read_pending(session: Session, group: str, column: str) -> Pending | None:
-    """The cell and, where it lives here, the tweet itself, in one read: the session's label is
-    then past both, so whatever it writes next is causally after the tweet."""
-    specs = [
+def read_pending(ctx: RegionContext, session: Session, group: str, column: str) -> Pending | None:
+    """The cell, the tweet itself (where it lives here) and the entry's tombstone, in one read:
+    the session's label is then past all of them, so whatever it writes next is causally after
+    the tweet. A tweet's cell whose entry was deleted since (or a repost undone, or the tweet it
+    reposts deleted) comes back as a removal: a fan-out drained late never brings it back."""
+    entry_id = column.removesuffix(REMOVAL)
+    cell, _, tombs = session.multi_read([
         ReadSpec(group, outbox_row(session.region), (column,)),
-        ReadSpec(group, f"tweet:{column.removesuffix(REMOVAL)}", ("entry",)),
-    ]
-    cell = session.multi_read(specs)[0].text(column)
-    return Pending.parse(group, column, cell) if cell is not None else None
+        ReadSpec(group, f"tweet:{entry_id}", ("entry",)),
+        ReadSpec(ctx.accounts_group, DELETED_ROW, (entry_id,)),
+    ])  # fmt: skip
+    text = cell.text(column)
+    if text is None:
+        return None
+    pending = Pending.parse(group, column, text)
+    if pending.removal:
+        return pending
+    gone = entry_id in tombs
+    if not gone and pending.entry.original_id:
+        gone = bool(Social(ctx, session).deleted_among([pending.entry.original_id]))
+    return replace(pending, removal=True) if gone else pending
 
 
 def deliver(ctx: RegionContext, session: Session, pending: Pending, send_nudge: Nudge | None = None) -> int:
@@ -114,7 +127,11 @@ def deliver(ctx: RegionContext, session: Session, pending: Pending, send_nudge: 
     entry = pending.entry
     if pending.followers is None:  # a post's (or a repost's) own cell: in the poster's home group
         followers = social.all_names(pending.group, f"followers:{entry.poster}")
-        if not entry.reposted_by and not pending.removal:
+        if pending.removal:
+            social.write_timelines(entry, [], pending.group, remove=True, own_lines_of=entry.poster)
+            if not entry.reposted_by:  # a deleted tweet: its reposts go too
+                remove_reposts(ctx, session, pending, send_nudge)
+        elif not entry.reposted_by:
             social.publish(entry)  # idempotent: a post's batch has it; cells from before posts were atomic
     else:
         followers = dict.fromkeys(pending.followers, pending.group)
@@ -132,6 +149,25 @@ def deliver(ctx: RegionContext, session: Session, pending: Pending, send_nudge: 
              entry.id, entry.poster, written, session.region,
              f", relayed to {', '.join(relayed)}" if relayed else "")  # fmt: skip
     return written
+
+
+def remove_reposts(ctx: RegionContext, session: Session, deleted: Pending, send_nudge: Nudge | None) -> int:
+    """A removal cell for each repost of a deleted tweet, in the outbox of (the closest region
+    replicating) its reposter's home group: the repost leaves the reposter's lines and their
+    followers' timelines as an undone one does. Returns how many."""
+    social = Social(ctx, session)
+    tweet = deleted.entry
+    reposts = social.names(deleted.group, f"reposters:{tweet.id}")  # reposter -> the repost's id
+    if not reposts:
+        return 0
+    names = list(reposts)
+    rows = session.multi_read([social.account_spec(name) for name in names])
+    for name, row in zip(names, rows, strict=True):
+        home = row.text("home")
+        if home:
+            shared = replace(tweet, id=reposts[name], reposted_by=name, original_id=tweet.id)
+            relay(ctx, session, Pending(shared, home, removal=True), send_nudge)
+    return len(names)
 
 
 def relay(ctx: RegionContext, session: Session, part: Pending, send_nudge: Nudge | None) -> str:
@@ -181,11 +217,17 @@ class Sweeper:
         """One pass over every outbox here; returns the cells drained."""
         session = self.ctx.client.session(self.ctx.region)
         row = outbox_row(self.ctx.region)
-        pages = session.multi_read([ReadSpec(g, row, limit=SWEEP_PAGE, reverse=False) for g in self.groups])
+        specs = []  # per group, the oldest tweet cells and the oldest notice cells (sorted after them)
+        for group in self.groups:
+            specs.append(ReadSpec(group, row, limit=SWEEP_PAGE, reverse=False))
+            specs.append(ReadSpec(group, row, limit=SWEEP_PAGE, after=notices.CELL_PREFIX, reverse=False))
+        pages = session.multi_read(specs)
         older_than = time.time_ns() // 1000 - int(grace_s * 1e6)
         drained, seen = 0, set()
-        for group, page in zip(self.groups, pages, strict=True):
+        for group, page in zip([g for g in self.groups for _ in range(2)], pages, strict=True):
             for cell in page:
+                if (group, cell.column) in seen:
+                    continue  # in both pages
                 seen.add((group, cell.column))
                 if queued_us(cell.text) <= older_than:
                     drained += self.try_drain(group, cell.column)

@@ -13,7 +13,7 @@ from webapp.social import MAX_TWEET_CHARS, USERNAME_PATTERN
 
 # "<group>/<tweet id>"; a group name as topology files allow (services/topology.py NAME_PATTERN)
 TWEET_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/[0-9a-f]{22}$")
-CURSOR = re.compile(r"^[0-9a-f]{22}$")
+CURSOR = re.compile(r"\A[0-9a-f]{22}\Z")  # \Z: no trailing newline slips through
 
 
 class SignupForm(forms.Form):

@@ -18,7 +18,7 @@ Rows (group in brackets; "home" is the user's home group, see RegionContext.home
     reposters:<id>     [the tweet's group]  user -> the id of their repost
     liked:<user>       [home]  tweet id -> its group
     reposted:<user>    [home]  tweet id -> the id of the repost
-    deleted            [a tweet's group]  tweet id, or id of an undone repost of it -> when
+    deleted            [accounts]  tweet id, or id of an undone repost -> when (tombstones)
     notices:<user>     [home]  notifications (webapp/notices.py)
 
 A repost is an entry of its own (a new id, so it sorts by when it was shared) carrying the
@@ -29,12 +29,13 @@ replies, oldest first, read with the tweet in one snapshot, so a region that lis
 always show what it answers (the cell names it, and causality brings the tweet first).
 
 Deletes leave tombstones: a deleted tweet's row keeps only ``deleted``, and its id goes into the
-``deleted`` row of its group in the same batch as its removal from the author's lines, the
-public line and its parent's replies; its followers' timelines lose it through the outbox (a
-removal cell). Every page reads the tombstones of what it shows, in the read that looks up the
-originals, so a write that comes late (a fan-out drained after the delete, an old write
-replicated again) never brings a deleted tweet back. An undone repost is tombstoned the same
-way, by the id of the repost (the next repost of the tweet gets a new id).
+``deleted`` row of the accounts group (replicated everywhere, so every region can check any
+tweet) in the same batch as its removal from the author's lines and the public line; its
+parent's replies lose it in that batch or right after, its followers' timelines and its
+reposts through the outbox (a removal cell). Every page reads the tombstones of what it shows,
+in the read that looks up the originals, and a fan-out cell drained after the delete turns into
+a removal, so a write that comes late never brings a deleted tweet back. An undone repost is
+tombstoned the same way, by the id of the repost (the next repost of the tweet gets a new id).
 
 Tweet ids sort by time (hex µs + random), so a row's columns read newest first, and the store's
 exclusive cursor pages through them. Timeline entries carry the tweet (denormalised, as in
@@ -66,7 +67,7 @@ REPOSTS = "repost"  # strong registers' namespace: "<user>/<tweet id>" -> the re
 BACKFILL = 20  # a newly followed user's latest tweets copied into the follower's home timeline
 REPLIES_PAGE = 50  # replies on a tweet's page, oldest first
 ANCESTORS = 20  # how far up a reply chain a tweet's page reads
-DELETED_ROW = "deleted"  # a group's tombstones: tweet id (or undone repost id) -> when
+DELETED_ROW = "deleted"  # tombstones, in the accounts group: tweet id (or undone repost id) -> when
 UNDONE = "-"  # a repost register holding "-<id>": that repost was undone
 
 
@@ -197,6 +198,7 @@ class Page:
     )  # reply-to id -> original (None: not here)
     gone: frozenset[str] = frozenset()  # originals that were deleted
     reactions: dict[str, Reactions] | None = None  # read with the page (None: not read)
+    newest_read: str = ""  # the newest entry read, shown or not (what a live page counts from)
 
 
 @dataclass
@@ -220,6 +222,7 @@ class Conversation:
     next_cursor: str | None
     cut: bool = False
     parent_gone: bool = False  # the chain stops at a deleted tweet
+    last_read: str = ""  # the newest reply read, shown or not (what a live page counts from)
 
 
 @dataclass
@@ -364,10 +367,11 @@ class Social:
         where some region replicates them with the rest, else written right after, causally
         (partial replication)."""
         home = poster.home_group
-        groups = [home, *(m.group for m in also)]
-        if apart and self.ctx.client.closest_with([*groups, *(m.group for m in apart)], self.session.region):
+        if apart and self.ctx.client.closest_with(
+            [home, *(m.group for m in (*also, *apart))], self.session.region
+        ):
             also, apart = (*also, *apart), ()
-        self.go_where_replicated(*groups)
+        self.go_where_replicated(home, *(m.group for m in also))
         region = self.session.region
         lines = [Mutation(home, f"{line}:{poster.username}") for line in ("userline", "timeline")]
         for line in lines:
@@ -450,22 +454,19 @@ class Social:
         found = self.lookups(entries, me, react=True)
         gone = found.gone
         shown = one_per_tweet([e for e in entries if not ({e.id, e.tweet_id} & gone)])
-        page = Page(
-            shown, entries[-1].id if more else None, found.originals, frozenset(gone & set(found.originals))
-        )
-        page.reactions = found.reactions
-        return page
+        deleted_originals = frozenset(gone & set(found.originals))
+        next_cursor = entries[-1].id if more else None
+        newest = entries[0].id if entries else ""
+        return Page(shown, next_cursor, found.originals, deleted_originals, found.reactions, newest)
 
     def lookups(self, entries: Sequence[Entry], me: Account | None = None, react: bool = False) -> Lookups:
         """In one read: which of these entries (tweets or reposts) and of the tweets they reply
         to were deleted (their tombstones, in each group replicated here), those tweets
         themselves (None: not here, or deleted) and, with ``react``, the entries' reactions."""
         region = self.session.region
-        ids: dict[str, set[str]] = {}
+        ids: set[str] = set()
         for e in entries:
-            ids.setdefault(e.group, set()).update((e.id, e.tweet_id))
-            if e.reply_to and e.reply_group:
-                ids.setdefault(e.reply_group, set()).add(e.reply_to)
+            ids.update((e.id, e.tweet_id, *((e.reply_to,) if e.reply_to else ())))
         checked = self.tombstone_specs(ids)
         wanted = {e.reply_to: e.reply_group for e in entries if e.reply_to and e.reply_group}
         local = [(i, g) for i, g in wanted.items() if self.ctx.replicates(g, region)]
@@ -480,15 +481,13 @@ class Social:
         reactions = parse(rows[len(specs) :]) if parse is not None else None
         return Lookups(gone, found, reactions)
 
-    def tombstone_specs(self, ids: dict[str, set[str]]) -> list[ReadSpec]:
-        """Reads of the tombstones of ``ids`` (group -> tweet or repost ids), in the groups
-        replicated here."""
-        region = self.session.region
-        here = [(g, tuple(sorted(i))) for g, i in ids.items() if self.ctx.replicates(g, region)]
-        return [ReadSpec(g, DELETED_ROW, columns) for g, columns in here]
+    def tombstone_specs(self, ids: Iterable[str]) -> list[ReadSpec]:
+        """The read of the tombstones of ``ids`` (tweet or repost ids), if any."""
+        columns = tuple(sorted(set(ids)))
+        return [ReadSpec(self.accounts, DELETED_ROW, columns)] if columns else []
 
-    def deleted_among(self, ids: dict[str, set[str]]) -> set[str]:
-        """Which of ``ids`` (group -> tweet ids) were deleted, as far as this region knows."""
+    def deleted_among(self, ids: Iterable[str]) -> set[str]:
+        """Which of ``ids`` were deleted (or are undone reposts), as far as this region knows."""
         specs = self.tombstone_specs(ids)
         return {cell.column for row in self.session.multi_read(specs) for cell in row} if specs else set()
 
@@ -565,14 +564,15 @@ class Social:
         racing or an unfinished try); an undone repost's id is never used again."""
         key, fresh = f"{me.username}/{tweet_id}", new_tweet_id()
         claim = self.session.execute(REPOSTS, key, InsertIfAbsent(fresh))
-        for _ in range(3):
+        for tries in range(4):
             if claim.applied:
                 return fresh
             if claim.value is None:  # the register was left empty: only a bug could
                 raise Conflict(f"the repost register of {key} is empty")
             if not claim.value.startswith(UNDONE):
                 return claim.value
-            claim = self.session.execute(REPOSTS, key, CompareAndSet(claim.value, fresh))
+            if tries < 3:
+                claim = self.session.execute(REPOSTS, key, CompareAndSet(claim.value, fresh))
         raise Conflict(f"the repost register of {key} keeps changing (reposts and undos racing)")
 
     def unrepost(self, me: Account, entry: Entry) -> bool:
@@ -589,18 +589,17 @@ class Social:
         shared = replace(original, id=repost_id, reposted_by=me.username, original_id=tweet_id)
         now = str(time.time_ns() // 1000)
         mine = Mutation(me.home_group, f"reposted:{me.username}").delete(tweet_id)
-        theirs = [
-            Mutation(original.group, f"reposters:{tweet_id}").delete(me.username),
-            Mutation(original.group, DELETED_ROW).set(repost_id, now),
-        ]
-        self.share(me, shared, mine, removal=True, apart=theirs)
+        tomb = Mutation(self.accounts, DELETED_ROW).set(repost_id, now)
+        theirs = [Mutation(original.group, f"reposters:{tweet_id}").delete(me.username)]
+        self.share(me, shared, mine, tomb, removal=True, apart=theirs)
         return True
 
     def delete(self, me: Account, entry: Entry) -> None:
         """Deletes ``me``'s tweet everywhere: its row keeps only a tombstone, its id goes into
-        its group's ``deleted`` row, and it leaves the author's lines, the public line and its
-        parent's replies in the same batch (the parent's part right after where no region has
-        both groups); the outbox takes it out of the followers' timelines. Idempotent."""
+        the ``deleted`` row, and it leaves the author's lines, the public line and its parent's
+        replies in the same batch (the parent's part right after where no region has both
+        groups); the outbox takes it out of the followers' timelines and takes its reposts
+        away (webapp/fanout.py). Idempotent."""
         if entry.author != me.username or entry.reposted_by or entry.group != me.home_group:
             raise PermissionError("only its author deletes a tweet")
         now = str(time.time_ns() // 1000)
@@ -609,7 +608,7 @@ class Social:
         apart = []
         if entry.reply_to and entry.reply_group:
             apart.append(Mutation(entry.reply_group, f"replies:{entry.reply_to}").delete(entry.id))
-        self.share(me, entry, tomb, Mutation(home, DELETED_ROW).set(entry.id, now),
+        self.share(me, entry, tomb, Mutation(self.accounts, DELETED_ROW).set(entry.id, now),
                    Mutation(self.accounts, "public").delete(entry.id), removal=True, apart=apart)  # fmt: skip
 
     def react_to(self, entries: Sequence[Entry], me: Account | None) -> dict[str, Reactions]:
@@ -668,6 +667,7 @@ class Social:
         else:
             shown = []
         talk = Conversation(tweet, [], shown, listed[-1].id if more else None)
+        talk.last_read = listed[-1].id if listed else ""
         up = tweet
         while up.reply_to and up.reply_group:
             here = self.ctx.replicates(up.reply_group, self.session.region)
@@ -799,11 +799,17 @@ class Social:
 
     # -- fan-out (run by the Celery task) ------------------------------------------------------
     def write_timelines(
-        self, entry: Entry, followers: Iterable[str], group: str, remove: bool = False
-    ) -> int:
+        self, entry: Entry, followers: Iterable[str], group: str, remove: bool = False,
+        own_lines_of: str | None = None,
+    ) -> int:  # fmt: skip
         """The entry into (``remove``: out of) each follower's timeline (all in ``group``), in
-        chunks of one Batch."""
+        chunks of one Batch; ``own_lines_of``: also the poster's own userline and timeline."""
         names = sorted(followers)
+        if own_lines_of is not None:
+            lines = [Mutation(group, f"{line}:{own_lines_of}") for line in ("userline", "timeline")]
+            self.session.batch(
+                [m.delete(entry.id) if remove else m.set(entry.id, entry.to_json()) for m in lines]
+            )
         for start in range(0, len(names), FANOUT_CHUNK):
             timelines = [Mutation(group, f"timeline:{name}") for name in names[start : start + FANOUT_CHUNK]]
             for timeline in timelines:

@@ -18,12 +18,6 @@ register.filter("avatar_url", formatting.avatar_url)
 
 
 @register.filter
-def last_id(entries: list) -> str:
-    """The id of a list's last entry (a thread's newest reply)."""
-    return entries[-1].id if entries else ""
-
-
-@register.filter
 def notice_time(notice_id: str) -> SafeString:
     """When a notice's action happened (its id is a time, as a tweet id is)."""
     return formatting.when(tweet_time_us(notice_id))

@@ -19,8 +19,8 @@ from webapp.social import USERNAME_PATTERN, NoSuchUser
 
 LIVE_CAP = 20  # the bar says "20+ new tweets" beyond
 LINE = re.compile(
-    r"^(home|public|notices|user/(?P<user>[a-z0-9_]{2,30})"
-    r"|replies/(?P<group>[\w-]{1,64})/(?P<id>[0-9a-f]{22}))$"
+    r"\A(home|public|notices|user/(?P<user>[a-z0-9_]{2,30})"
+    r"|replies/(?P<group>[\w-]{1,64})/(?P<id>[0-9a-f]{22}))\Z"
 )
 
 
@@ -39,6 +39,7 @@ def live(request: HttpRequest) -> JsonResponse:
     if since and not CURSOR.match(since):
         return bad("since must be an id (22 hexadecimal digits) or empty")
     causal = request.causal
+    causal.keeps_session = False  # a poll must never rewrite the cookie a sign-in or -out just set
     me, social, ctx = causal.account, causal.social, causal.ctx
     if line in ("home", "notices") and me is None:
         return bad("sign in to follow this line", 403)

@@ -19,15 +19,12 @@ def page(request: HttpRequest) -> HttpResponse:
     social.go_where_replicated(me.home_group)
     after = cursor(request)
     inbox = notices.inbox(social.session, me.username, me.home_group, after=after)
-    about: dict[str, set[str]] = {}
-    for notice in inbox.notices:
-        if notice.tweet_id and notice.group:
-            about.setdefault(notice.group, set()).add(notice.tweet_id)
-    gone = social.deleted_among(about)
+    gone = social.deleted_among(n.tweet_id for n in inbox.notices if n.tweet_id)
     shown = [n for n in inbox.notices if n.tweet_id not in gone]
     if after is None and inbox.notices and inbox.notices[0].id > inbox.seen:
         notices.mark_seen(social.session, me.username, me.home_group, inbox.notices[0].id)
         request.causal.unread_count = 0
     return render(request, "notifications.html", {
         "me": me, "notices": shown, "next_cursor": inbox.next_cursor, "seen": inbox.seen,
+        "newest": inbox.notices[0].id if inbox.notices else "",
     })  # fmt: skip
