@@ -9,7 +9,7 @@ import re
 
 import pytest
 from django.test import Client
-from helpers.pages import bodies, counts, data_layer, html, new_user
+from helpers.pages import bodies, counts, data_layer, first_tweet_path, html, new_user
 from helpers.waiting import eventually
 from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (fixtures)
 
@@ -19,12 +19,6 @@ from webapp.context import current
 from webapp.social import Entry, outbox_row
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
-
-
-def first_tweet_path(page: str) -> str:
-    found = re.search(r'<a class="time" href="(/t/[^"]+/)"', page)
-    assert found, page[:800]
-    return found.group(1)
 
 
 def notice_kinds(page: str) -> list[str]:

@@ -7,12 +7,7 @@ import re
 
 import pytest
 from django.test import Client
-from helpers.pages import (
-    bodies,
-    counts,
-    html,
-    new_user,
-)
+from helpers.pages import bodies, counts, first_tweet_path, html, new_user
 from helpers.waiting import eventually
 from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (fixtures)
 
@@ -23,12 +18,6 @@ pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` 
 
 
 # -- likes, reposts, avatars, times, mentions and links ------------------------------------------------
-def first_tweet_path(page: str) -> str:
-    found = re.search(r'<a class="time" href="(/t/[^"]+/)"', page)
-    assert found, page[:800]
-    return found.group(1)
-
-
 def test_likes_count_each_user_once_and_can_be_undone(django_region):  # noqa: F811
     author, _author_name = new_user("liked")
     fans = [new_user("liker") for _ in range(3)]

@@ -68,6 +68,13 @@ def tweet_refs(page: str) -> list[tuple[str, str]]:
     return re.findall(r'<a class="time" href="/t/([a-z0-9_-]+)/([0-9a-f]{22})/">', page)
 
 
+def first_tweet_path(page: str) -> str:
+    """The permalink of the first tweet a page shows."""
+    found = re.search(r'<a class="time" href="(/t/[^"]+/)"', page)
+    assert found, page[:800]
+    return found.group(1)
+
+
 def data_layer() -> Social:
     """The app's data layer on a fresh session at the region Django serves."""
     ctx = current()
