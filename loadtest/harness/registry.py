@@ -18,6 +18,8 @@ MODULES = (
     # the causal layer's price and the label path, piece by piece
     "throughput", "idle", "transport", "serializer", "proxy", "sink_placement",
     "bandwidth", "txn", "fractured", "resume", "page", "thread", "failover", "reconfigure",
+    # a region's store across hosts (Redis Cluster)
+    "replica_ack",
     # the Saturn paper's figures
     "fig1", "fig4", "fig5", "fig6", "fig7", "fig8",
     # the companion papers
