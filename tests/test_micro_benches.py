@@ -288,3 +288,16 @@ def test_the_fractured_read_bench_counts_reads_and_transactions_never_fracture(c
     assert all(r[-3] == "0" for r in rows.values()), f"batches and multi-reads are transactions: {table}"
     spread = fractured.rows_on_distinct_shards(4, 3, "x")
     assert len({fractured.shard_of("all", row, 4) for row in spread}) == 3
+
+
+def test_the_replica_ack_bench_waits_for_a_real_replica(tmp_path):
+    """Every variant writes through the store's gear; with WAIT each write came back replicated."""
+    assert loadtest_main(["bench", "replica-ack", "--writes", "40", "--clients", "2", "--rounds", "1",
+                          "--out", str(tmp_path)]) == 0  # fmt: skip
+    rows = json.loads((tmp_path / "replica-ack.json").read_text())
+    assert [(r["variant"], r["clients"]) for r in rows] == [
+        (variant, clients)
+        for clients in (2,)
+        for variant in ("alone", "replica, ack at once", "replica, WAIT 1")
+    ]
+    assert all(r["writes"] == 40 and r["writes_per_s"] > 0 and r["unacked"] == 0 for r in rows)
