@@ -301,3 +301,11 @@ def test_the_replica_ack_bench_waits_for_a_real_replica(tmp_path):
         for variant in ("alone", "replica, ack at once", "replica, WAIT 1")
     ]
     assert all(r["writes"] == 40 and r["writes_per_s"] > 0 and r["unacked"] == 0 for r in rows)
+
+
+def test_the_store_restart_bench_kills_a_store_and_loses_no_acknowledged_write(tmp_path):
+    assert loadtest_main(["bench", "store-restart", "--preload", "200", "--around", "0.3",
+                          "--out", str(tmp_path)]) == 0  # fmt: skip
+    (row,) = json.loads((tmp_path / "store-restart.json").read_text())
+    assert row["preload"] == 200 and row["aof_bytes"] > 0 and row["lost"] == 0
+    assert 0 < row["unavailable_s"] < 30 and row["failed_writes"] > 0, "the store was down a while"

@@ -1,0 +1,150 @@
+"""How long a region's shard is unavailable when its store dies, and what survives: ``python -m
+loadtest bench store-restart``.
+
+The standalone store's answer to a crash is a restart: the supervisor starts the dead
+redis-server again and it replays its AOF before it answers. That is the baseline a region on
+Redis Cluster (a replica promoted instead) is to be measured against. For each preload (rows
+written before the crash, so the AOF the restart replays grows), a client at region ``a``
+writes rows to the shard at a steady pace; the store is killed (SIGKILL, as a crash: the
+supervisor restarts it, nothing holds it down), and the writer keeps trying. Reported per
+preload: the AOF's size, how long writes were refused (from the kill to the first write that
+succeeded after it), and how many acknowledged writes the restarted store lost (with
+``appendfsync always``: none). ``--out`` also writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from causal_client import CausalClient, Mutation, ReadSpec
+from causal_client.errors import CausalError
+from loadtest.harness.cluster import find_base_port, started, with_overrides
+from loadtest.harness.experiment import FAILED, PASSED, Experiment
+from loadtest.harness.options import numbers
+from loadtest.harness.report import render_table, say, write_rows
+from services.topology import Topology
+
+REGION = "a"
+GROUP = "all"
+PRELOAD_BATCH = 100  # rows per atomic batch while preloading
+WRITE_EVERY_S = 0.005  # the writer's pace around the crash
+CLIENT_TIMEOUT_S = 1.0  # a refused or unanswered write is tried again after at most this
+
+
+@dataclass
+class Row:
+    preload: int
+    aof_bytes: int
+    unavailable_s: float
+    failed_writes: int  # writes refused or unanswered while the store was down
+    acknowledged: int  # writes acknowledged around the crash
+    lost: int  # of those, missing after the restart
+
+
+def aof_bytes(directory: Path) -> int:
+    """The AOF's size on disk (Redis 7 keeps it as files under appendonlydir)."""
+    return sum(p.stat().st_size for p in directory.rglob("*.aof*") if p.is_file())
+
+
+def preload(client: CausalClient, rows: int, tag: str) -> None:
+    session = client.session(REGION)
+    for start in range(0, rows, PRELOAD_BATCH):
+        part = range(start, min(rows, start + PRELOAD_BATCH))
+        session.batch([Mutation(GROUP, f"{tag}-{i}").set("v", b"x" * 200) for i in part])
+
+
+def crash_and_write(cluster, client: CausalClient, store: str, tag: str, around_s: float) -> Row:
+    """Writes at a steady pace for ``around_s``, kills the store, writes on until the store has
+    answered for ``around_s``; then reads back every acknowledged row."""
+    session = client.session(REGION)
+    acknowledged: list[str] = []
+    failed, killed_at, back_at = 0, None, None
+    deadline = time.monotonic() + around_s
+    i = 0
+    while True:
+        now = time.monotonic()
+        if killed_at is None and now >= deadline:
+            cluster.processes[store].popen.send_signal(signal.SIGKILL)  # a crash: the supervisor restarts it
+            killed_at = time.monotonic()
+        if back_at is not None and now - back_at >= around_s:
+            break
+        if killed_at is not None and now - killed_at > 60:
+            break  # never came back: reported as unavailable for the whole minute
+        row = f"w-{tag}-{i}"
+        try:
+            session.write(GROUP, row, {"v": b"y"})
+            acknowledged.append(row)
+            if killed_at is not None and back_at is None:
+                back_at = time.monotonic()
+        except CausalError:
+            failed += 1
+            session = client.session(REGION, label=session.token)  # a fresh session, the same past
+        i += 1
+        time.sleep(WRITE_EVERY_S)
+    reader = client.session(REGION, label=session.token)
+    lost = 0
+    for start in range(0, len(acknowledged), 100):
+        part = acknowledged[start : start + 100]
+        rows = reader.multi_read([ReadSpec(GROUP, r, ("v",)) for r in part])
+        lost += sum(1 for row in rows if "v" not in row)
+    unavailable = (back_at or time.monotonic()) - (killed_at or time.monotonic())
+    return Row(0, 0, unavailable, failed, len(acknowledged), lost)
+
+
+def one_crash(topology: Topology, rows: int, around_s: float) -> Row:
+    """A fresh cluster (so the supervisor's first restart delay applies, as to any store that
+    had lived a while), ``rows`` preloaded, its store at region a killed once."""
+    store = f"{REGION}.redis0"
+    scratch = tempfile.TemporaryDirectory(prefix="store-restart-")
+    with scratch, started(topology, Path(scratch.name)) as cluster:
+        client = CausalClient.connect(
+            topology.client_address(REGION), site=topology.region(REGION).site,
+            endpoints=topology.client_endpoints(), timeout=CLIENT_TIMEOUT_S,
+        )  # fmt: skip
+        try:
+            say(f"preloading {rows} rows ...")
+            preload(client, rows, "pre")
+            say(f"{rows} rows: killing {store} ...")
+            row = crash_and_write(cluster, client, store, "w", around_s)
+        finally:
+            client.close()
+        row.preload, row.aof_bytes = rows, aof_bytes(Path(cluster.data_dir) / f"{REGION}-0")
+    say(f"  back after {row.unavailable_s:.2f} s; {row.lost} of {row.acknowledged} acknowledged lost")
+    return row
+
+
+def run(args: argparse.Namespace) -> int:
+    topology = with_overrides(Topology.load(args.topology), protocol=args.protocol)
+    topology = with_overrides(topology, base_port=find_base_port(topology))
+    rows = [one_crash(topology, target, args.around) for target in sorted(args.preload)]
+    print(render_table(
+        f"{topology.name} ({topology.protocol}): a store killed and restarted by the supervisor",
+        ["rows before", "AOF MB", "writes refused for s", "refused writes", "acknowledged", "lost"],
+        [[str(r.preload), f"{r.aof_bytes / 1e6:.1f}", f"{r.unavailable_s:.2f}", str(r.failed_writes),
+          str(r.acknowledged), str(r.lost)] for r in rows],
+    ))  # fmt: skip
+    write_rows(args.out, "store-restart", rows)
+    return FAILED if any(r.lost for r in rows) else PASSED
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--preload", type=numbers(int), default=[1000, 20000, 100000],
+        help="rows in the store before each crash, a list (default: 1000,20000,100000)")  # fmt: skip
+    add("--around", type=float, default=1.0, help="seconds of writes before the crash and after the return")
+
+
+EXPERIMENT = Experiment(
+    name="store-restart",
+    summary="a store killed and restarted from its AOF: how long its shard refuses writes, what it lost",
+    minutes=(1.5, 1.5),
+    run=run,
+    arguments=arguments,
+    shared={"topology": "topologies/two-region.toml", "protocol": "saturn", "out": ""},
+    about=__doc__ or "",
+)
