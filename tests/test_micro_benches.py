@@ -104,7 +104,7 @@ def test_fig5_measures_the_synthetic_workload_per_protocol(tmp_path):
         tmp_path / "topology.toml",
     )
     mixes = [fig5.DEFAULT, Mix(remote_read_fraction=0.4), Mix(correlation="full", value_bytes=512)]
-    settings = fig5.Settings(clients=1, warmup=0.5, duration=1.5)
+    settings = fig5.Settings(clients=1, warmup=0.3, duration=1.0)
     points = []
     for protocol in ("eventual", "saturn", "gentlerain", "cure"):
         points += fig5.measure_protocol(protocol, topology, mixes, settings, tmp_path / protocol, 1)

@@ -165,6 +165,25 @@ def test_bad_batches_are_refused_and_write_nothing(two_shards):
     session.batch([*spread[:1], Mutation(*rows[1]).set("v", "ok")])  # counters on one shard: fine
 
 
+def test_a_coordinator_reads_no_key_of_another_shards_row(two_shards):
+    """The coordinator of a batch checks only its own rows (the others' shards check theirs when
+    they stage): on a Redis Cluster another shard's keys may be on another node. Shown by a
+    decoy: a counter cell planted at the coordinator under the other row's key, which a
+    coordinator that read it would take for that row and refuse the set."""
+    cluster, client = two_shards
+    (g0, r0), (g1, r1) = the_rows(2)
+    coordinator, other = wire.shard_of(g0, r0, 2), wire.shard_of(g1, r1, 2)
+    decoy = redis.Redis.from_url(cluster.topology.redis_url("a", coordinator))
+    decoy.hset(f"d:{g1}:{r1}", "v", "1|x|c|1")  # on the wrong shard: never read by a gear
+    try:
+        client.session("a").batch([Mutation(g0, r0).set("v", "here"), Mutation(g1, r1).set("v", "there")])
+        rows = client.session("a").multi_read([ReadSpec(g0, r0, ("v",)), ReadSpec(g1, r1, ("v",))])
+        assert [row.text("v") for row in rows] == ["here", "there"] and coordinator != other
+    finally:
+        decoy.delete(f"d:{g1}:{r1}")
+        decoy.close()
+
+
 @pytest.fixture(scope="module")
 def partial(tmp_path_factory):
     topology = sharded("demo-3region-partial.toml", "saturn", 3)

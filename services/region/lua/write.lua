@@ -26,6 +26,7 @@ local function check_write(args, any_shard)
     if nops == nil or nops < 1 then fail(CODE_INVALID, 'a mutation needs at least one column operation') end
     if nops > MAX_OPS then fail(CODE_INVALID, 'at most ' .. MAX_OPS .. ' column operations per mutation') end
     local dkey, ikey, ckey = row_keys(group, row)
+    local owned = owns_row(cfg, group, row)
     local p = a + 3
     for o = 1, nops do
       local kind, column, arg = args[p], args[p + 1], args[p + 2]
@@ -44,7 +45,9 @@ local function check_write(args, any_shard)
       elseif kind ~= 'd' then
         fail(CODE_INVALID, 'column ' .. q(column) .. ': no operation (set, delete or increment)')
       end
-      local cell = redis.call('HGET', dkey, column)
+      -- a row of another shard (a coordinator's) is checked by its own shard when it stages:
+      -- its keys are not here, and on a cluster they may be on another node
+      local cell = owned and redis.call('HGET', dkey, column)
       if cell then
         local _, _, flag = parse_cell(cell)
         if kind == 's' and flag == 'c' then
@@ -55,7 +58,7 @@ local function check_write(args, any_shard)
       end
       p = p + 3
     end
-    mutations[m] = {group, row, #replicas > 1, a + 3, nops, dkey, ikey, ckey, owns_row(cfg, group, row)}
+    mutations[m] = {group, row, #replicas > 1, a + 3, nops, dkey, ikey, ckey, owned}
     a = p
   end
   check_consumed(args, a)
