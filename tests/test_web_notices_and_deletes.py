@@ -9,7 +9,16 @@ import re
 
 import pytest
 from django.test import Client
-from helpers.pages import bodies, counts, data_layer, first_tweet_path, html, new_user
+from helpers.pages import (
+    bodies,
+    counts,
+    data_layer,
+    first_tweet_path,
+    home_shows,
+    html,
+    new_user,
+    repost_scene,
+)
 from helpers.waiting import eventually
 from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (fixtures)
 
@@ -110,7 +119,7 @@ def test_a_deleted_tweet_leaves_every_line_thread_and_count(django_region):  # n
     assert author.post("/post/", {"body": "soon gone"}).status_code == 302
     path = first_tweet_path(html(author.get("/")))
     ref = path.split("/t/")[1].rstrip("/")
-    eventually(lambda: "soon gone" in bodies(html(follower.get("/"))) or None, timeout=30, interval=0.3)
+    home_shows(follower, "soon gone")
     assert replier.post("/post/", {"body": "a reply that stays", "reply_to": ref}).status_code == 302
     parent = html(author.get(path))
     assert "a reply that stays" in parent and 'class="delete link"' in parent
@@ -125,7 +134,7 @@ def test_a_deleted_tweet_leaves_every_line_thread_and_count(django_region):  # n
     assert "soon gone" not in bodies(html(Client().get("/public/")))
     gone = author.get(path)
     assert gone.status_code == 410 and "deleted" in html(gone)
-    eventually(lambda: "soon gone" not in bodies(html(follower.get("/"))) or None, timeout=30, interval=0.3)
+    home_shows(follower, "soon gone", present=False)
     replier_page = html(replier.get("/"))
     assert "a reply that stays" in bodies(replier_page) and "(a deleted tweet)" in replier_page
     assert 'data-anomaly="missing-original"' not in replier_page, "deleted is not missing"
@@ -154,18 +163,11 @@ def test_a_late_write_never_brings_a_deleted_tweet_back(django_region):  # noqa:
 
 # -- reposts undone --------------------------------------------------------------------------------
 def test_a_repost_can_be_undone_and_made_again(django_region):  # noqa: F811
-    author, _ = new_user("urp")
-    reposter, reposter_name = new_user("urpr")
-    follower, _ = new_user("urpf")
-    assert follower.post(f"/u/{reposter_name}/follow/").status_code == 302
-    assert author.post("/post/", {"body": "share then regret"}).status_code == 302
-    path = first_tweet_path(html(author.get("/")))
+    scene = repost_scene("urp", "share then regret")
+    author, reposter, reposter_name, path = scene.author, scene.reposter, scene.reposter_name, scene.path
 
     def followers_home_shows(expected: bool):
-        def check() -> bool | None:
-            return ("share then regret" in bodies(html(follower.get("/")))) == expected or None
-
-        eventually(check, timeout=30, interval=0.3)
+        home_shows(scene.follower, "share then regret", present=expected)
 
     assert reposter.post(path + "repost/", {"next": "/"}).status_code == 302
     followers_home_shows(True)
@@ -241,16 +243,12 @@ def test_a_fan_out_drained_after_the_delete_removes_instead(django_region):  # n
 
 
 def test_deleting_a_tweet_takes_its_reposts_away(django_region):  # noqa: F811
-    author, _ = new_user("drp")
-    reposter, reposter_name = new_user("drpr")
-    follower, _ = new_user("drpf")
-    assert follower.post(f"/u/{reposter_name}/follow/").status_code == 302
-    assert author.post("/post/", {"body": "reposted then deleted"}).status_code == 302
-    path = first_tweet_path(html(author.get("/")))
+    scene = repost_scene("drp", "reposted then deleted")
+    author, reposter, reposter_name, follower, path = (
+        scene.author, scene.reposter, scene.reposter_name, scene.follower, scene.path
+    )  # fmt: skip
     assert reposter.post(path + "repost/", {"next": "/"}).status_code == 302
-    eventually(
-        lambda: "reposted then deleted" in bodies(html(follower.get("/"))) or None, timeout=30, interval=0.3
-    )
+    home_shows(follower, "reposted then deleted")
     assert author.post(path + "delete/").status_code == 302
     assert "reposted then deleted" not in bodies(html(follower.get("/"))), "hidden at once (tombstone)"
     social = data_layer()

@@ -7,7 +7,7 @@ import re
 
 import pytest
 from django.test import Client
-from helpers.pages import bodies, counts, first_tweet_path, html, new_user
+from helpers.pages import bodies, counts, first_tweet_path, html, new_user, repost_scene
 from helpers.waiting import eventually
 from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (fixtures)
 
@@ -38,12 +38,14 @@ def test_likes_count_each_user_once_and_can_be_undone(django_region):  # noqa: F
 
 
 def test_a_repost_reaches_the_reposters_followers_once(django_region):  # noqa: F811
-    author, author_name = new_user("orig")
-    reposter, reposter_name = new_user("rp")
-    follower, _ = new_user("rpfan")
-    assert follower.post(f"/u/{reposter_name}/follow/").status_code == 302
-    assert author.post("/post/", {"body": "worth sharing"}).status_code == 302
-    path = first_tweet_path(html(author.get("/")))
+    scene = repost_scene("orig", "worth sharing")
+    author, author_name, reposter, reposter_name = (
+        scene.author,
+        scene.author_name,
+        scene.reposter,
+        scene.reposter_name,
+    )
+    follower, path = scene.follower, scene.path
     assert reposter.post(path + "repost/", {"next": "/"}).status_code == 302
     again = reposter.post(path + "repost/", {"next": "/"}, follow=True)
     assert "You reposted that already." in html(again)

@@ -52,7 +52,10 @@ class CausalRequest:
         self._resumed_from: str | None = None  # the token the session resumed from (no news: no merge)
         self._account: Account | bool | None = False  # False: not looked up yet
         self._social: Social | None = None
-        self._unread: int | bool | None = False  # False: not read yet
+        #: the outbox cells this request wrote, as (region, group, column): nudged after it
+        self.queued: list[tuple[str, str, str]] = []
+        self._unread: int | None = None
+        self._unread_known = False  # whether _unread was read (or set) in this request
         #: False: the request leaves the cookie as it came (a poll racing a sign-in or a sign-out)
         self.keeps_session = True
         self.note: str | None = None
@@ -109,15 +112,8 @@ class CausalRequest:
         """The request's operations on the store (one, while the session stays the same)."""
         session = self.session
         if self._social is None or self._social.session is not session:
-            queued = self._social.queued if self._social is not None else []
-            self._social = Social(self.ctx, session)
-            self._social.queued = queued
+            self._social = Social(self.ctx, session, self.queued)
         return self._social
-
-    @property
-    def queued(self) -> list[tuple[str, str, str]]:
-        """The outbox cells this request wrote, as (region, group, column)."""
-        return self._social.queued if self._social is not None else []
 
     def resume(self, label: Label | str) -> None:
         """Resumes the session here from ``label`` (a hand-off's), waiting until its past is
@@ -149,7 +145,7 @@ class CausalRequest:
         also = notices.unread_specs(username, home) if home and self.ctx.replicates(home) else []
         found, rows = self.social.account_reading(username, self.family, also)
         if also:
-            self._unread = notices.unread_of(rows)
+            self.unread_count = notices.unread_of(rows)
         if found.home_group != home and self.keeps_session:
             self.request.session[HOME_KEY] = found.home_group
         return found
@@ -159,20 +155,20 @@ class CausalRequest:
         """How many notices the signed-in user has not seen (up to notices.UNREAD_CAP + 1),
         once the page looked the account up; None: nobody signed in, or the user's home group
         is not replicated here (the count is read where it lives, never by moving)."""
-        if self._unread is False:
-            self._unread = None
+        if not self._unread_known:
+            self.unread_count = None
             me = self._account if isinstance(self._account, Account) else None
             if me is not None and self.ctx.replicates(me.home_group, self.session.region):
                 try:
                     rows = self.session.multi_read(notices.unread_specs(me.username, me.home_group))
-                    self._unread = notices.unread_of(rows)
+                    self.unread_count = notices.unread_of(rows)
                 except CausalError as exc:  # a count is not worth failing the page
                     log.warning("no unread count for %s: %s", me.username, exc)
-        return self._unread if isinstance(self._unread, int) and not isinstance(self._unread, bool) else None
+        return self._unread
 
     @unread_count.setter
     def unread_count(self, value: int | None) -> None:
-        self._unread = value
+        self._unread, self._unread_known = value, True
 
     @property
     def known_username(self) -> str | None:

@@ -78,21 +78,18 @@ def deliver_notice(
     if cell.group is not None:
         homes = dict.fromkeys(cell.recipients, cell.group)
     else:
-        accounts = Social(ctx, session)
-        rows = session.multi_read([accounts.account_spec(name) for name in cell.recipients])
-        found = zip(cell.recipients, rows, strict=True)
-        homes = {name: home for name, row in found if (home := row.text("home"))}
-    by_group: dict[str, list[str]] = {}
-    for name, home in homes.items():
-        by_group.setdefault(home, []).append(name)
+        homes = Social(ctx, session).homes_of(cell.recipients)
     written = 0
-    for home, names in sorted(by_group.items()):
+    for home, names in by_group(homes):
         if ctx.replicates(home, session.region):
             notices.write(session, home, names, cell.notice)
             written += len(names)
         else:
-            part = notices.NoticeCell(cell.notice, tuple(sorted(names)), home)
-            relay_cell(ctx, session, home, part.column, part.outbox_cell, send_nudge)
+            part = notices.NoticeCell(cell.notice, tuple(names), home)
+            relay_cell(
+                ctx, session, home, part.column,
+                lambda target, part=part, home=home: part.mutation(home, outbox_row(target)), send_nudge,
+            )  # fmt: skip
     return written
 
 
@@ -135,15 +132,12 @@ def deliver(ctx: RegionContext, session: Session, pending: Pending, send_nudge: 
             social.publish(entry)  # idempotent: a post's batch has it; cells from before posts were atomic
     else:
         followers = dict.fromkeys(pending.followers, pending.group)
-    by_group: dict[str, list[str]] = {}
-    for name, group in followers.items():
-        by_group.setdefault(group, []).append(name)
     written, relayed = 0, []
-    for group, names in sorted(by_group.items()):
+    for group, names in by_group(followers):
         if ctx.replicates(group, session.region):
             written += social.write_timelines(entry, names, group, remove=pending.removal)
         else:
-            part = Pending(entry, group, tuple(sorted(names)), removal=pending.removal)
+            part = Pending(entry, group, tuple(names), removal=pending.removal)
             relayed.append(relay(ctx, session, part, send_nudge))
     log.info("%s %s by %s: %d timelines at %s%s", "removal of" if pending.removal else "tweet",
              entry.id, entry.poster, written, session.region,
@@ -158,16 +152,19 @@ def remove_reposts(ctx: RegionContext, session: Session, deleted: Pending, send_
     social = Social(ctx, session)
     tweet = deleted.entry
     reposts = social.names(deleted.group, f"reposters:{tweet.id}")  # reposter -> the repost's id
-    if not reposts:
-        return 0
-    names = list(reposts)
-    rows = session.multi_read([social.account_spec(name) for name in names])
-    for name, row in zip(names, rows, strict=True):
-        home = row.text("home")
-        if home:
-            shared = replace(tweet, id=reposts[name], reposted_by=name, original_id=tweet.id)
-            relay(ctx, session, Pending(shared, home, removal=True), send_nudge)
-    return len(names)
+    homes = social.homes_of(list(reposts)) if reposts else {}
+    for name, home in homes.items():
+        shared = replace(tweet, id=reposts[name], reposted_by=name, original_id=tweet.id)
+        relay(ctx, session, Pending(shared, home, removal=True), send_nudge)
+    return len(homes)
+
+
+def by_group(homes: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """Users by the group they are homed in (user -> group), groups and users sorted."""
+    grouped: dict[str, list[str]] = {}
+    for name, group in homes.items():
+        grouped.setdefault(group, []).append(name)
+    return [(group, sorted(names)) for group, names in sorted(grouped.items())]
 
 
 def relay(ctx: RegionContext, session: Session, part: Pending, send_nudge: Nudge | None) -> str:

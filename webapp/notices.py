@@ -26,13 +26,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from causal_client import Mutation, ReadSpec, Row, Session
+from webapp.formatting import MENTION as MENTION_PATTERN
 
-KINDS = ("reply", "mention", "like", "repost", "follow")
 UNREAD_CAP = 20  # the header shows "20+" beyond
 PAGE = 30  # notices per page
 MAX_MENTIONS = 10  # people one tweet can notify by mentioning them
 CELL_PREFIX = "n"  # an outbox column that starts with it is a notice cell (tweet ids are hex digits)
-MENTION = re.compile(r"(?<![\w@/])@([a-z0-9_]{2,30})\b", re.IGNORECASE)  # as webapp/formatting.py
+MENTION = re.compile(MENTION_PATTERN, re.IGNORECASE)  # what a tweet's text links as a mention
 
 
 def notices_row(user: str) -> str:
@@ -90,11 +90,6 @@ class NoticeCell:
             value["g"] = self.group
         return Mutation(group, outbox_row).set(self.column, json.dumps(value))
 
-    def outbox_cell(self, region: str) -> Mutation:
-        """This (relayed) part as a cell of ``region``'s outbox, in its group."""
-        assert self.group is not None, "only a part with its recipients' group is relayed"
-        return self.mutation(self.group, f"outbox:{region}")
-
     @staticmethod
     def parse(column: str, text: str) -> NoticeCell:
         value = json.loads(text)
@@ -109,7 +104,7 @@ def is_notice_cell(column: str) -> bool:
 def mentioned(body: str, *, besides: Iterable[str] = ()) -> tuple[str, ...]:
     """The people a tweet mentions (lower case, once each, at most MAX_MENTIONS), less ``besides``."""
     skip = set(besides)
-    names = dict.fromkeys(m.group(1).lower() for m in MENTION.finditer(body))
+    names = dict.fromkeys(m.group("name").lower() for m in MENTION.finditer(body))
     return tuple(n for n in names if n not in skip)[:MAX_MENTIONS]
 
 

@@ -67,6 +67,7 @@ REPOSTS = "repost"  # strong registers' namespace: "<user>/<tweet id>" -> the re
 BACKFILL = 20  # a newly followed user's latest tweets copied into the follower's home timeline
 REPLIES_PAGE = 50  # replies on a tweet's page, oldest first
 ANCESTORS = 20  # how far up a reply chain a tweet's page reads
+OWN_LINES = ("userline", "timeline")  # a poster's lines that get their own tweets and reposts
 DELETED_ROW = "deleted"  # tombstones, in the accounts group: tweet id (or undone repost id) -> when
 UNDONE = "-"  # a repost register holding "-<id>": that repost was undone
 
@@ -248,6 +249,17 @@ class Account:
     claim: str = ""  # the token its name's register holds ("": made before the registers)
 
 
+def placed(line: Mutation, entry: Entry, remove: bool = False) -> Mutation:
+    """``line`` (a userline or timeline) with ``entry`` set in it, or (``remove``) taken out."""
+    return line.delete(entry.id) if remove else line.set(entry.id, entry.to_json())
+
+
+def tweet_of(tweet_id: str, row: Row) -> Entry | None:
+    """The tweet a ``tweet:<id>`` row read with "entry" and "deleted" holds (None: none, or deleted)."""
+    text = row.text("entry")
+    return Entry.from_json(tweet_id, text) if text and "deleted" not in row else None
+
+
 def entries_of(row: Row) -> list[Entry]:
     return [Entry.from_json(cell.column, cell.text) for cell in row]
 
@@ -272,12 +284,14 @@ def one_per_tweet(entries: Sequence[Entry]) -> list[Entry]:
 class Social:
     """The app's operations on one causal session (one web request, or one Celery task)."""
 
-    def __init__(self, ctx: RegionContext, session: Session):
+    def __init__(
+        self, ctx: RegionContext, session: Session, queued: list[tuple[str, str, str]] | None = None
+    ):
         self.ctx = ctx
         self.session = session
         self.accounts = ctx.accounts_group
-        #: the outbox cells this Social wrote, as (region, group, column): worth a nudge
-        self.queued: list[tuple[str, str, str]] = []
+        #: the outbox cells written, as (region, group, column): worth a nudge (a request's list)
+        self.queued: list[tuple[str, str, str]] = queued if queued is not None else []
 
     # -- accounts ----------------------------------------------------------------------------
     def account_spec(self, username: str) -> ReadSpec:
@@ -309,6 +323,11 @@ class Social:
         if found is None:
             raise NoSuchUser(username)
         return replace(found, ended=bool(family) and family in rows[1]), rows[len(specs) :]
+
+    def homes_of(self, names: Sequence[str]) -> dict[str, str]:
+        """The home groups of these users, in one read (a name with no account left out)."""
+        rows = self.session.multi_read([self.account_spec(name) for name in names])
+        return {name: home for name, row in zip(names, rows, strict=True) if (home := row.text("home"))}
 
     def end_sessions(self, family: str) -> None:
         """Signs out a browser session everywhere: every region's copy of its cookie (it travels)
@@ -373,12 +392,7 @@ class Social:
             also, apart = (*also, *apart), ()
         self.go_where_replicated(home, *(m.group for m in also))
         region = self.session.region
-        lines = [Mutation(home, f"{line}:{poster.username}") for line in ("userline", "timeline")]
-        for line in lines:
-            if removal:
-                line.delete(entry.id)
-            else:
-                line.set(entry.id, entry.to_json())
+        lines = [placed(Mutation(home, f"{line}:{poster.username}"), entry, removal) for line in OWN_LINES]
         pending = Pending(entry, home, removal=removal)
         self.session.batch([*also, *lines, pending.mutation(region), *self.notice_cells(notify, home)])
         self.queued.append((region, home, pending.column))
@@ -425,9 +439,7 @@ class Social:
 
     def tweet(self, group: str, tweet_id: str) -> Entry | None:
         """The tweet (None: none here, or deleted)."""
-        row = self.session.read(group, f"tweet:{tweet_id}", ["entry", "deleted"])
-        text = row.text("entry")
-        return Entry.from_json(tweet_id, text) if text and "deleted" not in row else None
+        return tweet_of(tweet_id, self.session.read(group, f"tweet:{tweet_id}", ["entry", "deleted"]))
 
     def line(
         self,
@@ -461,8 +473,8 @@ class Social:
 
     def lookups(self, entries: Sequence[Entry], me: Account | None = None, react: bool = False) -> Lookups:
         """In one read: which of these entries (tweets or reposts) and of the tweets they reply
-        to were deleted (their tombstones, in each group replicated here), those tweets
-        themselves (None: not here, or deleted) and, with ``react``, the entries' reactions."""
+        to were deleted (their tombstones), those tweets themselves (None: not here, or
+        deleted) and, with ``react``, the entries' reactions."""
         region = self.session.region
         ids: set[str] = set()
         for e in entries:
@@ -476,8 +488,7 @@ class Social:
         gone = {cell.column for row in rows[: len(checked)] for cell in row}
         found: dict[str, Entry | None] = dict.fromkeys(wanted)
         for (tweet_id, _), row in zip(local, rows[len(checked) : len(specs)], strict=True):
-            text = row.text("entry")
-            found[tweet_id] = Entry.from_json(tweet_id, text) if text and tweet_id not in gone else None
+            found[tweet_id] = tweet_of(tweet_id, row) if tweet_id not in gone else None
         reactions = parse(rows[len(specs) :]) if parse is not None else None
         return Lookups(gone, found, reactions)
 
@@ -490,10 +501,6 @@ class Social:
         """Which of ``ids`` were deleted (or are undone reposts), as far as this region knows."""
         specs = self.tombstone_specs(ids)
         return {cell.column for row in self.session.multi_read(specs) for cell in row} if specs else set()
-
-    def originals(self, entries: Sequence[Entry]) -> dict[str, Entry | None]:
-        """The tweets these entries reply to, in one read (None: not replicated here, or deleted)."""
-        return self.lookups(entries).originals
 
     def timeline(self, account: Account, after: str | None = None) -> Page:
         return self.line(account.home_group, f"timeline:{account.username}", after, me=account)
@@ -563,22 +570,22 @@ class Social:
         """The id of ``me``'s repost of ``tweet_id``: a new one, unless a register holds one (a
         racing or an unfinished try); an undone repost's id is never used again."""
         key, fresh = f"{me.username}/{tweet_id}", new_tweet_id()
-        claim = self.session.execute(REPOSTS, key, InsertIfAbsent(fresh))
-        for tries in range(4):
+        command: InsertIfAbsent | CompareAndSet = InsertIfAbsent(fresh)
+        for _ in range(4):  # an undo racing each try could keep the register moving
+            claim = self.session.execute(REPOSTS, key, command)
             if claim.applied:
                 return fresh
             if claim.value is None:  # the register was left empty: only a bug could
                 raise Conflict(f"the repost register of {key} is empty")
             if not claim.value.startswith(UNDONE):
-                return claim.value
-            if tries < 3:
-                claim = self.session.execute(REPOSTS, key, CompareAndSet(claim.value, fresh))
+                return claim.value  # a racing or an unfinished try's id
+            command = CompareAndSet(claim.value, fresh)
         raise Conflict(f"the repost register of {key} keeps changing (reposts and undos racing)")
 
     def unrepost(self, me: Account, entry: Entry) -> bool:
         """Undoes ``me``'s repost of a tweet: out of the reposter's lines, its reposters row and,
-        through the outbox, its followers' timelines; tombstoned by its id (in the tweet's
-        group), so a fan-out that comes late never shows it again. False: not reposted."""
+        through the outbox, its followers' timelines; tombstoned by its id, so a fan-out that
+        comes late never shows it again. False: not reposted."""
         original = self.original_of(entry)
         tweet_id = original.id
         repost_id = self.session.read(me.home_group, f"reposted:{me.username}", [tweet_id]).text(tweet_id)
@@ -654,10 +661,9 @@ class Social:
         )
         if "deleted" in tweet_row:
             raise TweetDeleted(tweet_id)
-        text = tweet_row.text("entry")
-        if not text:
+        tweet = tweet_of(tweet_id, tweet_row)
+        if tweet is None:
             return None
-        tweet = Entry.from_json(tweet_id, text)
         listed = entries_of(replies_row)
         more = len(listed) > REPLIES_PAGE
         listed = listed[:REPLIES_PAGE]
@@ -675,11 +681,11 @@ class Social:
                 talk.cut = True
                 break
             row = self.session.read(up.reply_group, f"tweet:{up.reply_to}", ["entry", "deleted"])
-            text = row.text("entry")
-            if "deleted" in row or not text:  # deleted, or (eventual) not here yet
+            parent = tweet_of(up.reply_to, row)
+            if parent is None:  # deleted, or (eventual) not here yet
                 talk.cut, talk.parent_gone = True, "deleted" in row
                 break
-            up = Entry.from_json(up.reply_to, text)
+            up = parent
             talk.ancestors.append(up)
         talk.ancestors.reverse()
         return talk
@@ -771,11 +777,8 @@ class Social:
         if not pinned:
             return []
         rows = self.session.multi_read([ReadSpec(p.group, f"tweet:{p.tweet_id}", ("entry",)) for p in pinned])
-        return [
-            Entry.from_json(p.tweet_id, row.text("entry"))
-            for p, row in zip(pinned, rows, strict=True)
-            if row.text("entry")
-        ]
+        found = (tweet_of(p.tweet_id, row) for p, row in zip(pinned, rows, strict=True))
+        return [tweet for tweet in found if tweet is not None]
 
     @staticmethod
     def relation_specs(account: Account) -> list[ReadSpec]:
@@ -806,16 +809,10 @@ class Social:
         chunks of one Batch; ``own_lines_of``: also the poster's own userline and timeline."""
         names = sorted(followers)
         if own_lines_of is not None:
-            lines = [Mutation(group, f"{line}:{own_lines_of}") for line in ("userline", "timeline")]
             self.session.batch(
-                [m.delete(entry.id) if remove else m.set(entry.id, entry.to_json()) for m in lines]
+                [placed(Mutation(group, f"{line}:{own_lines_of}"), entry, remove) for line in OWN_LINES]
             )
         for start in range(0, len(names), FANOUT_CHUNK):
-            timelines = [Mutation(group, f"timeline:{name}") for name in names[start : start + FANOUT_CHUNK]]
-            for timeline in timelines:
-                if remove:
-                    timeline.delete(entry.id)
-                else:
-                    timeline.set(entry.id, entry.to_json())
-            self.session.batch(timelines)
+            chunk = names[start : start + FANOUT_CHUNK]
+            self.session.batch([placed(Mutation(group, f"timeline:{name}"), entry, remove) for name in chunk])
         return len(names)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from django.test import Client
 
-from helpers.waiting import unique
+from helpers.waiting import eventually, unique
 from webapp.context import current
 from webapp.social import Social
 
@@ -73,6 +74,39 @@ def first_tweet_path(page: str) -> str:
     found = re.search(r'<a class="time" href="(/t/[^"]+/)"', page)
     assert found, page[:800]
     return found.group(1)
+
+
+def home_shows(client: Client, body: str, present: bool = True, timeout: float = 30) -> None:
+    """Waits until ``client``'s home timeline shows a tweet of ``body`` (``present`` False: until
+    it no longer does)."""
+    eventually(
+        lambda: (body in bodies(html(client.get("/")))) == present or None, timeout=timeout, interval=0.3
+    )
+
+
+@dataclass
+class RepostScene:
+    """An author's tweet (``path``, its page), a reposter and a follower of the reposter."""
+
+    author: Client
+    author_name: str
+    reposter: Client
+    reposter_name: str
+    follower: Client
+    path: str
+
+
+def repost_scene(prefix: str, body: str) -> RepostScene:
+    """Three new users: the author posts ``body``; the follower follows the reposter (who has not
+    reposted yet)."""
+    author, author_name = new_user(prefix)
+    reposter, reposter_name = new_user(prefix + "r")
+    follower, _ = new_user(prefix + "f")
+    assert follower.post(f"/u/{reposter_name}/follow/").status_code == 302
+    assert author.post("/post/", {"body": body}).status_code == 302
+    return RepostScene(
+        author, author_name, reposter, reposter_name, follower, first_tweet_path(html(author.get("/")))
+    )
 
 
 def data_layer() -> Social:
