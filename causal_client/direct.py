@@ -98,7 +98,7 @@ class DirectTransport(Transport):
         meta: bool = False,
     ):
         return call_gear(
-            self._shards(region, meta)[shard], function, args, read_only, retry or read_only,
+            self._shards(region, meta)[shard], function, shard, args, read_only, retry or read_only,
             where=lambda: f"region {region} store {self.stores_of(region)[shard]}",
         )  # fmt: skip
 
@@ -183,14 +183,22 @@ def connect(address: str, password: str | None, timeout: float) -> redis.Redis:
 
 
 def call_gear(
-    store: redis.Redis, function: str, args: list, read_only: bool, retry: bool, where: Callable[[], str]
+    store: redis.Redis,
+    function: str,
+    shard: int,
+    args: list,
+    read_only: bool,
+    retry: bool,
+    where: Callable[[], str],
 ):
-    """One gear call, through the store's gateway module (``SATURN.READ`` for a gear that only
-    reads), sent again once if the connection broke and ``retry`` says that doing it twice is
-    harmless. ``where`` names the store in an error (built only then: calls are the hot path)."""
+    """One gear call to one shard of a region (its one key: the shard's hash tag), through the
+    store's gateway module (``SATURN.READ`` for a gear that only reads), sent again once if the
+    connection broke and ``retry`` says that doing it twice is harmless. ``where`` names the
+    store in an error (built only then: calls are the hot path)."""
+    tag = wire.shard_tag(shard)
     for attempt in (1, 2):
         try:
-            return store.execute_command(READ if read_only else CALL, function, 0, *args)
+            return store.execute_command(READ if read_only else CALL, function, 1, tag, *args)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             if retry and attempt == 1 and not isinstance(exc, redis.AuthenticationError):
                 continue
@@ -208,7 +216,7 @@ def describe(address: str, password: str | None, timeout: float) -> dict:
     if something other than a store answers there."""
     store = connect(address, password, timeout)
     try:
-        reply = call_gear(store, wire.DESCRIBE, [wire.GEARS_API], True, True, lambda: f"store {address}")
+        reply = call_gear(store, wire.DESCRIBE, 0, [wire.GEARS_API], True, True, lambda: f"store {address}")
         return json.loads(reply)
     except (ServerError, RegionUnavailable) as exc:
         first = peers.probe(address)

@@ -11,8 +11,9 @@ from causal_client.label import Label
 
 # Raised when an argument list or a reply changes shape (2: labels carry a vector; 3: every read
 # says its row's size; 4: transactions, reads as of a time, writes say whether they are atomic;
-# 5: strong registers).
-GEARS_API = "6"
+# 5: strong registers; 6: registers' reads; 7: every call names its shard by the shard's hash tag,
+# its one key).
+GEARS_API = "7"
 # The functions a client calls (DESCRIBE: what any one region tells of the whole topology).
 DESCRIBE = "saturn_describe"
 WRITE, READ, MIGRATE = "saturn_write", "saturn_read", "saturn_migrate"
@@ -81,3 +82,11 @@ def by_shard(rows: Iterable[tuple[str, str]], shards: int) -> dict[int, list[int
 def shard_of(group: str, row: str, shards: int) -> int:
     """Which of a region's shards holds a row (the gears check it with the same CRC-32)."""
     return 0 if shards == 1 else zlib.crc32(f"{group}/{row}".encode()) % shards
+
+
+def shard_tag(shard: int) -> str:
+    """The hash tag every key of shard ``shard`` carries, and the one key a gear call names:
+    ``{s<shard>}``. A shard's keys therefore share a hash slot, so that a gear call is one
+    slot's, as a Redis Cluster requires, and a shard moves between a cluster's masters whole
+    (its slot is ``CLUSTER KEYSLOT {s<shard>}``). A standalone store ignores the tag."""
+    return f"{{s{shard}}}"

@@ -156,8 +156,10 @@ class AttachWaits:
 
     NAME = "causal_attach_wait_seconds"
 
-    def __init__(self, region: str, redis_url: str):
+    def __init__(self, region: str, redis_url: str, waits_key: str):
+        """``waits_key``: the attach gear's counts (its shard's ``gears.ATTACH_WAITS_KEY``)."""
         self.region = region
+        self.waits_key = waits_key
         self.redis = redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
 
     def collect(self):
@@ -166,7 +168,7 @@ class AttachWaits:
             labels=["region", "origin", "kind"],
         )  # fmt: skip
         try:
-            raw = self.redis.hgetall(gears.ATTACH_WAITS_KEY)
+            raw = self.redis.hgetall(self.waits_key)
         except redis.RedisError:
             return [family]  # the store is down: its counts come back with it
         fields = {k.decode(): int(v) for k, v in raw.items()}

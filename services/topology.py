@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from causal_client.wire import shard_of
+from causal_client.wire import shard_of, shard_tag
 from services.auth import redis_credentials
 from services.topology_parts import (
     HOST_PATTERN,
@@ -284,6 +284,12 @@ class Topology(StrictModel):
 
     def shard_of(self, region: str, group: str, row: str) -> int:
         return shard_of(group, row, self.region(region).shards)
+
+    def shard_tag(self, region: str, shard: int) -> str:
+        """The hash tag of every key of one of the region's shards (wire.shard_tag)."""
+        if not 0 <= shard < self.region(region).shards:
+            raise ValueError(f"region {region} has no shard {shard}")
+        return shard_tag(shard)
 
     # -- ports -------------------------------------------------------------------------------
     def _index(self, region: str) -> int:

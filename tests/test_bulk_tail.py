@@ -9,6 +9,7 @@ import asyncio
 import pytest
 import redis
 
+from causal_client import wire
 from services.bulk import tail as tail_module
 from services.bulk.tail import GearTail
 from services.region import gears
@@ -21,7 +22,11 @@ def add(url: str, first: int, last: int, group: str = "all") -> None:
     with redis.Redis.from_url(url) as store:
         pipe = store.pipeline(transaction=False)
         for ts in range(first, last + 1):
-            pipe.xadd(gears.BULK_STREAM, {"g": group, "p": f"u{ts}".encode()}, id=f"{ts}-0")
+            pipe.xadd(
+                gears.shard_key(gears.BULK_STREAM, wire.shard_tag(0)),
+                {"g": group, "p": f"u{ts}".encode()},
+                id=f"{ts}-0",
+            )
         pipe.execute()
 
 
@@ -40,7 +45,7 @@ async def take(tail: GearTail, shipper: object, position: int, until: int) -> li
 
 def run_with_tail(url: str, body) -> object:
     async def main():
-        shard = Shard(url, "a/0", "a")
+        shard = Shard(url, "a/0", "a", wire.shard_tag(0))
         tail = GearTail(shard, heartbeat_s=0.01)
         stop = asyncio.Event()
         reader = asyncio.create_task(tail.run(stop))

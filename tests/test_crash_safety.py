@@ -21,7 +21,7 @@ from helpers.clusters import metric_sum
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 
-from causal_client import CausalClient, Mutation, ReadSpec
+from causal_client import CausalClient, Mutation, ReadSpec, wire
 from services.bulk.sender import Trimmer
 from services.bulk.tail import READ_COUNT
 from services.launcher.cluster import Cluster
@@ -36,6 +36,7 @@ INC = 3  # each update adds INC to its row's counter
 ROWS = 4  # the stream's updates are spread over this many rows
 GROUP = "all"  # replicated at a and b
 COUNTER = "n"
+SHARD = wire.shard_tag(0)  # the one shard of the stores these tests fill by hand
 SETTLE_S = 0.3  # after a kill: let whatever was already in flight land
 DOWN_S = 0.5  # how long the killed side stays down (the writer goes on meanwhile)
 RECEIVER, SENDER = "b.bulk-receiver", "a.bulk-sender"
@@ -221,13 +222,14 @@ def test_the_trimmer_empties_a_backlog_longer_than_one_approximate_trim(redis_ur
     approximate XTRIM deletes at most 10,000 entries a call, and the trimmer does not trim twice
     for the same position: it left the rest for good (found when clients got faster)."""
     backlog = 25_000
+    BULK = gears.shard_key(gears.BULK_STREAM, SHARD)
     with redis.Redis.from_url(redis_url) as store:
         pipe = store.pipeline(transaction=False)
         for ts in range(1, backlog + 1):
-            pipe.xadd(gears.BULK_STREAM, {"g": "all", "p": b"x" * 100}, id=f"{ts}-0")
+            pipe.xadd(BULK, {"g": "all", "p": b"x" * 100}, id=f"{ts}-0")
         pipe.execute()
         trimmer = Trimmer(load_topology("two-region.toml"), "a", ["b"])
-        trimmer.shards["a/0"] = Shard(redis_url, "a/0", "a")  # region a's store is this one
+        trimmer.shards["a/0"] = Shard(redis_url, "a/0", "a", SHARD)  # region a's store is this one
         trimmer.acked("a/0", "b", backlog)
 
         async def one_pass() -> None:
@@ -236,4 +238,4 @@ def test_the_trimmer_empties_a_backlog_longer_than_one_approximate_trim(redis_ur
             await trimmer.run(stop, period_s=0.1)
 
         asyncio.run(one_pass())
-        assert store.xlen(gears.BULK_STREAM) == 0
+        assert store.xlen(BULK) == 0

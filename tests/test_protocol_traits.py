@@ -14,6 +14,7 @@ import redis
 from helpers.topologies import TOPOLOGIES
 from helpers.toy_protocol import TOY, Toy
 
+from causal_client import wire
 from services import plan
 from services.protocols import PROTOCOLS, protocol_class
 from services.region import gears
@@ -66,7 +67,7 @@ def test_the_gears_are_configured_by_traits(toy, redis_url):
             await store.install()
         finally:
             await store.close()
-        return redis.Redis.from_url(redis_url).hgetall(gears.CONFIG_KEY)
+        return redis.Redis.from_url(redis_url).hgetall(gears.shard_key(gears.CONFIG_KEY, wire.shard_tag(0)))
 
     config = asyncio.run(install())
     assert (config[b"emits"], config[b"vectors"], config[b"attach"], config[b"migration_label"]) == (

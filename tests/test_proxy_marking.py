@@ -44,7 +44,8 @@ async def proxy_at(url: str) -> RemoteProxy:
 
 
 async def marked(proxy: RemoteProxy) -> bytes | None:
-    return await proxy.store.shards[0].redis.hget(gears.GEAR_KEY, gears.OUTSIDE_ORDER_FIELD)
+    shard = proxy.store.shards[0]
+    return await shard.redis.hget(shard.key(gears.GEAR_KEY), gears.OUTSIDE_ORDER_FIELD)
 
 
 def test_a_stable_marked_label_applies_its_past_first_and_marks_until_the_tree_has_caught_up(redis_url):

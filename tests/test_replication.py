@@ -66,8 +66,11 @@ def sent(cluster: Cluster) -> dict[tuple[str, str], float]:
 
 def stored_at(cluster: Cluster, region: str, group: str, row: str) -> bool:
     """Whether any trace of the row is in the region's Redis (not only what the frontend serves)."""
-    with redis.Redis.from_url(cluster.topology.redis_url(region)) as r:
-        return any(r.exists(key) for key in gears.row_keys(group, row))
+    shard = cluster.topology.shard_of(region, group, row)
+    with redis.Redis.from_url(cluster.topology.redis_url(region, shard)) as r:
+        return any(
+            r.exists(key) for key in gears.row_keys(cluster.topology.shard_tag(region, shard), group, row)
+        )
 
 
 def wait_shipped(client: CausalClient, origin: str) -> None:

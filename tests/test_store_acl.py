@@ -22,6 +22,7 @@ from services.region import gears
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 SECRET = "acl-test-secret"
+SHARD = wire.shard_tag(0)  # the one key a gear call names
 
 FORBIDDEN = {
     "a key command": ["HSET", "d:all:x", "c", "1|a/0|v|forged"],
@@ -33,15 +34,18 @@ FORBIDDEN = {
     "flushing": ["FLUSHALL"],
     "configuration": ["CONFIG", "GET", "requirepass"],
     "listing keys": ["KEYS", "*"],
-    "appending to the bulk stream": ["XADD", gears.BULK_STREAM, "*", "g", "all"],
-    "reading the bulk stream": ["XREAD", "STREAMS", gears.BULK_STREAM, "0"],
+    "appending to the bulk stream": ["XADD", gears.shard_key(gears.BULK_STREAM, SHARD), "*", "g", "all"],
+    "reading the bulk stream": ["XREAD", "STREAMS", gears.shard_key(gears.BULK_STREAM, SHARD), "0"],
+    "a gear naming a data key as its shard": ["SATURN.CALL", wire.WRITE, "1", "d:all:x"],
+    "a gear without its shard (its first argument taken as the key)": ["SATURN.CALL", wire.WRITE, "0", "1"],
     "pub/sub": ["PUBLISH", "any-channel", "1"],
 }
 REFUSED_BY_THE_MODULE = {  # allowed commands, refused arguments
-    "a services' gear": ["SATURN.CALL", "saturn_apply", "0", "a/0", "a", "0", "0"],
-    "a services' gear, read-only door": ["SATURN.READ", "saturn_heartbeat", "0"],
-    "the proxy's label marking": ["SATURN.CALL", "saturn_outside_order", "0", "0"],
-    "a gear with keys": ["SATURN.CALL", wire.WRITE, "1", "d:all:x"],
+    "a services' gear": ["SATURN.CALL", "saturn_apply", "1", SHARD, "a/0", "a", "0", "0"],
+    "a services' gear, read-only door": ["SATURN.READ", "saturn_heartbeat", "1", SHARD],
+    "the proxy's label marking": ["SATURN.CALL", "saturn_outside_order", "1", SHARD, "0"],
+    "a gear naming two keys": ["SATURN.CALL", wire.WRITE, "2", SHARD, "{s1}", "1"],
+    "a key that is no shard's tag": ["SATURN.CALL", wire.WRITE, "1", "{s0", "1"],
 }
 
 
@@ -81,26 +85,27 @@ def test_the_module_cannot_be_called_from_a_script(secured):
     t = secured.topology
     with redis.Redis(host=t.host, port=t.redis_port("a"), password=SECRET) as store:
         with pytest.raises(redis.ResponseError, match="script"):
-            store.eval("return redis.call('SATURN.READ', 'saturn_version', '0')", 0)
+            store.eval("return redis.call('SATURN.READ', 'saturn_version', '1', KEYS[1])", 1, SHARD)
         assert store.ping()
 
 
 def test_the_client_user_calls_the_gears_and_waits_on_the_watermark_events(secured):
     with as_client(secured) as store:
         assert store.ping()
-        assert store.execute_command("SATURN.READ", "saturn_version", "0") == wire.GEARS_API.encode()
+        assert store.execute_command("SATURN.READ", "saturn_version", "1", SHARD) == wire.GEARS_API.encode()
         args = write_args(Label.zero(), ["1"], [Mutation("all", unique("acl")).set("c", "v")])
-        assert int(store.execute_command("SATURN.CALL", wire.WRITE, "0", *args)) > 0
+        assert int(store.execute_command("SATURN.CALL", wire.WRITE, "1", SHARD, *args)) > 0
         # Allowed (a refusal raises); a proxy raising watermarks meanwhile (a heartbeat) may add one.
-        events = store.xread({gears.WATERMARK_EVENTS: "$"}, count=1, block=10)
-        assert all(stream == gears.WATERMARK_EVENTS.encode() for stream, _ in events)
+        events_key = gears.shard_key(gears.WATERMARK_EVENTS, SHARD)
+        events = store.xread({events_key: "$"}, count=1, block=10)
+        assert all(stream == events_key.encode() for stream, _ in events)
 
 
 def test_the_services_user_may_do_what_the_client_user_may_not(secured):
     t = secured.topology
     with redis.Redis(host=t.host, port=t.redis_port("a"), password=SECRET) as store:
         assert store.execute_command("HSET", "acl:probe", "c", "1") == 1
-        assert store.execute_command("FCALL", "saturn_heartbeat", "0") > 0
+        assert store.execute_command("FCALL", "saturn_heartbeat", "1", SHARD) > 0
 
 
 def test_a_client_with_the_secret_works_and_one_with_a_wrong_password_is_refused(secured, monkeypatch):

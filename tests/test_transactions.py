@@ -36,6 +36,7 @@ from causal_client import (
     wire,
 )
 from services.launcher.cluster import Cluster
+from services.region import gears
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
@@ -174,13 +175,14 @@ def test_a_coordinator_reads_no_key_of_another_shards_row(two_shards):
     (g0, r0), (g1, r1) = the_rows(2)
     coordinator, other = wire.shard_of(g0, r0, 2), wire.shard_of(g1, r1, 2)
     decoy = redis.Redis.from_url(cluster.topology.redis_url("a", coordinator))
-    decoy.hset(f"d:{g1}:{r1}", "v", "1|x|c|1")  # on the wrong shard: never read by a gear
+    decoy_key = gears.row_keys(wire.shard_tag(coordinator), g1, r1)[0]  # on the wrong shard: never read
+    decoy.hset(decoy_key, "v", "1|x|c|1")
     try:
         client.session("a").batch([Mutation(g0, r0).set("v", "here"), Mutation(g1, r1).set("v", "there")])
         rows = client.session("a").multi_read([ReadSpec(g0, r0, ("v",)), ReadSpec(g1, r1, ("v",))])
         assert [row.text("v") for row in rows] == ["here", "there"] and coordinator != other
     finally:
-        decoy.delete(f"d:{g1}:{r1}")
+        decoy.delete(decoy_key)
         decoy.close()
 
 
@@ -331,7 +333,7 @@ def raw_cell(cluster: Cluster, region: str, group: str, row: str, column: str) -
     would settle a committed part it meets, and hide what the sweeper did or did not do)."""
     shard = wire.shard_of(group, row, cluster.topology.region(region).shards)
     with redis.Redis.from_url(cluster.topology.redis_url(region, shard)) as store:
-        raw = store.hget(f"d:{group}:{row}", column)
+        raw = store.hget(gears.row_keys(wire.shard_tag(shard), group, row)[0], column)
     assert raw is not None, f"{group}/{row} has no {column!r} at {region}"
     ts, src, _flag, value = raw.decode().split("|", 3)
     return f"{ts}|{src}", value

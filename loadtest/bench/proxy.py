@@ -88,7 +88,9 @@ class PlayedRegionA:
         self.bulk.send(batch.SerializeToString())
 
     async def watermark(self) -> int:
-        value = await self.store.hget(gears.WATERMARK_KEY, "a")
+        value = await self.store.hget(
+            gears.shard_key(gears.WATERMARK_KEY, self.topology.shard_tag("b", 0)), "a"
+        )
         return int(value) if value else 0
 
     async def until_watermark(self, ts: int, timeout_s: float = 600.0) -> None:

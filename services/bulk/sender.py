@@ -24,7 +24,7 @@ from services.bulk.tail import GearTail
 from services.proto import bulk_pb2
 from services.protocols import protocol_class
 from services.region import gears
-from services.region.store import Shard
+from services.region.store import region_shards
 from services.saturn.label_sink import LabelSink
 from services.topology import Topology
 from services.transport.client import open_link
@@ -173,8 +173,7 @@ class Trimmer:
     def __init__(self, topology: Topology, region: str, destinations: list[str]):
         self.destinations = set(destinations)
         self.positions: dict[str, dict[str, int]] = {g: {} for g in topology.gear_ids(region)}
-        gear_ids = topology.gear_ids(region)
-        self.shards = {g: Shard(topology.redis_url(region, k), g, region) for k, g in enumerate(gear_ids)}
+        self.shards = {shard.gear_id: shard for shard in region_shards(topology, region)}
 
     def acked(self, gear: str, destination: str, ts: int) -> None:
         known = self.positions[gear]
@@ -215,8 +214,8 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
     trimmer = Trimmer(topology, region, destinations)
     heartbeat_s = protocol_class(topology.protocol).bulk_heartbeat_s(topology)
     tails, shippers = [], []
-    for shard, gear in enumerate(topology.gear_ids(region)):
-        tail = GearTail(Shard(topology.redis_url(region, shard), gear, region), heartbeat_s)
+    for shard, store in enumerate(region_shards(topology, region)):
+        tail = GearTail(store, heartbeat_s)
         mine = [GearShipper(topology, region, shard, dest, trimmer, tail) for dest in destinations]
         tail.heartbeats_wanted = functools.partial(_any_wants_heartbeats, mine)
         tails.append(tail)

@@ -23,6 +23,7 @@ from causal_client.label import Label
 from causal_client.proto import store_pb2, store_pb2_grpc
 from services import metrics, runtime
 from services.protocols import Protocol, protocol_for
+from services.region import gears
 from services.region.store import RegionStore
 from services.topology import Topology
 
@@ -186,7 +187,8 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
     server, health = runtime.new_server(topology.frontend_port(region), topology.bind_host(region))
     store_pb2_grpc.add_StoreServicer_to_server(servicer, server)
     if index == 0:
-        waits = metrics.AttachWaits(region, topology.redis_url(region, 0))
+        waits_key = gears.shard_key(gears.ATTACH_WAITS_KEY, topology.shard_tag(region, 0))
+        waits = metrics.AttachWaits(region, topology.redis_url(region, 0), waits_key)
         metrics.serve(topology.metrics_port(region), topology.bind_host(region), collectors=[waits])
     await server.start()
     runtime.mark_serving(health)

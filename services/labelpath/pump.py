@@ -31,7 +31,7 @@ from redis.exceptions import RedisError
 from services import metrics, runtime
 from services.proto import saturn_pb2
 from services.region import gears
-from services.region.store import Shard
+from services.region.store import region_shards
 from services.topology import Topology
 
 log = logging.getLogger("label-pump")
@@ -76,10 +76,7 @@ class LabelPump:
         self.region = region
         self.topology = topology
         self.sent_through = 0  # the greatest ts sent on (labels and heartbeats)
-        self.gears = [
-            Shard(topology.redis_url(region, k), gear, region)
-            for k, gear in enumerate(topology.gear_ids(region))
-        ]
+        self.gears = region_shards(topology, region)
         self.others = tuple(r for r in topology.region_names if r != region)
         self.last_reached = dict.fromkeys(self.others, 0.0)  # region → when a label for it last left
         self.messages_sent = metrics.LABEL_MESSAGES_SENT.labels(region)

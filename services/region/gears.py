@@ -26,7 +26,10 @@ LUA_PARTS = (
     "library",
 )  # fmt: skip
 
-# Redis keys of a shard.
+# Redis keys of a shard. Each is one of the names below with the shard's hash tag
+# (``wire.shard_tag``) appended, and a gear call names that tag as its one key: the gears append
+# it to each name (``enter_shard`` in the generated prelude), so one call touches one shard's
+# keys, which share a hash slot, as a Redis Cluster requires.
 GEAR_KEY = "gear"
 OUTSIDE_ORDER_FIELD = "outside"  # in GEAR_KEY: "1" while labels made here must say so (proxy.py)
 BULK_STREAM = "bulk"
@@ -58,29 +61,41 @@ DECISION_PREFIX = "txn:"  # at a transaction's coordinator shard: its decision (
 DECISION_TTL_S = 86_400  # a decision is kept a day: the sweeper settles every part long before
 ATTACH_WAITS_KEY = "saturn:attach_waits"  # attaches' waits, counted by the attach gear (attach.lua)
 ATTACH_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+STRONG_PREFIX = "strong:"  # a strong register's hash (strong.lua)
+RED_TOKEN, RED_LOG, RED_PREFIX = "red:token", "red:log", "red:reg:"  # red operations (red.lua)
+#: The names the gears use, by their name in the Lua.
+SHARD_KEYS = {
+    "GEAR_KEY": GEAR_KEY, "BULK_STREAM": BULK_STREAM, "LABEL_STREAM": LABEL_STREAM,
+    "POSITION_KEY": POSITION_KEY, "WATERMARK_KEY": WATERMARK_KEY, "WATERMARK_EVENTS": WATERMARK_EVENTS,
+    "CLAIM_PREFIX": CLAIM_PREFIX, "CONFIG_KEY": CONFIG_KEY, "GROUPS_KEY": GROUPS_KEY,
+    "GEARS_KEY": GEARS_KEY, "DESCRIBE_KEY": DESCRIBE_KEY, "STAGE_PREFIX": STAGE_PREFIX,
+    "STAGED_KEY": STAGED_KEY, "DECISION_PREFIX": DECISION_PREFIX, "ATTACH_WAITS_KEY": ATTACH_WAITS_KEY,
+    "STRONG_PREFIX": STRONG_PREFIX, "RED_TOKEN": RED_TOKEN, "RED_LOG": RED_LOG, "RED_PREFIX": RED_PREFIX,
+}  # fmt: skip
+ROW_KEY_PREFIXES = ("d:", "i:", "c:")  # a row's data hash, column index, counter hash (common.lua)
 
 
-def row_keys(group: str, row: str) -> list[str]:
-    """The data hash, sorted column index and counter hash of one row (as common.lua's)."""
-    return [f"d:{group}:{row}", f"i:{group}:{row}", f"c:{group}:{row}"]
+def shard_key(name: str, tag: str) -> str:
+    """One of a shard's keys: a name above with the shard's hash tag (``wire.shard_tag``)."""
+    return name + tag
+
+
+def row_keys(tag: str, group: str, row: str) -> list[str]:
+    """The data hash, sorted column index and counter hash of one row of the shard with hash
+    tag ``tag`` (as common.lua's: the tag right after the prefix)."""
+    return [f"{prefix}{tag}{group}:{row}" for prefix in ROW_KEY_PREFIXES]
 
 
 def _constants() -> dict[str, str | int | float | list]:
     names: dict[str, str | int | float | list] = {
-        "GEAR_KEY": GEAR_KEY, "BULK_STREAM": BULK_STREAM, "LABEL_STREAM": LABEL_STREAM,
-        "POSITION_KEY": POSITION_KEY, "WATERMARK_KEY": WATERMARK_KEY, "CLAIM_PREFIX": CLAIM_PREFIX,
-        "WATERMARK_EVENTS": WATERMARK_EVENTS,
-        "WATERMARK_EVENTS_MAXLEN": WATERMARK_EVENTS_MAXLEN, "CONFIG_KEY": CONFIG_KEY,
-        "MIGRATED_PREFIX": MIGRATED_PREFIX,
+        "WATERMARK_EVENTS_MAXLEN": WATERMARK_EVENTS_MAXLEN, "MIGRATED_PREFIX": MIGRATED_PREFIX,
         "GROUP_FIELD": GROUP_FIELD, "PAYLOAD_FIELD": PAYLOAD_FIELD, "LABEL_FIELD": LABEL_FIELD,
-        "GROUPS_KEY": GROUPS_KEY, "GEARS_KEY": GEARS_KEY, "DESCRIBE_KEY": DESCRIBE_KEY, "API": wire.GEARS_API,
-        "ATTACH_WAITS_KEY": ATTACH_WAITS_KEY, "OUTSIDE_ORDER_FIELD": OUTSIDE_ORDER_FIELD,
+        "API": wire.GEARS_API, "OUTSIDE_ORDER_FIELD": OUTSIDE_ORDER_FIELD,
         "ATTACH_BUCKETS_US": [round(b * 1e6) for b in ATTACH_BUCKETS_S],
         "MAX_KEY_BYTES": wire.MAX_KEY_BYTES, "MAX_OPS": wire.MAX_OPS,
         "MAX_SLICE": wire.MAX_SLICE, "MAX_ROW_COLUMNS": wire.MAX_ROW_COLUMNS,
         "DEFAULT_SLICE": wire.DEFAULT_SLICE, "MAX_FUTURE_S": wire.MAX_FUTURE_S,
-        "MAX_TARGET_BYTES": MAX_TARGET_BYTES, "STAGE_PREFIX": STAGE_PREFIX, "STAGED_KEY": STAGED_KEY,
-        "DECISION_PREFIX": DECISION_PREFIX, "DECISION_TTL_S": DECISION_TTL_S,
+        "MAX_TARGET_BYTES": MAX_TARGET_BYTES, "DECISION_TTL_S": DECISION_TTL_S,
         "RETAIN_US": wire.VERSIONS_KEPT_US,
     }  # fmt: skip
     return names | {f"CODE_{code}": code for code in GEAR_ERRORS}
@@ -94,10 +109,21 @@ def _lua_literal(value: str | int | float | list) -> str:
     return repr(value)
 
 
+def _shard_prelude() -> str:
+    """The shard's key names (unset until a call enters its shard) and ``enter_shard``, which
+    names them for the shard whose tag a call's one key is. Functions share these locals (Lua
+    upvalues), and a store runs one call at a time."""
+    names = ", ".join(SHARD_KEYS)
+    lines = [f"local SHARD, {names}", "local function enter_shard(tag)", "  SHARD = tag"]
+    lines += [f"  {name} = {_lua_literal(value)} .. tag" for name, value in SHARD_KEYS.items()]
+    return "\n".join([*lines, "end"])
+
+
 @cache
 def library_source() -> str:
     """The whole library, as ``FUNCTION LOAD`` takes it."""
-    prelude = "\n".join(f"local {name} = {_lua_literal(value)}" for name, value in _constants().items())
+    constants = "\n".join(f"local {name} = {_lua_literal(value)}" for name, value in _constants().items())
+    prelude = constants + "\n" + _shard_prelude()
     parts = [(LUA_DIR / f"{part}.lua").read_text() for part in LUA_PARTS]
     header = f"#!lua name={LIBRARY}\n-- Generated from services/region/lua by services/region/gears.py"
     return "\n".join([header, prelude, *parts])

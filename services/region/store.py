@@ -96,12 +96,12 @@ def _deps_text(update: RemoteUpdate) -> str:
     return " ".join(f"{r}:{t}" for r, t in merge_vectors([update.deps, ((update.origin_region, update.ts),)]))
 
 
-def _rows_args(update: RemoteUpdate, keys: list[str], args: list) -> None:
+def _rows_args(tag: str, update: RemoteUpdate, keys: list[str], args: list) -> None:
     """An update's rows as apply.lua and deliver.lua read them (n_rows, then per row n_ops and
-    the ops; three keys per row)."""
+    the ops; three keys per row, of the shard with hash tag ``tag``)."""
     args.append(len(update.rows))
     for row in update.rows:
-        keys += gears.row_keys(row.group, row.row)
+        keys += gears.row_keys(tag, row.group, row.row)
         args += [len(row.changes), *gears.change_args(row.changes)]
 
 
@@ -145,12 +145,14 @@ class PackedByHiredis(aioredis.Connection):
 
 
 class Shard:
-    """One shard: a Redis server running the gears' library, and the gear that owns it. Gear calls
-    and stream reads go through ``lean`` (the hot path: lean_redis.py), the rest through redis-py."""
+    """One shard: its keys (in a Redis server running the gears' library, each carrying the
+    shard's hash tag ``tag``), and the gear that owns them. Gear calls and stream reads go
+    through ``lean`` (the hot path: lean_redis.py), the rest through redis-py."""
 
-    def __init__(self, url: str, gear_id: str, region: str):
+    def __init__(self, url: str, gear_id: str, region: str, tag: str):
         self.gear_id = gear_id
         self.region = region
+        self.tag = tag
         self.redis = aioredis.Redis.from_url(
             url, socket_timeout=30, max_connections=256, connection_class=PackedByHiredis
         )
@@ -166,13 +168,20 @@ class Shard:
         """Loads the gears' library (replacing any other version) and the region's settings they
         check calls against; atomic, so a call sees the old settings or the new ones."""
         await self.redis.function_load(gears.library_source(), replace=True)
+        config, groups_key, gears_key = (
+            self.key(n) for n in (gears.CONFIG_KEY, gears.GROUPS_KEY, gears.GEARS_KEY)
+        )
         pipe = self.redis.pipeline(transaction=True)
-        pipe.delete(gears.CONFIG_KEY, gears.GROUPS_KEY, gears.GEARS_KEY)
-        pipe.set(gears.DESCRIBE_KEY, about)
-        pipe.hset(gears.CONFIG_KEY, mapping={**settings, "gear": self.gear_id})
-        pipe.hset(gears.GROUPS_KEY, mapping=dict(groups))
-        pipe.sadd(gears.GEARS_KEY, *gear_ids)
+        pipe.delete(config, groups_key, gears_key)
+        pipe.set(self.key(gears.DESCRIBE_KEY), about)
+        pipe.hset(config, mapping={**settings, "gear": self.gear_id})
+        pipe.hset(groups_key, mapping=dict(groups))
+        pipe.sadd(gears_key, *gear_ids)
         await pipe.execute()
+
+    def key(self, name: str) -> str:
+        """One of this shard's keys (``name``: one of gears.py's)."""
+        return gears.shard_key(name, self.tag)
 
     async def call(self, function: str, args: list, keys: tuple | list = ()):
         """One gear call; a gear's refusal becomes the typed error its code names. A store that
@@ -180,7 +189,7 @@ class Shard:
         frontend's ``install``: until then client calls are refused as unconfigured)."""
         for attempt in (1, 2):
             try:
-                return await self.lean.execute("FCALL", function, len(keys), *keys, *args)
+                return await self.lean.execute("FCALL", function, 1 + len(keys), self.tag, *keys, *args)
             except ResponseError as exc:
                 if attempt == 1 and str(exc).startswith(NO_FUNCTION):
                     await self.redis.function_load(gears.library_source(), replace=True)
@@ -208,7 +217,7 @@ class Shard:
         args: list = [origin_gear, origin_gear.split("/", 1)[0], through_ts, len(updates)]
         for update in updates:
             args += [update.ts, update.src]
-            _rows_args(update, keys, args)
+            _rows_args(self.tag, update, keys, args)
         return [int(ts) for ts in await self.call("saturn_apply", args, keys)]
 
     async def deliver(
@@ -221,7 +230,7 @@ class Shard:
         args: list = [floor, len(updates)]
         for u in updates:
             args += [u.ts, u.src, u.origin_region, _deps_text(u)]
-            _rows_args(u, keys, args)
+            _rows_args(self.tag, u, keys, args)
         args.append(len(marks))
         for origin, ts in marks.items():
             args += [origin, ts]
@@ -242,7 +251,7 @@ class Shard:
     ) -> list[tuple[int, dict[bytes, bytes]]]:
         """Up to ``count`` entries (ts, fields) of ``stream`` after ``after_ts``; with ``block_s``,
         waits that long for one if there is none yet."""
-        start = f"{after_ts}-0"
+        start, stream = f"{after_ts}-0", self.key(stream)
         if block_s is None:
             reply = await self.lean.execute("XREAD", "COUNT", count, "STREAMS", stream, start)
         else:
@@ -256,41 +265,42 @@ class Shard:
     ) -> list[tuple[int, dict[bytes, bytes]]]:
         """Up to ``count`` entries of ``stream`` after ``after_ts`` and at or below ``until_ts``."""
         high = f"{until_ts}-0" if until_ts is not None else "+"
-        reply = await self.lean.execute("XRANGE", stream, f"({after_ts}-0", high, "COUNT", count)
+        reply = await self.lean.execute("XRANGE", self.key(stream), f"({after_ts}-0", high, "COUNT", count)
         return _flat_entries(reply)
 
     async def trim_stream(self, stream: str, through_ts: int) -> None:
         """Deletes every entry at or below ``through_ts``. Exact: an approximate trim (~) deletes
         at most 10,000 entries a call."""
-        await self.redis.xtrim(stream, minid=f"{through_ts + 1}-0", approximate=False)
+        await self.redis.xtrim(self.key(stream), minid=f"{through_ts + 1}-0", approximate=False)
 
     async def sink_cursor(self) -> int:
         """Where the label sink had forwarded this shard's labels up to (0: never)."""
-        value = await self.redis.get(gears.SINK_POSITION_KEY)
+        value = await self.redis.get(self.key(gears.SINK_POSITION_KEY))
         return int(value) if value else 0
 
     async def save_sink_cursor(self, ts: int) -> None:
-        await self.redis.set(gears.SINK_POSITION_KEY, ts)
+        await self.redis.set(self.key(gears.SINK_POSITION_KEY), ts)
 
     async def tree_record(self) -> dict[str, str]:
         """The region's tree record (services/saturn/epochs.py); empty where none was published."""
-        raw = await self.redis.hgetall(gears.TREE_KEY)
+        raw = await self.redis.hgetall(self.key(gears.TREE_KEY))
         return {_text(key): _text(value) for key, value in raw.items()}
 
     async def tree_to_send_on(self) -> int | None:
         """The epoch of the tree the label sink must send on (one small read: polled)."""
-        value = await self.redis.hget(gears.TREE_KEY, gears.TREE_SEND_FIELD)
+        value = await self.redis.hget(self.key(gears.TREE_KEY), gears.TREE_SEND_FIELD)
         return int(value) if value else None
 
     async def wait_tree_event(self, after: bytes, timeout_s: float) -> bytes:
         """Waits up to ``timeout_s`` for a change of the tree record after event ``after`` (an
         entry id of ``gears.TREE_EVENTS``; b"0-0": any); returns the last event's id seen."""
-        command = ("XREAD", "BLOCK", max(1, int(timeout_s * 1000)), "STREAMS", gears.TREE_EVENTS, after)
+        events = self.key(gears.TREE_EVENTS)
+        command = ("XREAD", "BLOCK", max(1, int(timeout_s * 1000)), "STREAMS", events, after)
         reply = await self.lean.execute_blocking(*command, block_s=timeout_s)
         return reply[0][1][-1][0] if reply else after
 
     async def note_tree_progress(self, field: str, epoch: int) -> None:
-        await self.redis.hset(gears.TREE_KEY, field, epoch)
+        await self.redis.hset(self.key(gears.TREE_KEY), field, epoch)
 
     async def heartbeat_after(
         self, stream: str, after: int, count: int
@@ -298,25 +308,37 @@ class Shard:
         """A heartbeat, with the entries of ``stream`` (ts, fields) after ``after`` that it covers,
         in one round trip. The time returned is what those entries cover: the heartbeat, or the
         last entry's ts when there were ``count`` or more of them."""
-        stable, raw = await self.call("saturn_heartbeat", [after, count], [stream])
+        stable, raw = await self.call("saturn_heartbeat", [after, count], [self.key(stream)])
         entries = _flat_entries(raw)
         covered = entries[-1][0] if len(entries) >= count else int(stable)
         return covered, entries
 
     async def watermarks(self) -> dict[str, int]:
-        return _watermarks(await self.redis.hgetall(gears.WATERMARK_KEY))
+        return _watermarks(await self.redis.hgetall(self.key(gears.WATERMARK_KEY)))
 
     async def wait_watermark_event(self, after: bytes, timeout_s: float) -> None:
         """Returns when a watermark event later than ``after`` exists, or after ``timeout_s``."""
-        await self.redis.xread({gears.WATERMARK_EVENTS: after}, count=1, block=max(1, int(timeout_s * 1000)))
+        await self.redis.xread(
+            {self.key(gears.WATERMARK_EVENTS): after}, count=1, block=max(1, int(timeout_s * 1000))
+        )
 
     async def position(self, origin_gear: str) -> int:
-        value = await self.redis.hget(gears.POSITION_KEY, origin_gear)
+        value = await self.redis.hget(self.key(gears.POSITION_KEY), origin_gear)
         return int(value) if value else 0
 
     async def close(self) -> None:
         await self.lean.close()
         await self.redis.aclose()
+
+
+def region_shards(topology: Topology, region: str, urls: list[str] | None = None) -> list[Shard]:
+    """A region's shards, in order (``urls``: their Redis servers where not the topology's)."""
+    gear_ids = topology.gear_ids(region)
+    urls = urls or [topology.redis_url(region, k) for k in range(len(gear_ids))]
+    return [
+        Shard(url, gear_id, region, topology.shard_tag(region, k))
+        for k, (url, gear_id) in enumerate(zip(urls, gear_ids, strict=True))
+    ]
 
 
 class RegionStore:
@@ -327,9 +349,7 @@ class RegionStore:
         self.topology = topology
         self.region = region
         self.vectors = topology.traits.vectors  # the labels it returns carry vectors
-        gear_ids = topology.gear_ids(region)
-        urls = urls or [topology.redis_url(region, k) for k in range(len(gear_ids))]
-        self.shards = [Shard(url, gear_id, region) for url, gear_id in zip(urls, gear_ids, strict=True)]
+        self.shards = region_shards(topology, region, urls)
 
     def shard_for(self, group: str, row: str) -> Shard:
         return self.shards[self.topology.shard_of(self.region, group, row)]

@@ -60,6 +60,11 @@ async def current_tree(shard: Shard, fallback: Topology) -> Topology:
     return tree_from_record(await shard.tree_record(), fallback.source) or fallback
 
 
+def _first_shard_key(topology: Topology, region: str, *names: str) -> list[str]:
+    """The region's first shard's keys of these names (the tree record lives there)."""
+    return [gears.shard_key(name, topology.shard_tag(region, 0)) for name in names]
+
+
 def publish(
     topology: Topology,
     start: bool = False,
@@ -74,14 +79,13 @@ def publish(
     processes use, which is what the record must name)."""
     fields = record_for(topology) | ({SEND: str(topology.epoch)} if send else {})
     for region in topology.region_names if regions is None else regions:
+        tree_key, events = _first_shard_key(topology, region, gears.TREE_KEY, gears.TREE_EVENTS)
         with redis.Redis.from_url((reach or topology).redis_url(region), socket_timeout=10) as store:
             pipe = store.pipeline(transaction=True)
             if start:
-                pipe.delete(gears.TREE_KEY)
-            pipe.hset(gears.TREE_KEY, mapping=fields)
-            pipe.xadd(
-                gears.TREE_EVENTS, {EPOCH: str(topology.epoch)}, maxlen=TREE_EVENTS_KEPT, approximate=False
-            )
+                pipe.delete(tree_key)
+            pipe.hset(tree_key, mapping=fields)
+            pipe.xadd(events, {EPOCH: str(topology.epoch)}, maxlen=TREE_EVENTS_KEPT, approximate=False)
             pipe.execute()
 
 
@@ -90,7 +94,7 @@ def progress(topology: Topology) -> dict[str, dict[str, int]]:
     found = {}
     for region in topology.region_names:
         with redis.Redis.from_url(topology.redis_url(region), socket_timeout=10) as store:
-            record = store.hgetall(gears.TREE_KEY)
+            record = store.hgetall(*_first_shard_key(topology, region, gears.TREE_KEY))
         found[region] = {f: int(record.get(f.encode(), -1)) for f in (SINK, PROXY)}
     return found
 

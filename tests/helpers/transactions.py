@@ -104,7 +104,7 @@ def staged_parts(topology: Topology, region: str, shard: int | None = None) -> i
     total = 0
     for k in range(topology.region(region).shards) if shard is None else [shard]:
         with redis.Redis.from_url(topology.redis_url(region, k)) as store:
-            total += store.zcard(gears.STAGED_KEY)
+            total += store.zcard(gears.shard_key(gears.STAGED_KEY, topology.shard_tag(region, k)))
     return total
 
 

@@ -8,11 +8,31 @@
 
 local function fail(code, message) error({err = code .. ' ' .. message}) end
 
--- Runs a gear, returning a failed check as an error reply (never a half-done write: every gear
--- checks everything before its first write).
+-- Every call names its shard: its first key is the shard's hash tag ("{...}"), which every key
+-- of the shard carries (gears.py, enter_shard). The gear gets the keys after it.
+local function enter_call_shard(keys)
+  local tag = keys[1]
+  if tag == nil or not string.match(tag, '^{[^{}]+}$') then
+    fail(CODE_INVALID, "a gear call names its shard: its first key is the shard's hash tag, as '{s0.1}' (got "
+      .. (tag and ("'" .. tag .. "'") or 'no key') .. ')')
+  end
+  enter_shard(tag)
+  table.remove(keys, 1)
+end
+
+-- The region's own services' gears (unguarded: their errors are bugs, not a caller's mistakes).
+local function sharded(gear)
+  return function(keys, args)
+    enter_call_shard(keys)
+    return gear(keys, args)
+  end
+end
+
+-- Runs a gear in its call's shard, returning a failed check as an error reply (never a half-done
+-- write: every gear checks everything before its first write).
 local function guarded(gear)
   return function(keys, args)
-    local ok, result = pcall(gear, keys, args)
+    local ok, result = pcall(function() enter_call_shard(keys); return gear(keys, args) end)
     if ok then return result end
     if type(result) == 'table' and result.err then return redis.error_reply(result.err) end
     return redis.error_reply('ERR ' .. tostring(result))
@@ -29,7 +49,10 @@ end
 
 local function config()
   local flat = redis.call('HGETALL', CONFIG_KEY)
-  if #flat == 0 then fail(CODE_UNCONFIGURED, 'this store has no region settings yet (starting)') end
+  if #flat == 0 then
+    fail(CODE_UNCONFIGURED, 'this store has no region settings for shard ' .. SHARD
+      .. ' yet (starting, or the shard is on another store)')
+  end
   local cfg = {}
   for i = 1, #flat, 2 do cfg[flat[i]] = flat[i + 1] end
   return cfg

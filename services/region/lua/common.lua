@@ -19,8 +19,10 @@ local function label_kind(kind, outside)
   return kind
 end
 
+-- (the shard's tag right after the prefix, so that the keys derived below carry it too)
 local function row_keys(group, row)
-  return 'd:' .. group .. ':' .. row, 'i:' .. group .. ':' .. row, 'c:' .. group .. ':' .. row
+  local name = SHARD .. group .. ':' .. row
+  return 'd:' .. name, 'i:' .. name, 'c:' .. name
 end
 
 -- Cure's dependencies of a row: the entry-by-entry maximum of the vectors of every update

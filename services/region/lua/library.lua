@@ -39,10 +39,10 @@ redis.register_function{function_name = 'saturn_describe', flags = {'no-writes'}
     return redis.call('GET', DESCRIBE_KEY)
   end)}
 
-redis.register_function('saturn_apply', gear_apply)
+redis.register_function('saturn_apply', sharded(gear_apply))
 redis.register_function('saturn_stage_remote', guarded(gear_stage_remote))
 redis.register_function('saturn_decide', guarded(gear_decide))
-redis.register_function('saturn_stuck', gear_stuck)
-redis.register_function('saturn_deliver', gear_deliver)
-redis.register_function('saturn_outside_order', gear_outside_order)
-redis.register_function('saturn_heartbeat', gear_heartbeat)
+redis.register_function('saturn_stuck', sharded(gear_stuck))
+redis.register_function('saturn_deliver', sharded(gear_deliver))
+redis.register_function('saturn_outside_order', sharded(gear_outside_order))
+redis.register_function('saturn_heartbeat', sharded(gear_heartbeat))

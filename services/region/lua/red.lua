@@ -10,7 +10,6 @@
 --                     here; trimmed: log entries up to it are gone (every region has them)
 --   red:log           seq -> the operation's effect: namespace \0 key \0 stored value
 --   red:reg:NS\0KEY   v: the stored value (strong.lua's encoding, label included), at: its seq
-local RED_TOKEN, RED_LOG, RED_PREFIX = 'red:token', 'red:log', 'red:reg:'
 local MAX_RED_ENTRIES = 100000  -- one close's reply: a region further behind is refused
 
 local function red_call(args, count)

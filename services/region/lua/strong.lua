@@ -11,7 +11,6 @@
 -- A timestamp is '<16-digit microseconds>.<region>': string order is (time, region) order.
 -- Nothing below a promise is stored: a write or write-back under it is refused (the client
 -- tries again above it), so that a read-modify-write never commits over a value it did not read.
-local STRONG_PREFIX = 'strong:'
 local MAX_STRONG_VALUE_BYTES = 16384
 local RETAIN_VERSIONS_US = 10000000
 

@@ -5,12 +5,14 @@
  * it, so a client user allowed nothing but FCALL could not run the gears either (they HSET and
  * XADD). This module adds two commands that run a gear function as the server itself:
  *
- *   SATURN.CALL <function> 0 <args...>   -> FCALL    (a gear that writes)
- *   SATURN.READ <function> 0 <args...>   -> FCALL_RO (a gear that only reads)
+ *   SATURN.CALL <function> 1 <shard tag> <args...>   -> FCALL    (a gear that writes)
+ *   SATURN.READ <function> 1 <shard tag> <args...>   -> FCALL_RO (a gear that only reads)
  *
  * Only the gears a client may call are accepted (the services' own, which apply replicated
- * updates, are refused), and no keys may be passed: the gears name their keys themselves. A
- * client user is then given these two commands and nothing else that touches data.
+ * updates, are refused), and exactly one key is passed: the shard's hash tag ("{s3}"), which
+ * every key of the shard carries. Declared as the commands' key, it lets a Redis Cluster send
+ * a call to the master holding the shard (MOVED), as it does FCALL. A client user is then
+ * given these two commands, the tags as its only keys, and nothing else that touches data.
  *
  * The module API is reached the way Redis hands it to every module: the first field of the
  * context passed to RedisModule_OnLoad is the function that looks API functions up by name.
@@ -65,8 +67,8 @@ static int forward(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, cons
     }
     size_t length;
     const char *numkeys = StringPtrLen(argv[2], &length);
-    if (length != 1 || numkeys[0] != '0') {
-        return ReplyWithError(ctx, "INVALID a gear call passes no keys (numkeys 0): the gears name their keys");
+    if (length != 1 || numkeys[0] != '1' || argc < 4) {
+        return ReplyWithError(ctx, "INVALID a gear call passes one key, its shard's hash tag (numkeys 1)");
     }
     /* 'E': an error comes back as a reply; '!': what the gear writes goes to the AOF. */
     RedisModuleCallReply *reply = Call(ctx, command, fmt, argv + 1, (size_t)(argc - 1));
@@ -101,7 +103,8 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     LOOKUP(StringPtrLen, "StringPtrLen");
     SetModuleAttribs(ctx, "saturn", 1, API_VERSION);
     /* deny-script: a function cannot be called while a script runs (Redis would abort). */
-    if (CreateCommand(ctx, "saturn.call", saturn_call, "write deny-oom deny-script", 0, 0, 0) != OK) return ERR;
-    if (CreateCommand(ctx, "saturn.read", saturn_read, "readonly deny-script", 0, 0, 0) != OK) return ERR;
+    /* The key is the third argument (the shard's tag), as FCALL's first key is. */
+    if (CreateCommand(ctx, "saturn.call", saturn_call, "write deny-oom deny-script", 3, 3, 1) != OK) return ERR;
+    if (CreateCommand(ctx, "saturn.read", saturn_read, "readonly deny-script", 3, 3, 1) != OK) return ERR;
     return OK;
 }
