@@ -64,7 +64,7 @@ class RegionInfo:
     name: str
     site: str
     endpoint: str = ""  # the region's gRPC gateway
-    stores: tuple[str, ...] = ()  # the region's stores, one per shard
+    stores: tuple[str, ...] = ()  # the region's stores, one per shard (the store holding it)
     # The same stores for critical metadata (attaches, claims): where a link between this
     # client's site and the region's has a bandwidth, through its relay's priority class.
     meta_stores: tuple[str, ...] = ()
@@ -145,11 +145,14 @@ class CausalClient:
         for r in described["regions"]:
             stores = endpoints.get(r["name"], r["stores"])
             stores = (stores,) if isinstance(stores, str) else tuple(stores)
-            if len(stores) != len(r["stores"]):  # rows are routed by the number of shards
+            if len(stores) != len(r["stores"]):
                 raise InvalidRequest(
                     f"endpoints: {len(stores)} store address(es) for region {r['name']!r}, which has "
-                    f"{len(r['stores'])} shard(s)"
+                    f"{len(r['stores'])} store(s)"
                 )
+            # Which store holds each shard (rows are routed by the number of shards): one each,
+            # or a Redis Cluster's masters holding several.
+            stores = tuple(stores[node] for node in r.get("shards", range(len(stores))))
             meta = tuple(relays.route(site, x, "meta") for x in stores)
             stores = tuple(relays.route(site, x, "data") for x in stores)
             regions.append(RegionInfo(r["name"], r["site"], r["gateway"], stores, meta))

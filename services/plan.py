@@ -58,8 +58,8 @@ def processes(topology: Topology, layout: Layout, web: bool = False) -> list[Pro
     t = topology
     specs: list[ProcessSpec] = []
     for r in t.regions:
-        for k in range(r.shards):
-            specs.append(_redis(t, layout, f"{r.name}.redis{k}", r.name, t.redis_port(r.name, k), store=True))
+        for k in range(t.store_nodes(r.name)):
+            specs.append(_redis(t, layout, f"{r.name}.redis{k}", r.name, t.redis_port(r.name, k), store=k))
     specs += relays(t, layout)
     if t.traits.tree:
         specs += serializers(t, layout)
@@ -171,7 +171,7 @@ def web_env(t: Topology, layout: Layout, region: str) -> dict[str, str]:
 
 
 def _redis(
-    t: Topology, layout: Layout, name: str, region: str, port: int, store: bool = False
+    t: Topology, layout: Layout, name: str, region: str, port: int, store: int | None = None
 ) -> ProcessSpec:
     """A durable Redis: every write appended to its AOF before it is acknowledged (with the
     topology's ``appendfsync``), in a data directory that outlives the process, so a store killed
@@ -180,14 +180,24 @@ def _redis(
     can read (not on the command line, where any local user's `ps` would show a password): a
     store loads the gears' gateway module, and with the deployment's secret set it is the
     password of the services' (default) user, and a store has a client user that may only call
-    the gears (services/auth.py)."""
+    the gears (services/auth.py). ``store``: the node's index among the region's stores (None:
+    a broker); under ``[store] engine = "cluster"`` the node is one of the region's Redis
+    Cluster (its membership in ``nodes.conf`` in its data directory, kept across restarts)."""
     data = name.replace(".redis", "-").replace(".broker", "-broker")
     path = layout.data_dir / f"{data}.conf"
-    lines = [f'loadmodule "{_quoted(layout.redis_module)}"'] if store else []
+    lines = [f'loadmodule "{_quoted(layout.redis_module)}"'] if store is not None else []
+    if store is not None and t.store.engine == "cluster":
+        lines += [
+            "cluster-enabled yes", "cluster-config-file nodes.conf",
+            f"cluster-node-timeout {t.store.node_timeout_ms}",
+            f"cluster-port {t.cluster_bus_port(region, store)}",
+        ]  # fmt: skip
     if secret := auth.secret():
         lines.append(f'requirepass "{_quoted(secret)}"')
-        if store:
+        if store is not None:
             lines.append(auth.client_user_acl())
+            if t.store.engine == "cluster":
+                lines.append(f'masterauth "{_quoted(secret)}"')  # a replica logs in to its master
     files = {str(path): "".join(f"{line}\n" for line in lines)} if lines else {}
     argv = [
         layout.redis_server, *([str(path)] if lines else []), "--port", str(port),

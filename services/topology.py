@@ -22,10 +22,12 @@ from causal_client.wire import shard_of, shard_tag
 from services.auth import redis_credentials
 from services.topology_parts import (
     HOST_PATTERN,
+    MAX_STORE_NODES,
     NAME_PATTERN,
     Region,
     RegionPorts,
     Serializer,
+    StoreSettings,
     StrictModel,
     TreeEdge,
     no_duplicates,
@@ -40,6 +42,8 @@ __all__ = ["NAME_PATTERN", "Region", "RegionPorts", "Serializer", "Topology", "T
 ALL_REGIONS = "*"
 # Serializers of odd epochs listen this far above even epochs' (both trees run during a switch).
 SERIALIZER_EPOCH_STRIDE = 32
+# A cluster region's nodes' bus ports: a block per region above the serializers' (below the relays').
+CLUSTER_BUS_PORTS = MAX_STORE_NODES
 
 
 class TopologyError(ValueError):
@@ -77,6 +81,7 @@ class Topology(StrictModel):
     saturn: SaturnTuning = Field(default_factory=SaturnTuning)
     stabilization: StabilizationTuning = Field(default_factory=StabilizationTuning)
     strong: StrongSettings = Field(default_factory=StrongSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     source: str = Field(default="<memory>", exclude=True)
 
     def data_shape(self) -> dict:
@@ -85,6 +90,7 @@ class Topology(StrictModel):
         return {
             "protocol": self.protocol,
             "shards": {r.name: r.shards for r in self.regions},
+            "store": self.store.model_dump(exclude={"node_timeout_ms"}),
             "groups": {g: sorted(members) for g, members in self.group_members.items()},
         }
 
@@ -125,6 +131,7 @@ class Topology(StrictModel):
         self._check_latencies()
         self._check_bandwidths()
         self._check_tree()
+        self._check_store()
         self._check_ports()
         return self
 
@@ -199,6 +206,25 @@ class Topology(StrictModel):
         for region in self.regions:
             if len(adjacency[region.name]) != 1:
                 raise ValueError(f"tree: region {region.name!r} must be a leaf (exactly one edge)")
+
+    def _check_store(self) -> None:
+        if self.store.engine != "cluster":
+            return
+        if len(self.regions) * CLUSTER_BUS_PORTS > RELAY_PORT_OFFSET:
+            most = RELAY_PORT_OFFSET // CLUSTER_BUS_PORTS
+            raise ValueError(f"store: a Redis Cluster per region has bus ports for {most} regions at most")
+        for r in self.regions:
+            if r.shards < self.store.masters:
+                raise ValueError(
+                    f"regions.{r.name}: {r.shards} shard(s) cannot spread over store.masters = "
+                    f"{self.store.masters} (a master with no shard would hold nothing)"
+                )
+        nodes = self.store.nodes_per_region or 0
+        if nodes > MAX_STORE_NODES:
+            raise ValueError(
+                f"store: {self.store.masters} masters with {self.store.replicas} replicas each are {nodes} "
+                f"Redis processes per region, more than the {MAX_STORE_NODES} a region has ports for"
+            )
 
     def _check_ports(self) -> None:
         most = max((sz.replicas for sz in self.serializers), default=1)
@@ -278,6 +304,22 @@ class Topology(StrictModel):
 
     def region_latency_ms(self, a: str, b: str) -> float:
         return self.latency_ms_between(self.region(a).site, self.region(b).site)
+
+    def store_nodes(self, region: str) -> int:
+        """How many Redis processes hold the region's shards: one per shard (standalone), or a
+        cluster's masters and replicas."""
+        return self.store.nodes_per_region or self.region(region).shards
+
+    def shard_node(self, region: str, shard: int) -> int:
+        """Which of the region's Redis processes holds a shard: standalone, the shard's own; in a
+        cluster, the master it was placed on when the cluster was made (shard k on master k mod
+        masters; a failover or a move changes that, and the cluster says where it went)."""
+        return shard % self.store.masters if self.store.engine == "cluster" else shard
+
+    def cluster_bus_port(self, region: str, node: int) -> int:
+        """A cluster node's bus port (nodes talk to each other there)."""
+        first = self.base_port + 20 * len(self.regions) + 2 * SERIALIZER_EPOCH_STRIDE
+        return first + CLUSTER_BUS_PORTS * self._index(region) + node
 
     def gear_ids(self, region: str) -> list[str]:
         return [f"{region}/{shard}" for shard in range(self.region(region).shards)]
@@ -384,7 +426,7 @@ class Topology(StrictModel):
     def store_endpoints(self, region: str) -> list[str]:
         """A region's stores, one per shard, as clients reach them (``host:port``)."""
         host = self.node_host(region)
-        return [f"{host}:{self.redis_port(region, k)}" for k in range(self.region(region).shards)]
+        return [f"{host}:{self.redis_port(region, k)}" for k in range(self.store_nodes(region))]
 
     def client_address(self, region: str) -> str:
         """Where a client connects to learn the topology (``CausalClient.connect``): the
@@ -405,6 +447,7 @@ class Topology(StrictModel):
             "max_value_bytes": self.max_value_bytes,
             "regions": [
                 {"name": r.name, "site": r.site, "stores": self.store_endpoints(r.name),
+                 "shards": [self.shard_node(r.name, k) for k in range(r.shards)],
                  "gateway": self.frontend_endpoint(r.name)}
                 for r in self.regions
             ],
@@ -420,7 +463,9 @@ class Topology(StrictModel):
         return f"{self.node_host(region)}:{self.bulk_port(region)}"
 
     def redis_url(self, region: str, shard: int = 0) -> str:
-        return f"redis://{redis_credentials()}{self.node_host(region)}:{self.redis_port(region, shard)}/0"
+        """Where the services reach one of the region's shards (its node: ``shard_node``)."""
+        port = self.redis_port(region, self.shard_node(region, shard))
+        return f"redis://{redis_credentials()}{self.node_host(region)}:{port}/0"
 
     # -- the serializer tree (paper §5.3) ----------------------------------------------------
     @cached_property
@@ -525,7 +570,10 @@ class Topology(StrictModel):
                 (f"{r.name}.web", r.name, self.web_port(r.name)),
                 (f"{r.name}.broker", r.name, self.broker_port(r.name)),
             ]
-            ports += [(f"{r.name}.redis{k}", r.name, self.redis_port(r.name, k)) for k in range(r.shards)]
+            nodes = range(self.store_nodes(r.name))
+            ports += [(f"{r.name}.redis{k}", r.name, self.redis_port(r.name, k)) for k in nodes]
+            if self.store.engine == "cluster":
+                ports += [(f"{r.name}.redis{k} bus", r.name, self.cluster_bus_port(r.name, k)) for k in nodes]
         ports += [
             (f"serializer {s.name}" + (f" replica {r}" if r else ""), s.name, self.serializer_port(s.name, r))
             for s in self.serializers

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -53,3 +55,27 @@ def no_duplicates(what: str, names: list[str]) -> None:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ValueError(f"{what}: duplicate names {dupes}")
+
+
+MAX_STORE_NODES = 10  # a region's Redis processes: its port block has room for ten
+
+
+class StoreSettings(StrictModel):
+    """The ``[store]`` table: what a region's store is. ``standalone``: one Redis per shard, each
+    made durable by its AOF and restarted from it when it dies. ``cluster``: a Redis Cluster per
+    region of ``masters`` masters with ``replicas`` replicas each, the shards spread over the
+    masters (shard k's keys carry the hash tag ``{sk}``: one slot each), so that a region can
+    outgrow one host, a master's death is survived by promoting its replica, and shards move
+    between masters while the region serves."""
+
+    engine: Literal["standalone", "cluster"] = "standalone"
+    masters: int = Field(default=1, ge=1, le=MAX_STORE_NODES)
+    replicas: int = Field(default=1, ge=0, le=MAX_STORE_NODES - 1)
+    #: how long a master may be unreachable before its replica is promoted (Redis's
+    #: ``cluster-node-timeout``): a failover takes about this plus an election
+    node_timeout_ms: int = Field(default=2000, ge=100, le=60_000)
+
+    @property
+    def nodes_per_region(self) -> int | None:
+        """A cluster region's Redis processes (None: standalone, one per shard)."""
+        return self.masters * (1 + self.replicas) if self.engine == "cluster" else None

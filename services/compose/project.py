@@ -62,11 +62,17 @@ def serializer_host(topology: Topology, name: str) -> str:
 
 
 def _one_replica_each(topology: Topology) -> None:
+    """What the launcher runs and compose projects do not yet."""
     grouped = [s.name for s in topology.serializers if s.replicas > 1]
     if grouped:
         raise TopologyError(
             f"{topology.source}: serializers {grouped} run as replica groups, which compose projects "
             "do not run yet (the launcher does): set replicas = 1 for a compose deployment"
+        )
+    if topology.store.engine == "cluster":
+        raise TopologyError(
+            f'{topology.source}: [store] engine = "cluster" (a Redis Cluster per region) is run by the '
+            "launcher; compose projects do not form the cluster yet: use the standalone engine there"
         )
 
 
@@ -84,7 +90,7 @@ def one_host(topology: Topology, web: bool = True, emulate_wan: bool = True) -> 
     for region in topology.region_names:
         ports = [inside.frontend_port(region), inside.metrics_port(region)]
         ports += [inside.web_port(region)] if web else []
-        ports += [inside.redis_port(region, k) for k in range(inside.region(region).shards)]
+        ports += [inside.redis_port(region, k) for k in range(inside.store_nodes(region))]
         project.services[region]["ports"] = [f"${{PUBLISH_ADDRESS:-127.0.0.1}}:{p}:{p}" for p in ports]
     outside = _rewrite(topology, bind=None, hosts={n: {"host": None} for n in nodes}, emulate_wan=emulate_wan)
     return project, outside.model_copy(update={"host": "127.0.0.1"})
@@ -252,7 +258,7 @@ def _needs(topology: Topology, spec: plan.ProcessSpec, region_name: str) -> list
     """What a process of region ``region_name`` needs healthy before it starts: its region's
     stores; a worker also its region's frontend; the web app and its worker their broker."""
     region = topology.region(region_name)
-    stores = [f"{region.name}.redis{k}" for k in range(region.shards)]
+    stores = [f"{region.name}.redis{k}" for k in range(topology.store_nodes(region.name))]
     if spec.kind == "redis":
         return []
     if spec.name.endswith((".web", ".celery")):

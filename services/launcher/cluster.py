@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from redis.exceptions import RedisError
+
 from services import auth, plan
-from services.launcher import spawner
+from services.launcher import spawner, store_cluster
 from services.launcher.redis_binary import find_redis_server
 from services.launcher.supervisor import Supervisor
 from services.plan import ProcessSpec
@@ -137,11 +139,13 @@ class Cluster:
             shutil.rmtree(self.metrics_dir(region), ignore_errors=True)
             self.metrics_dir(region).mkdir(parents=True)
         try:
-            published = False
+            stores_ready = False
             for spec in self.plan():
-                if spec.kind != "redis" and not published and self.topology.traits.tree:
-                    epochs.publish(self.topology, start=True)  # the tree every region starts on
-                    published = True
+                if spec.kind != "redis" and not stores_ready:
+                    self._form_store_clusters(timeout)
+                    if self.topology.traits.tree:
+                        epochs.publish(self.topology, start=True)  # the tree every region starts on
+                    stores_ready = True
                 self.specs[spec.name] = spec
                 self._spawn(spec)
                 if spec.kind == "redis":
@@ -159,6 +163,16 @@ class Cluster:
             ).start()
         self._write_state()
         return self
+
+    def _form_store_clusters(self, timeout: float) -> None:
+        """Under ``[store] engine = "cluster"``, makes each region's nodes one Redis Cluster."""
+        if self.topology.store.engine != "cluster":
+            return
+        for region in self.topology.region_names:
+            try:
+                store_cluster.form(self.topology, region, auth.secret(), timeout)
+            except (store_cluster.ClusterFormError, RedisError) as exc:
+                raise LaunchError(f"{region}'s store cluster: {exc}") from None
 
     def _check_credentials(self) -> None:
         """Nothing listens beyond loopback without the deployment's secret (services/auth.py)."""

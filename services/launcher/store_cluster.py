@@ -1,0 +1,146 @@
+"""Makes each region's Redis Cluster out of its store nodes (``[store] engine = "cluster"``).
+
+Redis's own commands do it, as ``redis-cli --cluster create`` would, with one difference: the
+slots are split so that shard k's slot (that of its hash tag ``{sk}``) is on master k mod
+masters, which ``--cluster create``'s even ranges would not give (a tag's slot is where its
+CRC-16 puts it). Every slot is served (a cluster with an unserved slot refuses every call),
+each by the master of the shard whose tag's slot is the next one up. Then the nodes meet, each
+replica follows its master, and the cluster is ready once every node says ``cluster_state:ok``.
+
+A node keeps its membership in ``nodes.conf`` in its data directory: a node restarted (by the
+supervisor, or by a later ``up`` on the same data) rejoins by itself, and forming a cluster
+that is formed already does nothing.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
+import redis
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+from causal_client import wire
+from services.topology import Topology
+
+
+class ClusterFormError(RuntimeError):
+    """A region's cluster did not come together; the message says which step and node."""
+
+
+def shard_slot(shard: int) -> int:
+    return key_slot(wire.shard_tag(shard).encode())
+
+
+def master_slots(shards: int, masters: int) -> list[list[tuple[int, int]]]:
+    """Per master, the slot ranges (first, last) it serves at first: shard k's slot on master
+    k mod ``masters``, and every slot with the shard whose slot is the next one at or above it
+    (those above the highest shard's slot with the lowest's)."""
+    by_slot = sorted((shard_slot(k), k % masters) for k in range(shards))
+    owner = [by_slot[0][1]] * REDIS_CLUSTER_HASH_SLOTS
+    low = 0
+    for slot, master in by_slot:
+        owner[low : slot + 1] = [master] * (slot + 1 - low)
+        low = slot + 1
+    ranges: list[list[tuple[int, int]]] = [[] for _ in range(masters)]
+    first = 0
+    for slot in range(1, REDIS_CLUSTER_HASH_SLOTS + 1):
+        if slot == REDIS_CLUSTER_HASH_SLOTS or owner[slot] != owner[first]:
+            ranges[owner[first]].append((first, slot - 1))
+            first = slot
+    return ranges
+
+
+@contextmanager
+def _nodes(topology: Topology, region: str, password: str | None) -> Iterator[list[redis.Redis]]:
+    host = topology.node_host(region)
+    with ExitStack() as stack:
+        yield [
+            stack.enter_context(
+                redis.Redis(
+                    host=host, port=topology.redis_port(region, k), password=password, socket_timeout=10
+                )
+            )
+            for k in range(topology.store_nodes(region))
+        ]
+
+
+def _info(node: redis.Redis) -> dict[str, str]:
+    text = node.execute_command("CLUSTER", "INFO")
+    text = text.decode() if isinstance(text, bytes) else text
+    return dict(line.split(":", 1) for line in text.split() if ":" in line)
+
+
+def _wait(what: str, done, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise ClusterFormError(f"{what} within {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+def form(topology: Topology, region: str, password: str | None, timeout: float = 30.0) -> None:
+    """Forms ``region``'s cluster unless it is formed; returns once every slot is served."""
+    store = topology.store
+    masters, shards = store.masters, topology.region(region).shards
+    with _nodes(topology, region, password) as nodes:
+        if all(_info(n).get("cluster_known_nodes") == str(len(nodes)) for n in nodes):
+            _wait_ok(region, nodes, timeout)  # formed before (nodes.conf): it comes back by itself
+            return
+        ip = socket.gethostbyname(topology.node_host(region))
+        for k, (node, ranges) in enumerate(zip(nodes, master_slots(shards, masters), strict=False)):
+            if _info(node).get("cluster_slots_assigned") == "0":
+                node.execute_command("CLUSTER", "ADDSLOTSRANGE", *(bound for r in ranges for bound in r))
+                node.execute_command("CLUSTER", "SET-CONFIG-EPOCH", k + 1)  # no two masters alike
+        for k in range(1, len(nodes)):
+            nodes[0].execute_command(
+                "CLUSTER", "MEET", ip, topology.redis_port(region, k), topology.cluster_bus_port(region, k)
+            )
+        everyone = str(len(nodes))
+        _wait(
+            f"{region}'s store nodes did not all meet",
+            lambda: all(_info(n).get("cluster_known_nodes") == everyone for n in nodes),
+            timeout,
+        )
+        ids = [n.execute_command("CLUSTER", "MYID") for n in nodes]
+        for k in range(masters, len(nodes)):
+            master = (k - masters) % masters
+            _replicate(region, nodes[k], ids[master], timeout)
+        _wait_ok(region, nodes, timeout)
+
+
+def _replicate(region: str, replica: redis.Redis, master_id: bytes, timeout: float) -> None:
+    """Makes a node its master's replica: the node must first have heard of the master through
+    the cluster bus (REPLICATE of a node it does not know yet fails)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            replica.execute_command("CLUSTER", "REPLICATE", master_id)
+            return
+        except redis.ResponseError as exc:
+            if time.monotonic() > deadline:
+                raise ClusterFormError(f"{region}: a replica could not follow its master: {exc}") from None
+            time.sleep(0.05)
+
+
+def _synced(node: redis.Redis) -> bool:
+    """A master, or a replica whose link to its master is up."""
+    info = node.info("replication")
+    return info.get("role") != "slave" or info.get("master_link_status") == "up"
+
+
+def _wait_ok(region: str, nodes: list[redis.Redis], timeout: float) -> None:
+    """Until every slot is served and every replica has its master's data (a write acknowledged
+    once a replica has it would wait for the first sync otherwise)."""
+    _wait(
+        f"{region}'s store cluster did not serve every slot",
+        lambda: all(_info(n).get("cluster_state") == "ok" for n in nodes),
+        timeout,
+    )
+    _wait(
+        f"{region}'s store replicas did not all sync with their masters",
+        lambda: all(_synced(n) for n in nodes),
+        timeout,
+    )

@@ -1,0 +1,149 @@
+"""A region's store on Redis Cluster (``[store] engine = "cluster"``): the shards' slots are
+placed on the masters as the topology says, every key a gear call touches is in its shard's
+slot, a call sent to the wrong master is redirected by Redis (the module declares its key), and
+updates replicate between cluster regions as between standalone ones. The topology refuses
+what a cluster cannot be (more masters than shards, more nodes than a region has ports)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from helpers.topologies import load_topology
+from helpers.waiting import eventually, unique
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+from causal_client import CausalClient, Mutation, ReadSpec, wire
+from causal_client.label import Label
+from causal_client.transactions import write_args
+from services.compose.project import one_host
+from services.launcher.cluster import Cluster
+from services.launcher.store_cluster import master_slots, shard_slot
+from services.region import gears
+from services.topology import Topology, TopologyError
+
+SHARDS, MASTERS, REPLICAS = 4, 2, 1
+
+
+def cluster_topology(protocol: str = "saturn", shards: int = SHARDS, **store) -> dict:
+    data = load_topology("two-region.toml", protocol=protocol).model_dump()
+    for region in data["regions"]:
+        region["shards"] = shards
+    data["store"] = {"engine": "cluster", "masters": MASTERS, "replicas": REPLICAS, **store}
+    return data
+
+
+# -- no processes --------------------------------------------------------------------------------
+@pytest.mark.parametrize(("shards", "masters"), [(1, 1), (4, 2), (16, 4), (64, 8), (5, 3)])
+def test_every_slot_is_served_once_and_each_shard_is_on_its_master(shards, masters):
+    ranges = master_slots(shards, masters)
+    served = sorted(
+        slot for per_master in ranges for first, last in per_master for slot in range(first, last + 1)
+    )
+    assert served == list(range(REDIS_CLUSTER_HASH_SLOTS))
+    for k in range(shards):
+        assert any(first <= shard_slot(k) <= last for first, last in ranges[k % masters])
+
+
+def test_a_shards_keys_share_its_slot():
+    tag = wire.shard_tag(3)
+    keys = [gears.shard_key(name, tag) for name in gears.SHARD_KEYS.values()]
+    keys += gears.row_keys(tag, "all", "u{17}:x")  # a row name with braces of its own
+    assert {key_slot(k.encode()) for k in keys} == {key_slot(tag.encode())}
+
+
+def test_the_topology_places_shards_and_names_every_node():
+    t = load_topology(cluster_topology())
+    assert t.store_nodes("a") == MASTERS * (1 + REPLICAS)
+    assert [t.shard_node("a", k) for k in range(SHARDS)] == [0, 1, 0, 1]
+    assert len(t.store_endpoints("a")) == MASTERS * (1 + REPLICAS)
+    assert t.describe()["regions"][0]["shards"] == [0, 1, 0, 1]
+    bus = [t.cluster_bus_port(r, k) for r in t.region_names for k in range(t.store_nodes(r))]
+    assert len(set(bus)) == len(bus) and not set(bus) & {port for _, port in t.all_ports() if port not in bus}
+
+
+@pytest.mark.parametrize(
+    ("store", "shards", "complaint"),
+    [
+        ({"masters": 4}, 2, "cannot spread over store.masters"),
+        ({"masters": 4, "replicas": 2}, 4, "more than the 10"),
+        ({"engine": "sharded"}, 4, "engine"),
+    ],
+)
+def test_the_topology_refuses_what_a_cluster_cannot_be(store, shards, complaint):
+    with pytest.raises((TopologyError, ValueError), match=complaint):
+        Topology.from_dict(cluster_topology(shards=shards, **store))
+
+
+def test_a_compose_project_refuses_a_cluster_store_until_it_can_form_one():
+    with pytest.raises(TopologyError, match="compose projects do not form the cluster yet"):
+        one_host(load_topology(cluster_topology()))
+
+
+# -- a running cluster region --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def clustered(tmp_path_factory):
+    cluster = Cluster(load_topology(cluster_topology()), tmp_path_factory.mktemp("store-cluster"))
+    with cluster:
+        client = CausalClient.connect(cluster.topology.client_address("a"))
+        try:
+            yield cluster, client
+        finally:
+            client.close()
+
+
+def node(cluster: Cluster, region: str, k: int) -> redis.Redis:
+    t = cluster.topology
+    return redis.Redis(host=t.node_host(region), port=t.redis_port(region, k))
+
+
+@pytest.mark.cluster
+def test_each_master_serves_its_shards_and_each_replica_follows_one(clustered):
+    cluster, _ = clustered
+    t = cluster.topology
+    for region in t.region_names:
+        with node(cluster, region, t.store_nodes(region) - 1) as any_node:
+            slots = any_node.execute_command("CLUSTER", "SLOTS")  # [first, last, master, *replicas]
+        for shard in range(SHARDS):
+            _, _, master, *replicas = next(s for s in slots if s[0] <= shard_slot(shard) <= s[1])
+            assert master[1] == t.redis_port(region, shard % MASTERS)
+            assert len(replicas) == REPLICAS
+        roles = []
+        for k in range(t.store_nodes(region)):
+            with node(cluster, region, k) as store:
+                roles.append(store.info("replication")["role"])
+        assert roles == ["master"] * MASTERS + ["slave"] * (MASTERS * REPLICAS)
+
+
+@pytest.mark.cluster
+def test_rows_replicate_between_cluster_regions_and_land_in_their_shards_slot(clustered):
+    cluster, client = clustered
+    t = cluster.topology
+    rows = [unique("c") for _ in range(12)]
+    session = client.session("a")
+    label = None
+    for i, row in enumerate(rows):
+        label = session.write("all", row, {"v": str(i)})
+    session.batch([Mutation("all", rows[0]).set("w", "x"), Mutation("all", rows[1]).set("w", "y")])
+    reader = client.session("b", label=label)
+    eventually(lambda: [r.text("v") for r in reader.multi_read([ReadSpec("all", r) for r in rows])]
+               == [str(i) for i in range(len(rows))])  # fmt: skip
+    for region in t.region_names:
+        for row in rows:
+            shard = t.shard_of(region, "all", row)
+            with redis.Redis.from_url(t.redis_url(region, shard)) as store:
+                data_key = gears.row_keys(t.shard_tag(region, shard), "all", row)[0]
+                assert store.exists(data_key) == 1, f"{row} is not on its shard's master at {region}"
+
+
+@pytest.mark.cluster
+def test_a_call_at_the_wrong_master_is_redirected_by_the_cluster(clustered):
+    """The module declares the shard's tag as its key, so Redis Cluster answers a call for a
+    shard that another master holds with MOVED to it, before any gear runs."""
+    cluster, _ = clustered
+    t = cluster.topology
+    args = write_args(Label.zero(), ["1"], [Mutation("all", unique("m")).set("v", "1")])
+    moved = rf"^{shard_slot(1)} .*:{t.redis_port('a', 1)}$"  # MOVED <slot> <host:port>
+    with node(cluster, "a", 0) as first_master, pytest.raises(redis.exceptions.MovedError, match=moved):
+        first_master.execute_command("SATURN.CALL", wire.WRITE, 1, wire.shard_tag(1), *args)
