@@ -83,7 +83,8 @@ class CausalClient:
     emulated one-way latency each way (WAN emulation, causal_client/wan.py). ``None`` = no emulation.
     ``secret``: the deployment's credentials, sent with every call (default: ``$SATURN_SECRET``;
     a deployment on loopback may have none). ``gateway``: call the regions' gRPC frontends
-    instead of their stores.
+    instead of their stores. ``acks``: how many replicas of a store must have a change before it
+    counts as made (a Redis Cluster store's ``[store] acknowledge``; what ``connect`` learns).
     """
 
     def __init__(
@@ -97,6 +98,7 @@ class CausalClient:
         gateway: bool = False,
         vectors: bool = False,
         strong: Mapping[str, object] | None = None,
+        acks: int = 0,
     ):
         self.regions = {r.name: r for r in regions}
         self.vectors = vectors  # the deployment runs Cure: sessions keep a vector (label.py)
@@ -119,6 +121,7 @@ class CausalClient:
                 timeout,
                 vectors,
                 meta_stores_of=lambda r: self.region(r).meta_stores or self.region(r).stores,
+                acks=acks,
             )
         )
         self._links: dict[str, Link] = {}
@@ -161,7 +164,7 @@ class CausalClient:
         groups = described["groups"]
         return cls(
             regions, groups, latencies, site=site, timeout=timeout, secret=secret, vectors=vectors,
-            strong=described.get("strong"),
+            strong=described.get("strong"), acks=int(described.get("store", {}).get("acks", 0)),
         )  # fmt: skip
 
     @classmethod

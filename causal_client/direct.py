@@ -50,6 +50,7 @@ NO_SETINFO: dict[str, Any] = (
 )
 IDLE_CHECK_S = 1  # a pooled connection idle this long is PINGed before it is used again
 ROUND_THREADS = 8  # calls of a transaction's round made at once, per client
+ACK_SHARE = 0.8  # of a call's timeout, what its replicas' acknowledgement may take (the rest: the call)
 
 
 class DirectTransport(Transport):
@@ -63,9 +64,13 @@ class DirectTransport(Transport):
         timeout: float,
         vectors: bool = False,
         meta_stores_of: Callable[[str], Sequence[str]] | None = None,
+        acks: int = 0,
     ):
         """``meta_stores_of``: the same stores for critical metadata (attaches and claims: a link
-        with a bandwidth carries them ahead of data where it prioritises; default: the stores)."""
+        with a bandwidth carries them ahead of data where it prioritises; default: the stores).
+        ``acks``: replicas that must have a change before it counts as made (a Redis Cluster
+        store's, ``[store] acknowledge``)."""
+        self.acks = acks
         self.stores_of = stores_of
         self.meta_stores_of = meta_stores_of or stores_of
         self.password = password
@@ -100,6 +105,7 @@ class DirectTransport(Transport):
         return call_gear(
             self._shards(region, meta)[shard], function, shard, args, read_only, retry or read_only,
             where=lambda: f"region {region} store {self.stores_of(region)[shard]}",
+            acks=0 if read_only else self.acks,
         )  # fmt: skip
 
     def _run(self, region: str, plan: transactions.Plan):
@@ -190,15 +196,22 @@ def call_gear(
     read_only: bool,
     retry: bool,
     where: Callable[[], str],
+    acks: int = 0,
 ):
     """One gear call to one shard of a region (its one key: the shard's hash tag), through the
     store's gateway module (``SATURN.READ`` for a gear that only reads), sent again once if the
     connection broke and ``retry`` says that doing it twice is harmless. ``where`` names the
-    store in an error (built only then: calls are the hot path)."""
+    store in an error (built only then: calls are the hot path). ``acks``: replicas that must
+    have what the call changed before it returns (``WAIT`` on the same connection, in the same
+    round trip); a change they do not confirm in time is an unknown outcome: the master has it,
+    and a failover before its replica has it would lose it."""
     tag = wire.shard_tag(shard)
+    command = (READ if read_only else CALL, function, 1, tag, *args)
     for attempt in (1, 2):
         try:
-            return store.execute_command(READ if read_only else CALL, function, 1, tag, *args)
+            if not acks:
+                return store.execute_command(*command)
+            return _acknowledged(store, command, acks, where)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             if retry and attempt == 1 and not isinstance(exc, redis.AuthenticationError):
                 continue
@@ -209,6 +222,21 @@ def call_gear(
         except redis.RedisError as exc:
             raise from_redis_error(exc, where()) from None
     raise AssertionError("unreachable")
+
+
+def _acknowledged(store: redis.Redis, command: tuple, acks: int, where: Callable[[], str]):
+    """A call and a ``WAIT`` for ``acks`` replicas, pipelined on one connection."""
+    timeout = store.connection_pool.connection_kwargs.get("socket_timeout") or 5.0
+    pipe = store.pipeline(transaction=False)
+    pipe.execute_command(*command)
+    pipe.execute_command("WAIT", acks, max(1, int(timeout * 1000 * ACK_SHARE)))
+    reply, confirmed = pipe.execute()
+    if int(confirmed) < acks:
+        raise OutcomeUnknown(
+            f"{where()}: the change is made at the master, but no replica confirmed it within "
+            f"{timeout * ACK_SHARE:.1f}s: a failover now could lose it"
+        )
+    return reply
 
 
 def describe(address: str, password: str | None, timeout: float) -> dict:

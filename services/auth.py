@@ -41,7 +41,7 @@ def client_user_acl() -> str:
     password = client_password(secret() or "")
     return (
         f"user {CLIENT_USER} on >{password} resetkeys resetchannels -@all +saturn.call +saturn.read "
-        f"+ping +hello +auth +xread ~{{* %R~{gears.WATERMARK_EVENTS}{{*"
+        f"+ping +hello +auth +xread +wait ~{{* %R~{gears.WATERMARK_EVENTS}{{*"
     )
 
 

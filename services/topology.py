@@ -457,6 +457,7 @@ class Topology(StrictModel):
             ],
             "relays": [[r.from_site, r.endpoint, r.cls, r.via] for r in self.relay_routes],
             "strong": self.strong.model_dump(),
+            "store": {"engine": self.store.engine, "acks": self.store.acks},
         }  # fmt: skip
 
     def bulk_endpoint(self, region: str) -> str:

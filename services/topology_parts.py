@@ -74,6 +74,15 @@ class StoreSettings(StrictModel):
     #: how long a master may be unreachable before its replica is promoted (Redis's
     #: ``cluster-node-timeout``): a failover takes about this plus an election
     node_timeout_ms: int = Field(default=2000, ge=100, le=60_000)
+    #: when a write is acknowledged: "replica", once a replica has it too (Redis's WAIT), so
+    #: that promoting the replica loses nothing acknowledged; "master", at once (faster; a
+    #: master that dies takes its last writes with it)
+    acknowledge: Literal["replica", "master"] = "replica"
+
+    @property
+    def acks(self) -> int:
+        """How many replicas must have a write before it is acknowledged."""
+        return int(self.engine == "cluster" and self.replicas > 0 and self.acknowledge == "replica")
 
     @property
     def nodes_per_region(self) -> int | None:

@@ -6,13 +6,15 @@ what a cluster cannot be (more masters than shards, more nodes than a region has
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 import redis
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from causal_client import CausalClient, Mutation, ReadSpec, wire
+from causal_client import CausalClient, Mutation, OutcomeUnknown, ReadSpec, wire
 from causal_client.label import Label
 from causal_client.transactions import write_args
 from services.compose.project import one_host
@@ -147,3 +149,27 @@ def test_a_call_at_the_wrong_master_is_redirected_by_the_cluster(clustered):
     moved = rf"^{shard_slot(1)} .*:{t.redis_port('a', 1)}$"  # MOVED <slot> <host:port>
     with node(cluster, "a", 0) as first_master, pytest.raises(redis.exceptions.MovedError, match=moved):
         first_master.execute_command("SATURN.CALL", wire.WRITE, 1, wire.shard_tag(1), *args)
+
+
+@pytest.mark.cluster
+def test_a_write_is_acknowledged_only_once_its_masters_replica_has_it(clustered):
+    """With its master's replica stopped, a write on that master's shard is not acknowledged: it
+    is made there, but a failover could lose it, so the client is told its outcome is unknown
+    (WAIT); a shard on the other master writes as usual, and once the replica is back so does
+    the first. Under ``acknowledge = "master"`` the first write would have been acknowledged."""
+    cluster, _ = clustered
+    t = cluster.topology
+    replica = cluster.processes[f"a.redis{MASTERS}"].popen  # the first replica: master 0's
+    rows = [unique("w") for _ in range(100)]
+    on_master = {m: next(r for r in rows if t.shard_of("a", "all", r) % MASTERS == m) for m in range(MASTERS)}
+    with CausalClient.connect(t.client_address("a"), timeout=2.0) as client:
+        session = client.session("a")
+        replica.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(OutcomeUnknown, match="no replica confirmed it"):
+                session.write("all", on_master[0], {"v": "1"})
+            session.write("all", on_master[1], {"v": "1"})
+        finally:
+            replica.send_signal(signal.SIGCONT)
+        eventually(lambda: session.write("all", on_master[0], {"v": "2"}) is not None)
+        assert session.read("all", on_master[0]).text("v") == "2"

@@ -130,6 +130,7 @@ def _text(reply: bytes | str) -> str:
     return reply.decode() if isinstance(reply, bytes) else reply
 
 
+ACK_TIMEOUT_MS = 5000  # how long a client's change may wait for its replicas (then: outcome unknown)
 NO_FUNCTION = "Function not found"  # how Redis answers an FCALL of a library it does not have
 
 
@@ -149,10 +150,13 @@ class Shard:
     shard's hash tag ``tag``), and the gear that owns them. Gear calls and stream reads go
     through ``lean`` (the hot path: lean_redis.py), the rest through redis-py."""
 
-    def __init__(self, url: str, gear_id: str, region: str, tag: str):
+    def __init__(self, url: str, gear_id: str, region: str, tag: str, acks: int = 0):
+        """``acks``: replicas that must have a client's change before it counts as made (a Redis
+        Cluster store's, ``[store] acknowledge``)."""
         self.gear_id = gear_id
         self.region = region
         self.tag = tag
+        self.acks = acks
         self.redis = aioredis.Redis.from_url(
             url, socket_timeout=30, max_connections=256, connection_class=PackedByHiredis
         )
@@ -183,13 +187,17 @@ class Shard:
         """One of this shard's keys (``name``: one of gears.py's)."""
         return gears.shard_key(name, self.tag)
 
-    async def call(self, function: str, args: list, keys: tuple | list = ()):
+    async def call(self, function: str, args: list, keys: tuple | list = (), durable: bool = False):
         """One gear call; a gear's refusal becomes the typed error its code names. A store that
         has no library (new, or its data lost) gets it (the region's settings come with the
-        frontend's ``install``: until then client calls are refused as unconfigured)."""
+        frontend's ``install``: until then client calls are refused as unconfigured).
+        ``durable``: a client's change, returned once ``acks`` replicas have it."""
         for attempt in (1, 2):
             try:
-                return await self.lean.execute("FCALL", function, 1 + len(keys), self.tag, *keys, *args)
+                reply = await self.lean.execute("FCALL", function, 1 + len(keys), self.tag, *keys, *args)
+                if durable and self.acks:
+                    await self._acknowledged()
+                return reply
             except ResponseError as exc:
                 if attempt == 1 and str(exc).startswith(NO_FUNCTION):
                     await self.redis.function_load(gears.library_source(), replace=True)
@@ -197,8 +205,18 @@ class Shard:
                 raise gear_error(str(exc)) from None
         raise AssertionError("unreachable")
 
+    async def _acknowledged(self) -> None:
+        """Until ``acks`` replicas have every change made on this connection so far (WAIT)."""
+        confirmed = await self.lean.execute("WAIT", self.acks, ACK_TIMEOUT_MS)
+        if int(confirmed) < self.acks:
+            raise errors.OutcomeUnknown(
+                f"shard {self.gear_id}: the change is made at the master, but no replica confirmed it "
+                f"within {ACK_TIMEOUT_MS / 1000:.0f}s: a failover now could lose it"
+            )
+
     async def migrate(self, client: Label, target: str) -> int:
-        return int(await self.call(wire.MIGRATE, [wire.GEARS_API, *wire.label_args(client), target]))
+        args = [wire.GEARS_API, *wire.label_args(client), target]
+        return int(await self.call(wire.MIGRATE, args, durable=True))
 
     async def visible(self, client: Label, waited_s: float) -> tuple[bool, bytes]:
         """Whether the client's past is visible here (``waited_s``: how long its attach has
@@ -208,7 +226,8 @@ class Shard:
         return reply[0] == 1, (reply[1] if len(reply) > 1 else b"0-0")
 
     async def claim(self, namespace: str, key: str, holder: str, release: bool) -> tuple[bool, str]:
-        granted, current = await self.call(wire.CLAIM, [wire.GEARS_API, namespace, key, holder, int(release)])
+        args = [wire.GEARS_API, namespace, key, holder, int(release)]
+        granted, current = await self.call(wire.CLAIM, args, durable=True)
         return granted == 1, current.decode()
 
     async def apply(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> list[int]:
@@ -336,7 +355,7 @@ def region_shards(topology: Topology, region: str, urls: list[str] | None = None
     gear_ids = topology.gear_ids(region)
     urls = urls or [topology.redis_url(region, k) for k in range(len(gear_ids))]
     return [
-        Shard(url, gear_id, region, topology.shard_tag(region, k))
+        Shard(url, gear_id, region, topology.shard_tag(region, k), topology.store.acks)
         for k, (url, gear_id) in enumerate(zip(urls, gear_ids, strict=True))
     ]
 
@@ -389,7 +408,7 @@ class RegionStore:
 
         async def one(c: transactions.ShardCall):
             try:
-                return await self.shards[c.shard].call(c.function, c.args)
+                return await self.shards[c.shard].call(c.function, c.args, durable=not c.read_only)
             except errors.CausalError as exc:
                 return exc
 
