@@ -40,7 +40,7 @@ from loadtest.check.run import CheckSettings, passed, run_check
 from loadtest.check.workload import Mix
 from loadtest.graph import generate, statistics
 from loadtest.harness import registry
-from loadtest.harness.options import positive
+from loadtest.harness.options import cluster_store, positive
 from loadtest.harness.report import say
 from loadtest.locust_run import LocustOptions
 from loadtest.mix import MIXES
@@ -133,6 +133,13 @@ def parser() -> argparse.ArgumentParser:
         "--shards",
         type=positive(int),
         help="shards per region (default: the topology's): transactions span them",
+    )
+    checked.add_argument(
+        "--cluster-store",
+        metavar="MASTERS[xREPLICAS]",
+        type=cluster_store,
+        help="each region's store a Redis Cluster of this many masters, with this many replicas each "
+        "(default: 1), e.g. 2x1 (default: the topology's [store])",
     )
     checked.add_argument(
         "--bandwidth-mbit",
@@ -273,7 +280,8 @@ def check_command(args: argparse.Namespace) -> int:
         topology=Path(args.topology), protocol=protocol, duration=args.duration,
         sessions=args.sessions, keys_per_group=args.keys, faults=faults, interval_s=args.interval,
         fault_s=args.fault_seconds, seed=args.seed, out=out, mix=Mix(atomic=not args.non_atomic),
-        shards=args.shards, bandwidth_mbit=args.bandwidth_mbit, priority=args.priority,
+        shards=args.shards, cluster_store=args.cluster_store, bandwidth_mbit=args.bandwidth_mbit,
+        priority=args.priority,
         running=Path(args.running) if args.running else None, strong_sessions=max(0, args.strong_sessions),
         strong_mode=args.strong_mode,
     )  # fmt: skip

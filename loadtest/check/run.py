@@ -46,6 +46,7 @@ class CheckSettings:
     out: Path = Path("check-results")
     running: Path | None = None  # a deployment that runs already: its (client) topology.json here
     shards: int | None = None  # shards per region, instead of the topology's
+    cluster_store: tuple[int, int] | None = None  # (masters, replicas): a Redis Cluster per region
     bandwidth_mbit: float | None = None  # every link's, instead of the topology's (congestion)
     priority: bool = False  # with bandwidth_mbit: critical metadata ahead of bulk data
     strong_sessions: int = 0  # sessions of strong operations beside the causal ones
@@ -62,6 +63,10 @@ def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
     topology = with_overrides(base, protocol=settings.protocol)
     if settings.shards:
         topology = with_shards(topology, settings.shards)
+    if settings.cluster_store:
+        masters, replicas = settings.cluster_store
+        store = {**topology.store.model_dump(), "engine": "cluster", "masters": masters, "replicas": replicas}
+        topology = with_overrides(topology, store=store)
     if settings.bandwidth_mbit:
         topology = with_bandwidth(topology, settings.bandwidth_mbit, settings.priority)
     if settings.strong_mode:

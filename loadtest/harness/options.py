@@ -37,6 +37,19 @@ def positive(kind: type) -> Callable[[str], float]:
     return parse
 
 
+def cluster_store(text: str) -> tuple[int, int]:
+    """An argparse type: a Redis Cluster's shape, ``MASTERS`` or ``MASTERSxREPLICAS`` (replicas
+    per master; 1 when not given), e.g. ``2x1``."""
+    masters, _, replicas = text.partition("x")
+    try:
+        shape = int(masters), int(replicas or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not MASTERS[xREPLICAS]: {text!r}") from None
+    if shape[0] < 1 or shape[1] < 0:
+        raise argparse.ArgumentTypeError(f"at least one master and no fewer than 0 replicas, got {text}")
+    return shape
+
+
 def non_negative(text: str) -> float:
     """An argparse type: a number of seconds, zero allowed."""
     try:
