@@ -68,6 +68,9 @@ class RegionInfo:
     # The same stores for critical metadata (attaches, claims): where a link between this
     # client's site and the region's has a bandwidth, through its relay's priority class.
     meta_stores: tuple[str, ...] = ()
+    # A Redis Cluster's nodes (none for standalone stores): each as the region names it, and as
+    # this client reaches it for data and for metadata. A shard that moves is looked for there.
+    nodes: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class CausalClient:
                 vectors,
                 meta_stores_of=lambda r: self.region(r).meta_stores or self.region(r).stores,
                 acks=acks,
+                nodes_of=lambda r: self.region(r).nodes,
             )
         )
         self._links: dict[str, Link] = {}
@@ -153,12 +157,20 @@ class CausalClient:
                     f"endpoints: {len(stores)} store address(es) for region {r['name']!r}, which has "
                     f"{len(r['stores'])} store(s)"
                 )
+            # Every store as the region names it (a Redis Cluster's MOVED does), and as this
+            # client reaches it for data and for critical metadata.
+            nodes = tuple(
+                (named, relays.route(site, x, "data"), relays.route(site, x, "meta"))
+                for named, x in zip(r["stores"], stores, strict=True)
+            )
             # Which store holds each shard (rows are routed by the number of shards): one each,
             # or a Redis Cluster's masters holding several.
-            stores = tuple(stores[node] for node in r.get("shards", range(len(stores))))
-            meta = tuple(relays.route(site, x, "meta") for x in stores)
-            stores = tuple(relays.route(site, x, "data") for x in stores)
-            regions.append(RegionInfo(r["name"], r["site"], r["gateway"], stores, meta))
+            placed = [nodes[node] for node in r.get("shards", range(len(stores)))]
+            stores, meta = tuple(n[1] for n in placed), tuple(n[2] for n in placed)
+            cluster = described.get("store", {}).get("engine") == "cluster"
+            regions.append(
+                RegionInfo(r["name"], r["site"], r["gateway"], stores, meta, nodes if cluster else ())
+            )
         latencies = {(a, b): ms for a, b, ms in described["latencies"]}
         vectors = bool(described.get("traits", {}).get("vectors"))  # the protocol's (services/traits.py)
         groups = described["groups"]

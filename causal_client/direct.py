@@ -50,6 +50,7 @@ NO_SETINFO: dict[str, Any] = (
 )
 IDLE_CHECK_S = 1  # a pooled connection idle this long is PINGed before it is used again
 ROUND_THREADS = 8  # calls of a transaction's round made at once, per client
+MOVES_FOLLOWED = 3  # MOVED replies one call follows (a shard moved again while it was redirected)
 ACK_SHARE = 0.8  # of a call's timeout, what its replicas' acknowledgement may take (the rest: the call)
 
 
@@ -65,12 +66,16 @@ class DirectTransport(Transport):
         vectors: bool = False,
         meta_stores_of: Callable[[str], Sequence[str]] | None = None,
         acks: int = 0,
+        nodes_of: Callable[[str], Sequence[tuple[str, str, str]]] | None = None,
     ):
         """``meta_stores_of``: the same stores for critical metadata (attaches and claims: a link
         with a bandwidth carries them ahead of data where it prioritises; default: the stores).
         ``acks``: replicas that must have a change before it counts as made (a Redis Cluster
-        store's, ``[store] acknowledge``)."""
+        store's, ``[store] acknowledge``). ``nodes_of(region)``: a Redis Cluster store's nodes
+        (as the region names them, then as reached for data and for metadata), where a shard is
+        followed when it moves (MOVED) or its master is lost; none for standalone stores."""
         self.acks = acks
+        self.nodes_of = nodes_of or (lambda region: ())
         self.stores_of = stores_of
         self.meta_stores_of = meta_stores_of or stores_of
         self.password = password
@@ -102,11 +107,37 @@ class DirectTransport(Transport):
         retry: bool = False,
         meta: bool = False,
     ):
-        return call_gear(
-            self._shards(region, meta)[shard], function, shard, args, read_only, retry or read_only,
-            where=lambda: f"region {region} store {self.stores_of(region)[shard]}",
-            acks=0 if read_only else self.acks,
-        )  # fmt: skip
+        nodes = self.nodes_of(region)
+        for attempt in range(MOVES_FOLLOWED + 1):
+            store = self._shards(region, meta)[shard]
+            address = _address(store)
+            try:
+                return call_gear(
+                    store, function, shard, args, read_only, retry or read_only,
+                    where=lambda: f"region {region} store {address}",  # noqa: B023 (called at once)
+                    acks=0 if read_only else self.acks,
+                )  # fmt: skip
+            except redis.exceptions.MovedError as moved:
+                if attempt == MOVES_FOLLOWED:
+                    raise RegionUnavailable(f"region {region} shard {shard} keeps moving: {moved}") from None
+                self._move(region, shard, _named(nodes, f"{moved.host}:{moved.port}"))
+            except RegionUnavailable:
+                # Its master lost: the next call asks the region's next node, which serves the
+                # shard if it was promoted and names the master that does (MOVED) if not.
+                if nodes:
+                    self._move(region, shard, _after(nodes, address))
+                raise
+        raise AssertionError("unreachable")
+
+    def _move(self, region: str, shard: int, node: tuple[str, str, str]) -> None:
+        """Reaches ``shard`` at ``node`` (as named, for data, for metadata) from now on."""
+        _, data, meta = node
+        with self._lock:
+            for kind, address in ((False, data), (True, meta)):
+                pools = self._pools.get((region, kind))
+                if pools is not None and _address(pools[shard]) != address:
+                    pools[shard].close()
+                    pools[shard] = self._connect(address)
 
     def _run(self, region: str, plan: transactions.Plan):
         """Runs a transaction's plan against the region's shards (transactions.py)."""
@@ -176,6 +207,22 @@ class DirectTransport(Transport):
             self._pools.clear()
 
 
+def _address(store: redis.Redis) -> str:
+    kwargs = store.connection_pool.connection_kwargs
+    return f"{kwargs.get('host')}:{kwargs.get('port')}"
+
+
+def _named(nodes: Sequence[tuple[str, str, str]], named: str) -> tuple[str, str, str]:
+    """The node a MOVED names (one the region does not list is reached as named)."""
+    return next((n for n in nodes if n[0] == named), (named, named, named))
+
+
+def _after(nodes: Sequence[tuple[str, str, str]], reached: str) -> tuple[str, str, str]:
+    """The node after the one reached at ``reached`` (for data or metadata)."""
+    here = next((i for i, n in enumerate(nodes) if reached in n[1:]), -1)
+    return nodes[(here + 1) % len(nodes)]
+
+
 def connect(address: str, password: str | None, timeout: float) -> redis.Redis:
     """A pool of connections to one store (``host:port``) as the client user, retrying nothing
     by itself."""
@@ -219,6 +266,8 @@ def call_gear(
             if not retry and not isinstance(error, AccessDenied):
                 raise OutcomeUnknown(f"{error} (the change may or may not have been made)") from None
             raise error from None
+        except redis.exceptions.MovedError:
+            raise  # the call was not made: the caller follows the shard (DirectTransport._gear)
         except redis.RedisError as exc:
             raise from_redis_error(exc, where()) from None
     raise AssertionError("unreachable")

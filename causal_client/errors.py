@@ -147,6 +147,8 @@ def from_redis_error(exc: Exception, where: str) -> CausalError:
         return AccessDenied(f"{where}: missing or wrong credentials: {text} ({SECRET_HINT})")
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return RegionUnavailable(f"{where}: {text}")
+    if isinstance(exc, (redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError)):
+        return RegionUnavailable(f"{where}: the store's cluster is failing over or moving a shard: {text}")
     if text.startswith(NO_GEARS):
         return RegionUnavailable(f"{where}: the store has no gears yet (its region is starting)")
     if isinstance(exc, redis.ResponseError):

@@ -463,6 +463,14 @@ class Topology(StrictModel):
     def bulk_endpoint(self, region: str) -> str:
         return f"{self.node_host(region)}:{self.bulk_port(region)}"
 
+    def store_urls(self, region: str) -> list[str]:
+        """Every Redis process of the region's store, as the services reach them."""
+        host = self.node_host(region)
+        return [
+            f"redis://{redis_credentials()}{host}:{self.redis_port(region, k)}/0"
+            for k in range(self.store_nodes(region))
+        ]
+
     def redis_url(self, region: str, shard: int = 0) -> str:
         """Where the services reach one of the region's shards (its node: ``shard_node``)."""
         port = self.redis_port(region, self.shard_node(region, shard))

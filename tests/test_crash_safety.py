@@ -111,7 +111,7 @@ def applied_in(session, stream: Stream) -> int:
 
 def stream_length(cluster: Cluster, region: str = "a") -> int:
     with redis.Redis(host=cluster.topology.host, port=cluster.topology.redis_port(region)) as r:
-        return r.xlen("bulk")
+        return r.xlen(gears.shard_key(gears.BULK_STREAM, SHARD))
 
 
 def applied_metric(cluster: Cluster, region: str = "b", origin: str = "a") -> float:

@@ -7,6 +7,7 @@ what a cluster cannot be (more masters than shards, more nodes than a region has
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -14,7 +15,7 @@ from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from causal_client import CausalClient, Mutation, OutcomeUnknown, ReadSpec, wire
+from causal_client import CausalClient, Mutation, OutcomeUnknown, ReadSpec, RegionUnavailable, wire
 from causal_client.label import Label
 from causal_client.transactions import write_args
 from services.compose.project import one_host
@@ -173,3 +174,60 @@ def test_a_write_is_acknowledged_only_once_its_masters_replica_has_it(clustered)
             replica.send_signal(signal.SIGCONT)
         eventually(lambda: session.write("all", on_master[0], {"v": "2"}) is not None)
         assert session.read("all", on_master[0]).text("v") == "2"
+
+
+def until_available(check: Callable[[], bool]) -> Callable[[], bool]:
+    """``check``, False while the region is unavailable (a failover under way)."""
+
+    def attempt() -> bool:
+        try:
+            return check()
+        except RegionUnavailable:
+            return False
+
+    return attempt
+
+
+@pytest.fixture
+def failover_cluster(tmp_path):
+    """A cluster of its own, of three masters (a master's failure is agreed by a majority of
+    the masters: two could not): the test kills one of them."""
+    topology = load_topology(cluster_topology(shards=3, masters=3, node_timeout_ms=1000))
+    with Cluster(topology, tmp_path / "failover") as cluster:
+        yield cluster
+
+
+@pytest.mark.cluster
+def test_a_killed_masters_replica_takes_over_and_loses_nothing_acknowledged(failover_cluster):
+    """Master 0 of region a is killed and kept down past the cluster's node timeout: its replica
+    is promoted. The killed node, started again, follows it as its replica (so that a write can
+    be acknowledged again: it needs a replica). Every write acknowledged before the kill is
+    there, at a and, through the services that followed the shard to its new master, at b;
+    writes to its shard go on."""
+    cluster = failover_cluster
+    t = cluster.topology
+    rows = [unique("f") for _ in range(40)]
+    with CausalClient.connect(t.client_address("b")) as client:
+        writer = client.session("a")
+        for i, row in enumerate(rows):
+            writer.write("all", row, {"v": str(i)})
+        cluster.kill("a.redis0")  # SIGKILL, held down: its replica must take over
+        with node(cluster, "a", 3) as replica:  # master 0's
+            eventually(lambda: replica.info("replication")["role"] == "master", timeout=15)
+        cluster.restart("a.redis0")
+        with node(cluster, "a", 0) as old_master:
+            eventually(lambda: old_master.info("replication").get("master_link_status") == "up", timeout=15)
+        after = [unique("g") for _ in range(10)]
+
+        def write_after() -> bool:
+            for row in after:  # the same value again after an unknown outcome: harmless
+                writer.write("all", row, {"v": "after"})
+            return True
+
+        eventually(until_available(write_after), timeout=20)
+        expect = [str(i) for i in range(len(rows))] + ["after"] * len(after)
+        specs = [ReadSpec("all", x) for x in rows + after]
+        for region in t.region_names:
+            reader = client.session(region, label=writer.label)
+            seen = until_available(lambda r=reader: [x.text("v") for x in r.multi_read(specs)] == expect)
+            eventually(seen, timeout=20)

@@ -113,12 +113,12 @@ async def write_load(url: str, clients: int, writes: int, wait: bool) -> tuple[l
             started = time.perf_counter()
             if wait:
                 pipe = db.pipeline(transaction=False)  # one connection: WAIT waits for this write
-                pipe.execute_command("FCALL", wire.WRITE, 0, *args)
+                pipe.execute_command("FCALL", wire.WRITE, 1, wire.shard_tag(0), *args)
                 pipe.execute_command("WAIT", 1, WAIT_TIMEOUT_MS)
                 _, replicas = await pipe.execute()
                 unacked += int(replicas) < 1
             else:
-                await db.execute_command("FCALL", wire.WRITE, 0, *args)
+                await db.execute_command("FCALL", wire.WRITE, 1, wire.shard_tag(0), *args)
             latencies.append(time.perf_counter() - started)
 
     started = time.perf_counter()

@@ -31,6 +31,10 @@ CONNECT_TIMEOUT_S = 5.0
 IDLE_BLOCKING_KEPT = 4  # connections kept for blocking reads once they are done
 
 
+class StoreUnreachable(StoreConnectionError):
+    """No connection could be made: nothing was sent (a call may be made elsewhere)."""
+
+
 class _ErrorReply(Exception):
     """An error reply as hiredis hands it over, before it becomes redis-py's type for it."""
 
@@ -148,7 +152,7 @@ class LeanRedis:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):  # not wait_for: see services/bulk/tail.py
                 _, connection = await loop.create_connection(_Connection, self.host, self.port)
         except (OSError, TimeoutError) as exc:
-            raise StoreConnectionError(f"cannot reach the store at {self.host}:{self.port}: {exc}") from None
+            raise StoreUnreachable(f"cannot reach the store at {self.host}:{self.port}: {exc}") from None
         try:
             if self.password is not None:
                 who = (self.username,) if self.username else ()

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import hiredis
 import msgpack
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import ClusterDownError, MovedError, ResponseError, TryAgainError
+from redis.exceptions import ConnectionError as StoreConnectionError
 from redis.typing import EncodableT, FieldT
 
 from causal_client import errors, transactions, wire
@@ -20,8 +24,10 @@ from causal_client.data import Mutation, ReadSpec
 from causal_client.errors import gear_error
 from causal_client.label import Label, LabelType, merge_vectors, parse_vector
 from services.region import gears
-from services.region.lean_redis import LeanRedis
+from services.region.lean_redis import LeanRedis, StoreUnreachable
 from services.topology import Topology
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,23 +151,103 @@ class PackedByHiredis(aioredis.Connection):
         return [hiredis.pack_command(args)]
 
 
+MOVES_FOLLOWED = 3  # MOVED replies one call follows (a shard moved while the call was redirected)
+CLUSTER_DOWN_WAIT_S = 10.0  # how long a call waits out a cluster that is down (a failover under way)
+CLUSTER_DOWN_RETRY_S = 0.1
+
+
+def _moved_url(url: str, moved: MovedError) -> str:
+    """``url`` (credentials and all) with the host and port a MOVED reply names."""
+    parts = urlsplit(url)
+    credentials = parts.netloc.rpartition("@")[0]
+    where = f"{moved.host}:{moved.port}"
+    return urlunsplit(parts._replace(netloc=f"{credentials}@{where}" if credentials else where))
+
+
+def follows_cluster(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """A Shard method that follows the shard when a Redis Cluster moved it (``follow_cluster``):
+    made again after a MOVED or, as it is harmless to do twice, at the next node after a lost
+    connection."""
+    return _following(method, again_when_lost=True)
+
+
+def _following(method: Callable[..., Awaitable[T]], again_when_lost: bool) -> Callable[..., Awaitable[T]]:
+    @functools.wraps(method)
+    async def following(self: Shard, *args, **kwargs) -> T:
+        tries = MOVES_FOLLOWED + len(self.nodes)
+        attempt, down_until = 0, None
+        while True:
+            try:
+                return await method(self, *args, **kwargs)
+            except (ClusterDownError, TryAgainError):
+                # A failover or a shard's move under way: nothing was done; again shortly.
+                down_until = down_until or time.monotonic() + CLUSTER_DOWN_WAIT_S
+                if time.monotonic() > down_until:
+                    raise
+                await asyncio.sleep(CLUSTER_DOWN_RETRY_S)
+                continue
+            except (MovedError, StoreConnectionError, OSError) as exc:
+                again = await self.follow_cluster(exc)
+                harmless = again_when_lost or isinstance(exc, StoreUnreachable)  # nothing was sent
+                if not (again or (harmless and self.nodes)) or attempt == tries:
+                    raise
+                attempt += 1
+
+    return following
+
+
+def follows_cluster_once(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """As ``follows_cluster``, for a call that may change something: after a lost connection
+    (it may have been made) it is not made again, the next call goes to the next node."""
+    return _following(method, again_when_lost=False)
+
+
 class Shard:
     """One shard: its keys (in a Redis server running the gears' library, each carrying the
     shard's hash tag ``tag``), and the gear that owns them. Gear calls and stream reads go
     through ``lean`` (the hot path: lean_redis.py), the rest through redis-py."""
 
-    def __init__(self, url: str, gear_id: str, region: str, tag: str, acks: int = 0):
+    def __init__(
+        self, url: str, gear_id: str, region: str, tag: str, acks: int = 0, nodes: Sequence[str] = ()
+    ):
         """``acks``: replicas that must have a client's change before it counts as made (a Redis
-        Cluster store's, ``[store] acknowledge``)."""
+        Cluster store's, ``[store] acknowledge``). ``nodes``: on a Redis Cluster, the URLs of
+        the region's every node, where the shard is looked for after its master was lost."""
         self.gear_id = gear_id
         self.region = region
         self.tag = tag
         self.acks = acks
+        self.nodes = list(nodes)
+        self._connect(url)
+
+    def _connect(self, url: str) -> None:
+        self.url = url
         self.redis = aioredis.Redis.from_url(
             url, socket_timeout=30, max_connections=256, connection_class=PackedByHiredis
         )
         self.lean = LeanRedis(url)
 
+    async def _move(self, url: str) -> None:
+        """From now on the shard is reached at ``url`` (calls in flight on the old connections
+        fail as a lost connection would, and their callers retry)."""
+        old_lean = self.lean
+        self._connect(url)
+        await old_lean.close()  # redis-py's client is left to go (closing it under a caller breaks it)
+
+    async def follow_cluster(self, error: Exception) -> bool:
+        """After ``error`` from a call: whether to make the call again. On a Redis Cluster a
+        ``MOVED`` (the call was not made) moves the shard to the master named, and a lost
+        connection moves it to the region's next node, which serves it if it was promoted and
+        names the master that does (``MOVED``) if not."""
+        if isinstance(error, MovedError):
+            await self._move(_moved_url(self.url, error))
+            return True
+        if isinstance(error, (StoreConnectionError, OSError)) and self.nodes:
+            here = self.nodes.index(self.url) if self.url in self.nodes else -1
+            await self._move(self.nodes[(here + 1) % len(self.nodes)])
+        return False
+
+    @follows_cluster
     async def install(
         self,
         settings: Mapping[FieldT, EncodableT],
@@ -187,6 +273,7 @@ class Shard:
         """One of this shard's keys (``name``: one of gears.py's)."""
         return gears.shard_key(name, self.tag)
 
+    @follows_cluster_once
     async def call(self, function: str, args: list, keys: tuple | list = (), durable: bool = False):
         """One gear call; a gear's refusal becomes the typed error its code names. A store that
         has no library (new, or its data lost) gets it (the region's settings come with the
@@ -198,6 +285,8 @@ class Shard:
                 if durable and self.acks:
                     await self._acknowledged()
                 return reply
+            except (MovedError, ClusterDownError, TryAgainError):
+                raise  # followed or waited out (follows_cluster)
             except ResponseError as exc:
                 if attempt == 1 and str(exc).startswith(NO_FUNCTION):
                     await self.redis.function_load(gears.library_source(), replace=True)
@@ -265,6 +354,7 @@ class Shard:
         """A time below which this gear will never make another label (see heartbeat.lua)."""
         return int(await self.call("saturn_heartbeat", []))
 
+    @follows_cluster
     async def stream_after(
         self, stream: str, after_ts: int, count: int, block_s: float | None = None
     ) -> list[tuple[int, dict[bytes, bytes]]]:
@@ -279,6 +369,7 @@ class Shard:
             reply = await self.lean.execute_blocking(*command, block_s=block_s)
         return _flat_entries(reply[0][1]) if reply else []
 
+    @follows_cluster
     async def stream_between(
         self, stream: str, after_ts: int, until_ts: int | None, count: int
     ) -> list[tuple[int, dict[bytes, bytes]]]:
@@ -287,29 +378,35 @@ class Shard:
         reply = await self.lean.execute("XRANGE", self.key(stream), f"({after_ts}-0", high, "COUNT", count)
         return _flat_entries(reply)
 
+    @follows_cluster
     async def trim_stream(self, stream: str, through_ts: int) -> None:
         """Deletes every entry at or below ``through_ts``. Exact: an approximate trim (~) deletes
         at most 10,000 entries a call."""
         await self.redis.xtrim(self.key(stream), minid=f"{through_ts + 1}-0", approximate=False)
 
+    @follows_cluster
     async def sink_cursor(self) -> int:
         """Where the label sink had forwarded this shard's labels up to (0: never)."""
         value = await self.redis.get(self.key(gears.SINK_POSITION_KEY))
         return int(value) if value else 0
 
+    @follows_cluster
     async def save_sink_cursor(self, ts: int) -> None:
         await self.redis.set(self.key(gears.SINK_POSITION_KEY), ts)
 
+    @follows_cluster
     async def tree_record(self) -> dict[str, str]:
         """The region's tree record (services/saturn/epochs.py); empty where none was published."""
         raw = await self.redis.hgetall(self.key(gears.TREE_KEY))
         return {_text(key): _text(value) for key, value in raw.items()}
 
+    @follows_cluster
     async def tree_to_send_on(self) -> int | None:
         """The epoch of the tree the label sink must send on (one small read: polled)."""
         value = await self.redis.hget(self.key(gears.TREE_KEY), gears.TREE_SEND_FIELD)
         return int(value) if value else None
 
+    @follows_cluster
     async def wait_tree_event(self, after: bytes, timeout_s: float) -> bytes:
         """Waits up to ``timeout_s`` for a change of the tree record after event ``after`` (an
         entry id of ``gears.TREE_EVENTS``; b"0-0": any); returns the last event's id seen."""
@@ -318,6 +415,7 @@ class Shard:
         reply = await self.lean.execute_blocking(*command, block_s=timeout_s)
         return reply[0][1][-1][0] if reply else after
 
+    @follows_cluster
     async def note_tree_progress(self, field: str, epoch: int) -> None:
         await self.redis.hset(self.key(gears.TREE_KEY), field, epoch)
 
@@ -332,15 +430,18 @@ class Shard:
         covered = entries[-1][0] if len(entries) >= count else int(stable)
         return covered, entries
 
+    @follows_cluster
     async def watermarks(self) -> dict[str, int]:
         return _watermarks(await self.redis.hgetall(self.key(gears.WATERMARK_KEY)))
 
+    @follows_cluster
     async def wait_watermark_event(self, after: bytes, timeout_s: float) -> None:
         """Returns when a watermark event later than ``after`` exists, or after ``timeout_s``."""
         await self.redis.xread(
             {self.key(gears.WATERMARK_EVENTS): after}, count=1, block=max(1, int(timeout_s * 1000))
         )
 
+    @follows_cluster
     async def position(self, origin_gear: str) -> int:
         value = await self.redis.hget(self.key(gears.POSITION_KEY), origin_gear)
         return int(value) if value else 0
@@ -354,8 +455,9 @@ def region_shards(topology: Topology, region: str, urls: list[str] | None = None
     """A region's shards, in order (``urls``: their Redis servers where not the topology's)."""
     gear_ids = topology.gear_ids(region)
     urls = urls or [topology.redis_url(region, k) for k in range(len(gear_ids))]
+    nodes = topology.store_urls(region) if topology.store.engine == "cluster" else []
     return [
-        Shard(url, gear_id, region, topology.shard_tag(region, k), topology.store.acks)
+        Shard(url, gear_id, region, topology.shard_tag(region, k), topology.store.acks, nodes)
         for k, (url, gear_id) in enumerate(zip(urls, gear_ids, strict=True))
     ]
 
