@@ -62,6 +62,7 @@ DECISION_TTL_S = 86_400  # a decision is kept a day: the sweeper settles every p
 ATTACH_WAITS_KEY = "saturn:attach_waits"  # attaches' waits, counted by the attach gear (attach.lua)
 ATTACH_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 STRONG_PREFIX = "strong:"  # a strong register's hash (strong.lua)
+REPLICATED_KEY = "replicated"  # a counter a service bumps to wait for a cluster's replicas (store.py)
 RED_TOKEN, RED_LOG, RED_PREFIX = "red:token", "red:log", "red:reg:"  # red operations (red.lua)
 #: The names the gears use, by their name in the Lua.
 SHARD_KEYS = {

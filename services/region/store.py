@@ -17,6 +17,7 @@ import msgpack
 import redis.asyncio as aioredis
 from redis.exceptions import ClusterDownError, MovedError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as StoreConnectionError
+from redis.exceptions import TimeoutError as StoreTimeoutError
 from redis.typing import EncodableT, FieldT
 
 from causal_client import errors, transactions, wire
@@ -274,16 +275,24 @@ class Shard:
         return gears.shard_key(name, self.tag)
 
     @follows_cluster_once
-    async def call(self, function: str, args: list, keys: tuple | list = (), durable: bool = False):
+    async def call(
+        self,
+        function: str,
+        args: list,
+        keys: tuple | list = (),
+        durable: bool = False,
+        replicated: bool = False,
+    ):
         """One gear call; a gear's refusal becomes the typed error its code names. A store that
         has no library (new, or its data lost) gets it (the region's settings come with the
         frontend's ``install``: until then client calls are refused as unconfigured).
-        ``durable``: a client's change, returned once ``acks`` replicas have it."""
+        ``durable``: a client's change, returned once ``acks`` replicas have it (else its outcome
+        is unknown); ``replicated``: a service's, the same (else the store counts as unavailable)."""
         for attempt in (1, 2):
             try:
                 reply = await self.lean.execute("FCALL", function, 1 + len(keys), self.tag, *keys, *args)
-                if durable and self.acks:
-                    await self._acknowledged()
+                if (durable or replicated) and self.acks:
+                    await self._acknowledged(client=durable)
                 return reply
             except (MovedError, ClusterDownError, TryAgainError):
                 raise  # followed or waited out (follows_cluster)
@@ -294,14 +303,23 @@ class Shard:
                 raise gear_error(str(exc)) from None
         raise AssertionError("unreachable")
 
-    async def _acknowledged(self) -> None:
-        """Until ``acks`` replicas have every change made on this connection so far (WAIT)."""
+    async def _acknowledged(self, client: bool) -> None:
+        """Until ``acks`` replicas have every change made on this connection so far (WAIT). Not
+        in time: a client's change has an unknown outcome; a service's store is unavailable."""
         confirmed = await self.lean.execute("WAIT", self.acks, ACK_TIMEOUT_MS)
         if int(confirmed) < self.acks:
-            raise errors.OutcomeUnknown(
-                f"shard {self.gear_id}: the change is made at the master, but no replica confirmed it "
-                f"within {ACK_TIMEOUT_MS / 1000:.0f}s: a failover now could lose it"
-            )
+            why = f"shard {self.gear_id}: no replica confirmed the change within {ACK_TIMEOUT_MS / 1000:.0f}s"
+            if client:
+                raise errors.OutcomeUnknown(f"{why}: the master has it, and a failover now could lose it")
+            raise StoreTimeoutError(why)
+
+    async def _replicated(self) -> None:
+        """Until ``acks`` replicas have everything the shard's master had when this was called:
+        what a service read from it (stream entries it ships or forwards) could otherwise be
+        lost in a failover after it left (a payload or label of a write that then never was).
+        WAIT covers this connection's own writes: one (a counter's INCR) marks the point."""
+        await self.lean.execute("INCR", self.key(gears.REPLICATED_KEY))
+        await self._acknowledged(client=False)
 
     async def migrate(self, client: Label, target: str) -> int:
         args = [wire.GEARS_API, *wire.label_args(client), target]
@@ -326,7 +344,7 @@ class Shard:
         for update in updates:
             args += [update.ts, update.src]
             _rows_args(self.tag, update, keys, args)
-        return [int(ts) for ts in await self.call("saturn_apply", args, keys)]
+        return [int(ts) for ts in await self.call("saturn_apply", args, keys, replicated=True)]
 
     async def deliver(
         self, updates: list[RemoteUpdate], marks: dict[str, int], floor: int = 0
@@ -342,7 +360,7 @@ class Shard:
         args.append(len(marks))
         for origin, ts in marks.items():
             args += [origin, ts]
-        stamp, *applied = await self.call("saturn_deliver", args, keys)
+        stamp, *applied = await self.call("saturn_deliver", args, keys, replicated=True)
         return {key.decode() for key in applied}, int(stamp)
 
     async def mark_labels_outside_order(self, outside: bool) -> None:
@@ -367,6 +385,8 @@ class Shard:
             block = max(1, int(block_s * 1000))
             command = ("XREAD", "COUNT", count, "BLOCK", block, "STREAMS", stream, start)
             reply = await self.lean.execute_blocking(*command, block_s=block_s)
+        if reply and self.acks:
+            await self._replicated()
         return _flat_entries(reply[0][1]) if reply else []
 
     @follows_cluster
@@ -376,6 +396,8 @@ class Shard:
         """Up to ``count`` entries of ``stream`` after ``after_ts`` and at or below ``until_ts``."""
         high = f"{until_ts}-0" if until_ts is not None else "+"
         reply = await self.lean.execute("XRANGE", self.key(stream), f"({after_ts}-0", high, "COUNT", count)
+        if reply and self.acks:
+            await self._replicated()
         return _flat_entries(reply)
 
     @follows_cluster
@@ -425,7 +447,7 @@ class Shard:
         """A heartbeat, with the entries of ``stream`` (ts, fields) after ``after`` that it covers,
         in one round trip. The time returned is what those entries cover: the heartbeat, or the
         last entry's ts when there were ``count`` or more of them."""
-        stable, raw = await self.call("saturn_heartbeat", [after, count], [self.key(stream)])
+        stable, raw = await self.call("saturn_heartbeat", [after, count], [self.key(stream)], replicated=True)
         entries = _flat_entries(raw)
         covered = entries[-1][0] if len(entries) >= count else int(stable)
         return covered, entries
@@ -578,11 +600,17 @@ class RegionStore:
                 )
             )
             try:
-                stamp = await self.shards[coordinator].call("saturn_decide", [txid, max(map(int, proposals))])
+                stamp = await self.shards[coordinator].call(
+                    "saturn_decide", [txid, max(map(int, proposals))], replicated=True
+                )
             except errors.TransactionAborted:
                 continue  # the sweeper gave up on it (this took long): its parts are dropped
             await asyncio.gather(
-                *(self.shards[k].call("saturn_settle", [txid, "c", stamp]) for k in parts if k != coordinator)
+                *(
+                    self.shards[k].call("saturn_settle", [txid, "c", stamp], replicated=True)
+                    for k in parts
+                    if k != coordinator
+                )
             )
             return int(stamp)
         raise errors.TransactionAborted(f"update {update.key} was aborted three times while applied here")
