@@ -5,6 +5,9 @@
   (with its remote proxy), a bulk sender, a frontend, a store (Redis, durable: it comes back with
   what it acknowledged);
 - a whole region: every process of it stopped at once, started again after the fault's time;
+- a master of a region's Redis Cluster store (``[store] engine = "cluster"``, three masters or
+  more, with replicas) killed and kept down until a replica has taken its place, then started
+  again (it rejoins as the new master's replica);
 - a partition of a WAN link between two sites: messages held, then let through in order;
 - a latency spike on a WAN link;
 - congestion: one direction of a link with a bandwidth flooded with bulk bytes (its relay's
@@ -26,6 +29,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import redis
+
+from services import auth
 from services.launcher.cluster import Cluster
 from services.plan import label_sink_process
 from services.wan.flood import flood
@@ -39,7 +45,7 @@ CRASHES = {  # fault → the processes it may hit (by the end of their names; "s
     "frontend": ".frontend0",
     "store": ".redis0",
 }
-WAN_FAULTS = ("region", "partition", "spike", "congestion")
+WAN_FAULTS = ("region", "master", "partition", "spike", "congestion")  # run by a method of their own
 FAULTS = (*CRASHES, *WAN_FAULTS)
 SPIKE_MS = 250.0
 BACK_WITHIN_S = 30.0
@@ -87,6 +93,9 @@ class Nemesis(threading.Thread):
             return sorted(n for n in self.cluster.specs if n.endswith(suffix) or n.startswith(suffix))
         if fault == "region":
             return list(t.region_names)
+        if fault == "master":  # a failover needs a majority of masters left, and a replica
+            failover = t.store.engine == "cluster" and t.store.masters >= 3 and t.store.replicas > 0
+            return list(t.region_names) if failover else []
         if fault == "congestion":  # the directions of the links that have a bandwidth
             return sorted(f"{r.from_site}>{r.to_site}" for r in t.relay_routes if r.cls == FLOOD)
         sites = sorted({r.site for r in t.regions})
@@ -136,6 +145,26 @@ class Nemesis(threading.Thread):
         for name in names:  # in start order: stores first
             self.cluster.restart(name)
 
+    def _master(self, region: str) -> None:
+        """One of the region's current masters SIGKILLed and held down until the cluster has
+        promoted a replica in its place (at least the fault's time), then started again."""
+        t = self.cluster.topology
+        nodes = {f"{region}.redis{k}": t.redis_port(region, k) for k in range(t.store_nodes(region))}
+        masters = [name for name, port in nodes.items() if _role(t.node_host(region), port) == "master"]
+        victim = self.rng.choice(masters)
+        self.events[-1].target = victim
+        self.cluster.kill(victim)
+        started = time.monotonic()
+        others = [port for name, port in nodes.items() if name != victim]
+        self.stop.wait(self.fault_s)
+        deadline = started + BACK_WITHIN_S
+        while sum(_role(t.node_host(region), p) == "master" for p in others) < len(masters):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no replica of {victim} promoted within {BACK_WITHIN_S:.0f} s")
+            time.sleep(0.05)
+        self.events[-1].note = f"replica promoted after {time.monotonic() - started:.1f} s"
+        self.cluster.restart(victim)
+
     def _congestion(self, direction: str) -> None:
         """The link's bandwidth taken by a flood for the fault's time; returns once what it
         queued has crossed."""
@@ -163,6 +192,15 @@ class Nemesis(threading.Thread):
         write_wan_control(self.cluster, {})
         for name in list(self.cluster.held):
             self.cluster.restart(name)
+
+
+def _role(host: str, port: int) -> str | None:
+    """A store node's replication role ("master", "slave"; None: unreachable)."""
+    try:
+        with redis.Redis(host=host, port=port, password=auth.secret(), socket_timeout=2) as node:
+            return node.info("replication").get("role")
+    except redis.RedisError:
+        return None
 
 
 def _web(name: str) -> bool:
