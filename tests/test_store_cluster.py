@@ -24,14 +24,20 @@ from services.launcher.store_cluster import master_slots, shard_slot
 from services.region import gears
 from services.topology import Topology, TopologyError
 
-SHARDS, MASTERS, REPLICAS = 4, 2, 1
+SHARDS, MASTERS, REPLICAS = 6, 3, 1  # three masters: a failover needs a majority of them
 
 
 def cluster_topology(protocol: str = "saturn", shards: int = SHARDS, **store) -> dict:
     data = load_topology("two-region.toml", protocol=protocol).model_dump()
     for region in data["regions"]:
         region["shards"] = shards
-    data["store"] = {"engine": "cluster", "masters": MASTERS, "replicas": REPLICAS, **store}
+    data["store"] = {
+        "engine": "cluster",
+        "masters": MASTERS,
+        "replicas": REPLICAS,
+        "node_timeout_ms": 1000,
+        **store,
+    }
     return data
 
 
@@ -57,9 +63,9 @@ def test_a_shards_keys_share_its_slot():
 def test_the_topology_places_shards_and_names_every_node():
     t = load_topology(cluster_topology())
     assert t.store_nodes("a") == MASTERS * (1 + REPLICAS)
-    assert [t.shard_node("a", k) for k in range(SHARDS)] == [0, 1, 0, 1]
+    assert [t.shard_node("a", k) for k in range(SHARDS)] == [0, 1, 2, 0, 1, 2]
     assert len(t.store_endpoints("a")) == MASTERS * (1 + REPLICAS)
-    assert t.describe()["regions"][0]["shards"] == [0, 1, 0, 1]
+    assert t.describe()["regions"][0]["shards"] == [0, 1, 2, 0, 1, 2]
     bus = [t.cluster_bus_port(r, k) for r in t.region_names for k in range(t.store_nodes(r))]
     assert len(set(bus)) == len(bus) and not set(bus) & {port for _, port in t.all_ports() if port not in bus}
 
@@ -188,23 +194,14 @@ def until_available(check: Callable[[], bool]) -> Callable[[], bool]:
     return attempt
 
 
-@pytest.fixture
-def failover_cluster(tmp_path):
-    """A cluster of its own, of three masters (a master's failure is agreed by a majority of
-    the masters: two could not): the test kills one of them."""
-    topology = load_topology(cluster_topology(shards=3, masters=3, node_timeout_ms=1000))
-    with Cluster(topology, tmp_path / "failover") as cluster:
-        yield cluster
-
-
 @pytest.mark.cluster
-def test_a_killed_masters_replica_takes_over_and_loses_nothing_acknowledged(failover_cluster):
+def test_a_killed_masters_replica_takes_over_and_loses_nothing_acknowledged(clustered):
     """Master 0 of region a is killed and kept down past the cluster's node timeout: its replica
     is promoted. The killed node, started again, follows it as its replica (so that a write can
     be acknowledged again: it needs a replica). Every write acknowledged before the kill is
     there, at a and, through the services that followed the shard to its new master, at b;
-    writes to its shard go on."""
-    cluster = failover_cluster
+    writes to its shard go on. (Last in the module: it leaves the masters' roles changed.)"""
+    cluster, _ = clustered
     t = cluster.topology
     rows = [unique("f") for _ in range(40)]
     with CausalClient.connect(t.client_address("b")) as client:
@@ -212,7 +209,7 @@ def test_a_killed_masters_replica_takes_over_and_loses_nothing_acknowledged(fail
         for i, row in enumerate(rows):
             writer.write("all", row, {"v": str(i)})
         cluster.kill("a.redis0")  # SIGKILL, held down: its replica must take over
-        with node(cluster, "a", 3) as replica:  # master 0's
+        with node(cluster, "a", MASTERS) as replica:  # master 0's
             eventually(lambda: replica.info("replication")["role"] == "master", timeout=15)
         cluster.restart("a.redis0")
         with node(cluster, "a", 0) as old_master:

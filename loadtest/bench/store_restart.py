@@ -15,9 +15,11 @@ succeeded after it), and how many acknowledged writes the restarted store lost (
 from __future__ import annotations
 
 import argparse
+import functools
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,9 +60,20 @@ def preload(client: CausalClient, rows: int, tag: str) -> None:
         session.batch([Mutation(GROUP, f"{tag}-{i}").set("v", b"x" * 200) for i in part])
 
 
-def crash_and_write(cluster, client: CausalClient, store: str, tag: str, around_s: float) -> Row:
-    """Writes at a steady pace for ``around_s``, kills the store, writes on until the store has
-    answered for ``around_s``; then reads back every acknowledged row."""
+@dataclass
+class Outage:
+    unavailable_s: float  # from the crash to the first write acknowledged after it
+    failed_writes: int  # writes refused or unanswered meanwhile
+    acknowledged: int  # writes acknowledged around the crash
+    lost: int  # of those, missing afterwards
+
+
+def crash_and_write(
+    client: CausalClient, crash: Callable[[], None], row_name: Callable[[int], str], around_s: float
+) -> Outage:
+    """Writes rows (``row_name(i)``: on the shard the crash hits) at a steady pace for
+    ``around_s``, crashes, writes on until writes have been acknowledged again for ``around_s``;
+    then reads back every acknowledged row."""
     session = client.session(REGION)
     acknowledged: list[str] = []
     failed, killed_at, back_at = 0, None, None
@@ -69,13 +82,13 @@ def crash_and_write(cluster, client: CausalClient, store: str, tag: str, around_
     while True:
         now = time.monotonic()
         if killed_at is None and now >= deadline:
-            cluster.processes[store].popen.send_signal(signal.SIGKILL)  # a crash: the supervisor restarts it
+            crash()
             killed_at = time.monotonic()
         if back_at is not None and now - back_at >= around_s:
             break
         if killed_at is not None and now - killed_at > 60:
             break  # never came back: reported as unavailable for the whole minute
-        row = f"w-{tag}-{i}"
+        row = row_name(i)
         try:
             session.write(GROUP, row, {"v": b"y"})
             acknowledged.append(row)
@@ -93,7 +106,7 @@ def crash_and_write(cluster, client: CausalClient, store: str, tag: str, around_
         rows = reader.multi_read([ReadSpec(GROUP, r, ("v",)) for r in part])
         lost += sum(1 for row in rows if "v" not in row)
     unavailable = (back_at or time.monotonic()) - (killed_at or time.monotonic())
-    return Row(0, 0, unavailable, failed, len(acknowledged), lost)
+    return Outage(unavailable, failed, len(acknowledged), lost)
 
 
 def one_crash(topology: Topology, rows: int, around_s: float) -> Row:
@@ -110,10 +123,13 @@ def one_crash(topology: Topology, rows: int, around_s: float) -> Row:
             say(f"preloading {rows} rows ...")
             preload(client, rows, "pre")
             say(f"{rows} rows: killing {store} ...")
-            row = crash_and_write(cluster, client, store, "w", around_s)
+            popen = cluster.processes[store].popen
+            crash = functools.partial(popen.send_signal, signal.SIGKILL)  # the supervisor restarts it
+            outage = crash_and_write(client, crash, "w-{}".format, around_s)
         finally:
             client.close()
-        row.preload, row.aof_bytes = rows, aof_bytes(Path(cluster.data_dir) / f"{REGION}-0")
+        row = Row(rows, aof_bytes(Path(cluster.data_dir) / f"{REGION}-0"), outage.unavailable_s,
+                  outage.failed_writes, outage.acknowledged, outage.lost)  # fmt: skip
     say(f"  back after {row.unavailable_s:.2f} s; {row.lost} of {row.acknowledged} acknowledged lost")
     return row
 
