@@ -77,6 +77,10 @@ VARIANTS: dict[str, Variant] = {
     "everysec": Variant(topology={"appendfsync": "everysec"}),
     # clients through the gRPC gateway (a Python hop before the gears), as every client was before
     "gateway": Variant(gateway=True),
+    # each region's store a one-master Redis Cluster (the engine's own price: hash tags, MOVED
+    # checks), and one with a replica that has every write before it is acknowledged (WAIT)
+    "cluster": Variant(topology={"store": {"engine": "cluster", "masters": 1, "replicas": 0}}),
+    "cluster-replica": Variant(topology={"store": {"engine": "cluster", "masters": 1, "replicas": 1}}),
 }
 # What makes one protocol's run fail without stopping the others.
 RUN_FAILURES = (BenchError, LaunchError, RedisNotFound, CausalError, redis.RedisError, OSError)
@@ -93,7 +97,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         "--protocols",
         help="comma-separated, one run each; 'saturn+serial' is saturn without §4.4, 'saturn+eager' "
         "without heartbeat slack, 'P+everysec' with stores fsyncing once a second instead of before "
-        "every reply, 'P+gateway' with the clients calling the gRPC gateways instead of the stores "
+        "every reply, 'P+gateway' with the clients calling the gRPC gateways instead of the stores, "
+        "'P+cluster' with each region's store a one-master Redis Cluster ('P+cluster-replica': with a "
+        "replica that has each write before it is acknowledged) "
         "(default: the topology's protocol)",
     )
     add("--repeat", dest="rounds", type=positive(int), help="the same as --rounds")
