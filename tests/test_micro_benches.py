@@ -309,3 +309,11 @@ def test_the_store_restart_bench_kills_a_store_and_loses_no_acknowledged_write(t
     (row,) = json.loads((tmp_path / "store-restart.json").read_text())
     assert row["preload"] == 200 and row["aof_bytes"] > 0 and row["lost"] == 0
     assert 0 < row["unavailable_s"] < 30 and row["failed_writes"] > 0, "the store was down a while"
+
+
+def test_the_store_failover_bench_kills_a_master_for_good_and_loses_no_acknowledged_write(tmp_path):
+    assert loadtest_main(["bench", "store-failover", "--node-timeout", "500", "--around", "0.3",
+                          "--out", str(tmp_path)]) == 0  # fmt: skip
+    (row,) = json.loads((tmp_path / "store-failover.json").read_text())
+    assert row["node_timeout_ms"] == 500 and row["lost"] == 0 and row["acknowledged"] > 0
+    assert 0.5 < row["unavailable_s"] < 30 and row["failed_writes"] > 0, "the shard was down a while"

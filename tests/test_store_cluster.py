@@ -228,3 +228,17 @@ def test_a_killed_masters_replica_takes_over_and_loses_nothing_acknowledged(clus
             reader = client.session(region, label=writer.label)
             seen = until_available(lambda r=reader: [x.text("v") for x in r.multi_read(specs)] == expect)
             eventually(seen, timeout=20)
+
+
+@pytest.mark.cluster
+def test_a_one_master_cluster_without_replicas_is_formed_and_serves(tmp_path):
+    """The smallest cluster (the engine's price on the bench): a lone node knows every node of
+    its cluster from the start, and must still be given every slot."""
+    topology = load_topology(cluster_topology(shards=2, masters=1, replicas=0))
+    address = topology.client_address("a")
+    with Cluster(topology, tmp_path / "one") as cluster, CausalClient.connect(address) as client:
+        row = unique("one")
+        label = client.session("a").write("all", row, {"v": "1"})
+        eventually(lambda: client.session("b", label=label).read("all", row).text("v") == "1")
+        with node(cluster, "a", 0) as lone:
+            assert int(lone.execute_command("CLUSTER", "COUNTKEYSINSLOT", shard_slot(0))) > 0

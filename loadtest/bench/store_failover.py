@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from causal_client import CausalClient
-from loadtest.bench.store_restart import GROUP, REGION, crash_and_write
+from loadtest.bench.store_restart import GROUP, REGION, add_around, crash_and_write, report_outages
 from loadtest.harness.cluster import find_base_port, started, with_overrides
-from loadtest.harness.experiment import FAILED, PASSED, Experiment
+from loadtest.harness.experiment import Experiment
 from loadtest.harness.options import numbers
-from loadtest.harness.report import render_table, say, write_rows
+from loadtest.harness.report import say
 from services.topology import Topology
 
 MASTERS, REPLICAS = 3, 2
@@ -84,28 +84,22 @@ def run(args: argparse.Namespace) -> int:
     for timeout_ms in args.node_timeout:
         topology = cluster_store(base, timeout_ms)
         rows.append(one_failover(with_overrides(topology, base_port=find_base_port(topology)), args.around))
-    print(render_table(
-        f"{base.name} ({base.protocol}): a cluster store's master killed for good, "
-        f"{MASTERS} masters with {REPLICAS} replicas each",
-        ["node timeout ms", "writes refused for s", "refused writes", "acknowledged", "lost"],
-        [[str(r.node_timeout_ms), f"{r.unavailable_s:.2f}", str(r.failed_writes), str(r.acknowledged),
-          str(r.lost)] for r in rows],
-    ))  # fmt: skip
-    write_rows(args.out, "store-failover", rows)
-    return FAILED if any(r.lost for r in rows) else PASSED
+    title = f"{base.name} ({base.protocol}): a cluster store's master killed for good, "
+    title += f"{MASTERS} masters with {REPLICAS} replicas each"
+    cells = [[str(r.node_timeout_ms)] for r in rows]
+    return report_outages(args.out, "store-failover", title, ["node timeout ms"], cells, rows)
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
-    add("--node-timeout", type=numbers(int), default=[500, 1000, 2000],
+    parser.add_argument("--node-timeout", type=numbers(int), default=[500, 1000, 2000],
         help="cluster-node-timeout values in ms, a list (default: 500,1000,2000)")  # fmt: skip
-    add("--around", type=float, default=1.0, help="seconds of writes before the kill and after the return")
+    add_around(parser)
 
 
 EXPERIMENT = Experiment(
     name="store-failover",
     summary="a cluster store's master killed for good: how long its shard refuses writes, what it lost",
-    minutes=(1.5, 1.5),
+    minutes=(2.0, 2.0),
     run=run,
     arguments=arguments,
     shared={"topology": "topologies/two-region.toml", "protocol": "saturn", "out": ""},

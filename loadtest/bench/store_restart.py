@@ -138,21 +138,35 @@ def run(args: argparse.Namespace) -> int:
     topology = with_overrides(Topology.load(args.topology), protocol=args.protocol)
     topology = with_overrides(topology, base_port=find_base_port(topology))
     rows = [one_crash(topology, target, args.around) for target in sorted(args.preload)]
+    title = f"{topology.name} ({topology.protocol}): a store killed and restarted by the supervisor"
+    cells = [[str(r.preload), f"{r.aof_bytes / 1e6:.1f}"] for r in rows]
+    return report_outages(args.out, "store-restart", title, ["rows before", "AOF MB"], cells, rows)
+
+
+def report_outages(
+    out: str, name: str, title: str, heads: list[str], cells: list[list[str]], rows: list
+) -> int:
+    """The table of outages (``rows``: each with Outage's fields; ``cells``: each row's first
+    columns, under ``heads``), written as JSON too; FAILED when one lost an acknowledged write."""
     print(render_table(
-        f"{topology.name} ({topology.protocol}): a store killed and restarted by the supervisor",
-        ["rows before", "AOF MB", "writes refused for s", "refused writes", "acknowledged", "lost"],
-        [[str(r.preload), f"{r.aof_bytes / 1e6:.1f}", f"{r.unavailable_s:.2f}", str(r.failed_writes),
-          str(r.acknowledged), str(r.lost)] for r in rows],
+        title, [*heads, "writes refused for s", "refused writes", "acknowledged", "lost"],
+        [[*first, f"{r.unavailable_s:.2f}", str(r.failed_writes), str(r.acknowledged), str(r.lost)]
+         for first, r in zip(cells, rows, strict=True)],
     ))  # fmt: skip
-    write_rows(args.out, "store-restart", rows)
+    write_rows(out, name, rows)
     return FAILED if any(r.lost for r in rows) else PASSED
 
 
+def add_around(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--around", type=float, default=1.0, help="seconds of writes before the crash and after the return"
+    )
+
+
 def arguments(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
-    add("--preload", type=numbers(int), default=[1000, 20000, 100000],
+    parser.add_argument("--preload", type=numbers(int), default=[1000, 20000, 100000],
         help="rows in the store before each crash, a list (default: 1000,20000,100000)")  # fmt: skip
-    add("--around", type=float, default=1.0, help="seconds of writes before the crash and after the return")
+    add_around(parser)
 
 
 EXPERIMENT = Experiment(

@@ -73,6 +73,13 @@ def _info(node: redis.Redis) -> dict[str, str]:
     return dict(line.split(":", 1) for line in text.split() if ":" in line)
 
 
+def _formed(info: dict[str, str], nodes: int) -> bool:
+    """A node that knows every node and sees every slot assigned (a lone node knows itself)."""
+    return info.get("cluster_known_nodes") == str(nodes) and info.get("cluster_slots_assigned") == str(
+        REDIS_CLUSTER_HASH_SLOTS
+    )
+
+
 def _wait(what: str, done, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not done():
@@ -86,7 +93,7 @@ def form(topology: Topology, region: str, password: str | None, timeout: float =
     store = topology.store
     masters, shards = store.masters, topology.region(region).shards
     with _nodes(topology, region, password) as nodes:
-        if all(_info(n).get("cluster_known_nodes") == str(len(nodes)) for n in nodes):
+        if all(_formed(_info(n), len(nodes)) for n in nodes):
             _wait_ok(region, nodes, timeout)  # formed before (nodes.conf): it comes back by itself
             return
         ip = socket.gethostbyname(topology.node_host(region))
