@@ -17,6 +17,7 @@ from loadtest.bench import (
     proxy,
     redblue,
     serializer,
+    store_scaling,
     vivace_strong,
 )
 from loadtest.bench import synthetic as fig5_synthetic
@@ -317,3 +318,11 @@ def test_the_store_failover_bench_kills_a_master_for_good_and_loses_no_acknowled
     (row,) = json.loads((tmp_path / "store-failover.json").read_text())
     assert row["node_timeout_ms"] == 500 and row["lost"] == 0 and row["acknowledged"] > 0
     assert 0.5 < row["unavailable_s"] < 30 and row["failed_writes"] > 0, "the shard was down a while"
+
+
+def test_the_store_scaling_bench_runs_the_facebook_workload_on_a_cluster_store(tmp_path):
+    """The instrument, tiny: the load test on two regions whose stores are two-master clusters."""
+    base = Topology.load(Path(__file__).resolve().parents[1] / "topologies" / "two-region.toml")
+    assert store_scaling.with_masters(base, 4).store.masters == 4
+    (point,) = store_scaling.measure(base, [2], "saturn", 100, 2, 2.0, tmp_path)
+    assert point.masters == 2 and point.ops_per_s > 0 and point.failed == 0 and point.cores >= 1
