@@ -279,7 +279,10 @@ def _acknowledged(store: redis.Redis, command: tuple, acks: int, where: Callable
     pipe = store.pipeline(transaction=False)
     pipe.execute_command(*command)
     pipe.execute_command("WAIT", acks, max(1, int(timeout * 1000 * ACK_SHARE)))
-    reply, confirmed = pipe.execute()
+    reply, confirmed = pipe.execute(raise_on_error=False)  # errors as they came (not re-worded)
+    for outcome in (reply, confirmed):
+        if isinstance(outcome, Exception):
+            raise outcome
     if int(confirmed) < acks:
         raise OutcomeUnknown(
             f"{where()}: the change is made at the master, but no replica confirmed it within "

@@ -131,6 +131,7 @@ GEAR_ERRORS: dict[str, type[CausalError]] = {
     "NOTOWNER": WrongPlace,
     "VERSION": VersionMismatch,
     "UNCONFIGURED": RegionUnavailable,  # the store is up, its region's services not yet
+    "MOVING": RegionUnavailable,  # the shard is moving to another master of its cluster: shortly
     "ABORTED": TransactionAborted,
     "TOOOLD": StoreTimeout,  # a read-only transaction outlived the versions it reads (it restarts)
 }
@@ -147,7 +148,8 @@ def from_redis_error(exc: Exception, where: str) -> CausalError:
         return AccessDenied(f"{where}: missing or wrong credentials: {text} ({SECRET_HINT})")
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return RegionUnavailable(f"{where}: {text}")
-    if isinstance(exc, (redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError)):
+    busy = (redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError, redis.exceptions.AskError)
+    if isinstance(exc, busy):
         return RegionUnavailable(f"{where}: the store's cluster is failing over or moving a shard: {text}")
     if text.startswith(NO_GEARS):
         return RegionUnavailable(f"{where}: the store has no gears yet (its region is starting)")

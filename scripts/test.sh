@@ -12,4 +12,5 @@ bash scripts/setup.sh dev
 # module's cluster starts once): most cluster tests wait on emulated WAN latency rather than on
 # the CPU. One at a time is the default: on two shared cores, three at a time still starves the
 # timing-sensitive tests now and then (docs/OPERATIONS.md, "Tests").
-exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-0}" --dist loadfile "$@"
+# --durations: the slowest tests at the end of every run (the suite is kept under 30 minutes).
+exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-0}" --dist loadfile --durations=25 "$@"

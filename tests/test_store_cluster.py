@@ -7,6 +7,7 @@ what a cluster cannot be (more masters than shards, more nodes than a region has
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -15,12 +16,21 @@ from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from causal_client import CausalClient, Mutation, OutcomeUnknown, ReadSpec, RegionUnavailable, wire
+from causal_client import (
+    CausalClient,
+    InvalidRequest,
+    Mutation,
+    OutcomeUnknown,
+    ReadSpec,
+    RegionUnavailable,
+    wire,
+)
 from causal_client.label import Label
 from causal_client.transactions import write_args
 from services.compose.project import one_host
+from services.launcher.__main__ import main as launcher_main
 from services.launcher.cluster import Cluster
-from services.launcher.store_cluster import master_slots, shard_slot
+from services.launcher.store_cluster import master_of, master_slots, shard_slot
 from services.region import gears
 from services.topology import Topology, TopologyError
 
@@ -192,6 +202,61 @@ def until_available(check: Callable[[], bool]) -> Callable[[], bool]:
             return False
 
     return attempt
+
+
+@pytest.mark.cluster
+def test_a_refused_write_is_refused_with_its_reason_when_replicas_must_acknowledge(clustered):
+    """The write and its WAIT go in one pipeline: a gear's refusal still comes back as its own
+    typed error, not as the pipeline's re-worded one."""
+    _, client = clustered
+    with pytest.raises(InvalidRequest, match="unknown group"):
+        client.session("a").write("no-such-group", unique("r"), {"v": "1"})
+
+
+@pytest.mark.cluster
+def test_a_shard_moves_to_another_master_while_the_region_serves(clustered):
+    """Shard 0 moves from master 0 to master 1 (its slot and every key of it) while a client
+    writes to it: calls meanwhile wait (the shard is fenced, then the cluster redirects), none
+    runs on half of its keys; every acknowledged write is there after, at a and at b, and the
+    shard is served from its new master."""
+    cluster, client = clustered
+    t = cluster.topology
+    rows = [r for r in (unique("mv") for _ in range(400)) if t.shard_of("a", "all", r) == 0][:30]
+    writer = client.session("a")
+    for i, row in enumerate(rows[:10]):
+        writer.write("all", row, {"v": str(i)})
+    command = ["--run-dir", str(cluster.run_dir), "move-shard", "a", "0", "1"]  # as an operator would
+    moving = threading.Thread(target=lambda: moved.append(launcher_main(command)))
+    moved: list[int] = []
+    moving.start()
+    for i, row in enumerate(rows[10:], start=10):  # during the move and after it
+        eventually(until_available(lambda r=row, v=str(i): writer.write("all", r, {"v": v}) is not None))
+    moving.join(30)
+    assert moved == [0] and master_of(t, "a", 0, None) == 1
+    specs = [ReadSpec("all", r) for r in rows]
+    for region in t.region_names:
+        reader = client.session(region, label=writer.label)
+        seen = until_available(
+            lambda r=reader: [x.text("v") for x in r.multi_read(specs)] == [str(i) for i in range(30)]
+        )
+        eventually(seen, timeout=20)
+    with node(cluster, "a", 1) as new_master:
+        assert int(new_master.execute_command("CLUSTER", "COUNTKEYSINSLOT", shard_slot(0))) > 0
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["a", "99", "1"], "no shard 99"),
+        (["nowhere", "0", "1"], "nowhere"),
+        (["a", "0", "42"], "no store node 42"),
+    ],
+)
+def test_moving_a_shard_that_is_not_there_is_refused(clustered, capsys, args, complaint):
+    cluster, _ = clustered
+    assert launcher_main(["--run-dir", str(cluster.run_dir), "move-shard", *args]) == 2
+    assert complaint in capsys.readouterr().err
 
 
 @pytest.mark.cluster

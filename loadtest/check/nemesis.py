@@ -8,6 +8,7 @@
 - a master of a region's Redis Cluster store (``[store] engine = "cluster"``, three masters or
   more, with replicas) killed and kept down until a replica has taken its place, then started
   again (it rejoins as the new master's replica);
+- a shard of a region's cluster store moved to another master while the region serves;
 - a partition of a WAN link between two sites: messages held, then let through in order;
 - a latency spike on a WAN link;
 - congestion: one direction of a link with a bandwidth flooded with bulk bytes (its relay's
@@ -32,8 +33,10 @@ from dataclasses import dataclass
 import redis
 
 from services import auth
+from services.launcher import store_cluster
 from services.launcher.cluster import Cluster
 from services.plan import label_sink_process
+from services.topology import Topology
 from services.wan.flood import flood
 from services.wan.routes import FLOOD, flood_endpoint
 
@@ -45,8 +48,9 @@ CRASHES = {  # fault → the processes it may hit (by the end of their names; "s
     "frontend": ".frontend0",
     "store": ".redis0",
 }
-WAN_FAULTS = ("region", "master", "partition", "spike", "congestion")  # run by a method of their own
+WAN_FAULTS = ("region", "master", "move", "partition", "spike", "congestion")  # run by methods of their own
 FAULTS = (*CRASHES, *WAN_FAULTS)
+CLUSTER_STORE_FAULTS = ("master", "move")  # only where regions' stores are Redis Clusters
 SPIKE_MS = 250.0
 BACK_WITHIN_S = 30.0
 
@@ -96,6 +100,8 @@ class Nemesis(threading.Thread):
         if fault == "master":  # a failover needs a majority of masters left, and a replica
             failover = t.store.engine == "cluster" and t.store.masters >= 3 and t.store.replicas > 0
             return list(t.region_names) if failover else []
+        if fault == "move":  # a shard moved between two masters
+            return list(t.region_names) if t.store.engine == "cluster" and t.store.masters >= 2 else []
         if fault == "congestion":  # the directions of the links that have a bandwidth
             return sorted(f"{r.from_site}>{r.to_site}" for r in t.relay_routes if r.cls == FLOOD)
         sites = sorted({r.site for r in t.regions})
@@ -149,21 +155,30 @@ class Nemesis(threading.Thread):
         """One of the region's current masters SIGKILLed and held down until the cluster has
         promoted a replica in its place (at least the fault's time), then started again."""
         t = self.cluster.topology
-        nodes = {f"{region}.redis{k}": t.redis_port(region, k) for k in range(t.store_nodes(region))}
-        masters = [name for name, port in nodes.items() if _role(t.node_host(region), port) == "master"]
-        victim = self.rng.choice(masters)
+        masters = _masters(t, region)
+        killed = self.rng.choice(masters)
+        victim = f"{region}.redis{killed}"
         self.events[-1].target = victim
         self.cluster.kill(victim)
         started = time.monotonic()
-        others = [port for name, port in nodes.items() if name != victim]
         self.stop.wait(self.fault_s)
         deadline = started + BACK_WITHIN_S
-        while sum(_role(t.node_host(region), p) == "master" for p in others) < len(masters):
+        while len([k for k in _masters(t, region) if k != killed]) < len(masters):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no replica of {victim} promoted within {BACK_WITHIN_S:.0f} s")
             time.sleep(0.05)
         self.events[-1].note = f"replica promoted after {time.monotonic() - started:.1f} s"
         self.cluster.restart(victim)
+
+    def _move(self, region: str) -> None:
+        """A random shard of the region moved to another of its current masters."""
+        t = self.cluster.topology
+        shard = self.rng.randrange(t.region(region).shards)
+        here = store_cluster.master_of(t, region, shard, auth.secret())
+        to = self.rng.choice([k for k in _masters(t, region) if k != here])
+        held = store_cluster.move_shard(t, region, shard, to, auth.secret())
+        self.events[-1].target = f"{region} shard {shard}"
+        self.events[-1].note = f"redis{here} to redis{to}, calls held {held:.2f} s"
 
     def _congestion(self, direction: str) -> None:
         """The link's bandwidth taken by a flood for the fault's time; returns once what it
@@ -192,6 +207,13 @@ class Nemesis(threading.Thread):
         write_wan_control(self.cluster, {})
         for name in list(self.cluster.held):
             self.cluster.restart(name)
+
+
+def _masters(topology: Topology, region: str) -> list[int]:
+    """The region's store nodes that are masters now (by their own word)."""
+    host = topology.node_host(region)
+    nodes = range(topology.store_nodes(region))
+    return [k for k in nodes if _role(host, topology.redis_port(region, k)) == "master"]
 
 
 def _role(host: str, port: int) -> str | None:

@@ -16,13 +16,15 @@ import sys
 import time
 from pathlib import Path
 
+from redis.exceptions import RedisError
+
 from services import auth
-from services.launcher import reconfigure
-from services.launcher.cluster import Cluster, LaunchError, read_state
+from services.launcher import reconfigure, store_cluster
+from services.launcher.cluster import TOPOLOGY_FILE, Cluster, LaunchError, read_state
 from services.launcher.redis_binary import RedisNotFound
 from services.pids import pid_alive
 from services.probes import grpc_serving, link_serving, redis_ping
-from services.topology import Topology, TopologyError
+from services.topology import Topology, TopologyError, load_topology
 from services.traits import TRAITS
 
 DEFAULT_RUN_DIR = Path(".run")
@@ -128,6 +130,29 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_move_shard(args: argparse.Namespace) -> int:
+    """Moves a shard of a region's cluster store to another master while the region serves."""
+    state = read_state(args.run_dir)
+    if not state:
+        print(f"nothing running from {args.run_dir} (no state file)")
+        return 1
+    topology = load_topology(str(Path(args.run_dir) / TOPOLOGY_FILE))  # as the processes read it
+    if topology.store.engine != "cluster":
+        raise TopologyError(f"{topology.source}: standalone stores: shards move between a cluster's masters")
+    try:
+        topology.shard_tag(args.region, args.shard)  # an unknown region or shard is refused here
+    except ValueError as exc:
+        raise TopologyError(str(exc)) from None
+    if not 0 <= args.to < topology.store_nodes(args.region):
+        raise TopologyError(f"region {args.region} has no store node {args.to}")
+    try:
+        held = store_cluster.move_shard(topology, args.region, args.shard, args.to, auth.secret())
+    except (store_cluster.ClusterFormError, RedisError) as exc:
+        raise LaunchError(f"moving {args.region} shard {args.shard}: {exc}") from None
+    print(f"{args.region} shard {args.shard} is on {args.region}.redis{args.to} (calls waited {held:.2f} s)")
+    return 0
+
+
 def cmd_reconfigure(args: argparse.Namespace) -> int:
     return reconfigure.request(args.run_dir, args.topology, args.timeout)
 
@@ -153,10 +178,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     reconf.add_argument("topology", help="the same regions with a new tree (as services.configure writes)")
     reconf.add_argument("--timeout", type=float, default=60.0, help="seconds for each step")
+    move = sub.add_parser(
+        "move-shard", help="move a shard of a region's cluster store to another master, without stopping"
+    )
+    move.add_argument("region")
+    move.add_argument("shard", type=int)
+    move.add_argument("to", type=int, help="the master's node index (the N of REGION.redisN)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        commands = {"up": cmd_up, "status": cmd_status, "down": cmd_down, "reconfigure": cmd_reconfigure}
+        commands = {
+            "up": cmd_up, "status": cmd_status, "down": cmd_down, "reconfigure": cmd_reconfigure,
+            "move-shard": cmd_move_shard,
+        }  # fmt: skip
         return commands[args.command](args)
     except (TopologyError, LaunchError, RedisNotFound) as exc:
         print(f"error: {exc}", file=sys.stderr)

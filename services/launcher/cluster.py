@@ -37,6 +37,7 @@ log = logging.getLogger("launcher")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STATE_FILE = "state.json"
+TOPOLOGY_FILE = "topology.json"  # in the run directory: the topology every process reads
 
 
 class LaunchError(RuntimeError):
@@ -120,7 +121,7 @@ class Cluster:
 
     @property
     def topology_file(self) -> Path:
-        return self.run_dir / "topology.json"
+        return self.run_dir / TOPOLOGY_FILE
 
     def metrics_dir(self, region: str) -> Path:
         return self.run_dir / "metrics" / region

@@ -23,6 +23,7 @@ import redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from causal_client import wire
+from services.region import gears
 from services.topology import Topology
 
 
@@ -151,3 +152,66 @@ def _wait_ok(region: str, nodes: list[redis.Redis], timeout: float) -> None:
         lambda: all(_synced(n) for n in nodes),
         timeout,
     )
+
+
+MIGRATE_BATCH = 100  # keys a MIGRATE moves at once
+MIGRATE_TIMEOUT_MS = 10_000
+
+
+def _node_ids(nodes: list[redis.Redis]) -> list[str]:
+    return [_text(n.execute_command("CLUSTER", "MYID")) for n in nodes]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def master_of(topology: Topology, region: str, shard: int, password: str | None) -> int:
+    """Which of the region's nodes serves the shard now (by the first node that answers)."""
+    slot = shard_slot(shard)
+    ports = [topology.redis_port(region, k) for k in range(topology.store_nodes(region))]
+    with _nodes(topology, region, password) as nodes:
+        for node in nodes:
+            try:
+                slots = node.execute_command("CLUSTER", "SLOTS")
+            except redis.RedisError:
+                continue
+            for first, last, master, *_ in slots:
+                if first <= slot <= last:
+                    return ports.index(int(master[1]))
+    raise ClusterFormError(f"{region}: no node says who serves shard {shard}")
+
+
+def move_shard(topology: Topology, region: str, shard: int, to_node: int, password: str | None) -> float:
+    """Moves a shard (its slot, every key of it) to another master of the region's cluster while
+    the region serves; returns the seconds its calls were held. Redis's resharding, with one
+    addition: the shard is fenced first (``gears.MOVING_FIELD``: every gear call on it answers
+    TRYAGAIN and is made again by its caller), so that no call ever runs on a node holding part
+    of its keys. The target gets the gears' library first; the fence travels with the keys and is
+    lifted at the target once the cluster says the slot is there."""
+    slot, tag = shard_slot(shard), wire.shard_tag(shard)
+    config = gears.shard_key(gears.CONFIG_KEY, tag)
+    source_k = master_of(topology, region, shard, password)
+    if source_k == to_node:
+        return 0.0
+    with _nodes(topology, region, password) as nodes:
+        source, target = nodes[source_k], nodes[to_node]
+        if target.info("replication")["role"] != "master":
+            raise ClusterFormError(f"{region}: node {to_node} is a replica; a shard moves to a master")
+        ids = _node_ids(nodes)
+        target.execute_command("FUNCTION", "RESTORE", source.function_dump(), "REPLACE")
+        started = time.monotonic()
+        source.hset(config, gears.MOVING_FIELD, "1")
+        target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[source_k])
+        source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to_node])
+        host, port = topology.node_host(region), topology.redis_port(region, to_node)
+        auth_args = ["AUTH", password] if password else []
+        while keys := source.execute_command("CLUSTER", "GETKEYSINSLOT", slot, MIGRATE_BATCH):
+            source.execute_command(
+                "MIGRATE", host, port, "", 0, MIGRATE_TIMEOUT_MS, *auth_args, "KEYS", *keys
+            )
+        masters = [n for n in nodes if n.info("replication")["role"] == "master"]
+        for node in [target, source, *(n for n in masters if n not in (target, source))]:
+            node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[to_node])
+        target.hdel(config, gears.MOVING_FIELD)
+        return time.monotonic() - started

@@ -52,6 +52,7 @@ MIGRATED_PREFIX, ROE_PREFIX = "migrated:", "roe:"
 # Stream entries (ids are the label's ts): a bulk entry's group and packed payload; a label entry.
 GROUP_FIELD, PAYLOAD_FIELD, LABEL_FIELD = "g", "p", "l"
 CONFIG_KEY = "saturn:config"  # the region's settings the gears check calls against (see checks.lua)
+MOVING_FIELD = "moving"  # in CONFIG_KEY while the shard moves between a cluster's masters: calls wait
 GROUPS_KEY = "saturn:groups"  # group → its replicas, space-separated
 GEARS_KEY = "saturn:gears"  # every gear's id (a label's source must be one)
 DESCRIBE_KEY = "saturn:describe"  # what a client learns of the topology here (JSON)
@@ -91,7 +92,7 @@ def _constants() -> dict[str, str | int | float | list]:
     names: dict[str, str | int | float | list] = {
         "WATERMARK_EVENTS_MAXLEN": WATERMARK_EVENTS_MAXLEN, "MIGRATED_PREFIX": MIGRATED_PREFIX,
         "GROUP_FIELD": GROUP_FIELD, "PAYLOAD_FIELD": PAYLOAD_FIELD, "LABEL_FIELD": LABEL_FIELD,
-        "API": wire.GEARS_API, "OUTSIDE_ORDER_FIELD": OUTSIDE_ORDER_FIELD,
+        "API": wire.GEARS_API, "OUTSIDE_ORDER_FIELD": OUTSIDE_ORDER_FIELD, "MOVING_FIELD": MOVING_FIELD,
         "ATTACH_BUCKETS_US": [round(b * 1e6) for b in ATTACH_BUCKETS_S],
         "MAX_KEY_BYTES": wire.MAX_KEY_BYTES, "MAX_OPS": wire.MAX_OPS,
         "MAX_SLICE": wire.MAX_SLICE, "MAX_ROW_COLUMNS": wire.MAX_ROW_COLUMNS,

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import hiredis
 import msgpack
 import redis.asyncio as aioredis
-from redis.exceptions import ClusterDownError, MovedError, ResponseError, TryAgainError
+from redis.exceptions import AskError, ClusterDownError, MovedError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as StoreConnectionError
 from redis.exceptions import TimeoutError as StoreTimeoutError
 from redis.typing import EncodableT, FieldT
@@ -139,6 +139,7 @@ def _text(reply: bytes | str) -> str:
 
 ACK_TIMEOUT_MS = 5000  # how long a client's change may wait for its replicas (then: outcome unknown)
 NO_FUNCTION = "Function not found"  # how Redis answers an FCALL of a library it does not have
+MOVING = "MOVING "  # a gear's answer while its shard moves between masters (checks.lua)
 
 
 class PackedByHiredis(aioredis.Connection):
@@ -180,19 +181,18 @@ def _following(method: Callable[..., Awaitable[T]], again_when_lost: bool) -> Ca
         while True:
             try:
                 return await method(self, *args, **kwargs)
-            except (ClusterDownError, TryAgainError):
-                # A failover or a shard's move under way: nothing was done; again shortly.
-                down_until = down_until or time.monotonic() + CLUSTER_DOWN_WAIT_S
-                if time.monotonic() > down_until:
-                    raise
-                await asyncio.sleep(CLUSTER_DOWN_RETRY_S)
-                continue
-            except (MovedError, StoreConnectionError, OSError) as exc:
+            except (MovedError, StoreConnectionError, OSError) as exc:  # (MOVED first: an ASK's kind)
                 again = await self.follow_cluster(exc)
                 harmless = again_when_lost or isinstance(exc, StoreUnreachable)  # nothing was sent
                 if not (again or (harmless and self.nodes)) or attempt == tries:
                     raise
                 attempt += 1
+            except (ClusterDownError, TryAgainError, AskError):
+                # A failover or a shard's move under way: nothing was done; again shortly.
+                down_until = down_until or time.monotonic() + CLUSTER_DOWN_WAIT_S
+                if time.monotonic() > down_until:
+                    raise
+                await asyncio.sleep(CLUSTER_DOWN_RETRY_S)
 
     return following
 
@@ -294,9 +294,11 @@ class Shard:
                 if (durable or replicated) and self.acks:
                     await self._acknowledged(client=durable)
                 return reply
-            except (MovedError, ClusterDownError, TryAgainError):
+            except (MovedError, ClusterDownError, TryAgainError, AskError):
                 raise  # followed or waited out (follows_cluster)
             except ResponseError as exc:
+                if str(exc).startswith(MOVING):  # the shard is fenced while it moves: waited out
+                    raise TryAgainError(str(exc)) from None
                 if attempt == 1 and str(exc).startswith(NO_FUNCTION):
                     await self.redis.function_load(gears.library_source(), replace=True)
                     continue

@@ -18,6 +18,11 @@ local function enter_call_shard(keys)
   end
   enter_shard(tag)
   table.remove(keys, 1)
+  -- A shard being moved to another master is fenced (store_cluster.py): no call touches its keys
+  -- while they are split between two nodes (callers try again; services wait).
+  if redis.call('HGET', CONFIG_KEY, MOVING_FIELD) then
+    fail(CODE_MOVING, 'shard ' .. tag .. ' is moving to another master of its region: try again shortly')
+  end
 end
 
 -- The region's own services' gears (unguarded: their errors are bugs, not a caller's mistakes).
