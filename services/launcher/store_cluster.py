@@ -186,7 +186,7 @@ def move_shard(topology: Topology, region: str, shard: int, to_node: int, passwo
     """Moves a shard (its slot, every key of it) to another master of the region's cluster while
     the region serves; returns the seconds its calls were held. Redis's resharding, with one
     addition: the shard is fenced first (``gears.MOVING_FIELD``: every gear call on it answers
-    TRYAGAIN and is made again by its caller), so that no call ever runs on a node holding part
+    MOVING and is made again by its caller), so that no call ever runs on a node holding part
     of its keys. The target gets the gears' library first; the fence travels with the keys and is
     lifted at the target once the cluster says the slot is there."""
     slot, tag = shard_slot(shard), wire.shard_tag(shard)
