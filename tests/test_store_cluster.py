@@ -54,7 +54,7 @@ def cluster_topology(protocol: str = "saturn", shards: int = SHARDS, **store) ->
 # -- no processes --------------------------------------------------------------------------------
 @pytest.mark.parametrize(("shards", "masters"), [(1, 1), (4, 2), (16, 4), (64, 8), (5, 3)])
 def test_every_slot_is_served_once_and_each_shard_is_on_its_master(shards, masters):
-    ranges = master_slots(shards, masters)
+    ranges = master_slots([k % masters for k in range(shards)], masters)
     served = sorted(
         slot for per_master in ranges for first, last in per_master for slot in range(first, last + 1)
     )

@@ -35,11 +35,11 @@ def shard_slot(shard: int) -> int:
     return key_slot(wire.shard_tag(shard).encode())
 
 
-def master_slots(shards: int, masters: int) -> list[list[tuple[int, int]]]:
+def master_slots(placement: list[int], masters: int) -> list[list[tuple[int, int]]]:
     """Per master, the slot ranges (first, last) it serves at first: shard k's slot on master
-    k mod ``masters``, and every slot with the shard whose slot is the next one at or above it
-    (those above the highest shard's slot with the lowest's)."""
-    by_slot = sorted((shard_slot(k), k % masters) for k in range(shards))
+    ``placement[k]`` (``Topology.shard_node``), and every slot with the shard whose slot is the
+    next one at or above it (those above the highest shard's slot with the lowest's)."""
+    by_slot = sorted((shard_slot(k), master) for k, master in enumerate(placement))
     owner = [by_slot[0][1]] * REDIS_CLUSTER_HASH_SLOTS
     low = 0
     for slot, master in by_slot:
@@ -97,8 +97,9 @@ def form(topology: Topology, region: str, password: str | None, timeout: float =
         if all(_formed(_info(n), len(nodes)) for n in nodes):
             _wait_ok(region, nodes, timeout)  # formed before (nodes.conf): it comes back by itself
             return
+        placement = [topology.shard_node(region, k) for k in range(shards)]
         ip = socket.gethostbyname(topology.node_host(region))
-        for k, (node, ranges) in enumerate(zip(nodes, master_slots(shards, masters), strict=False)):
+        for k, (node, ranges) in enumerate(zip(nodes, master_slots(placement, masters), strict=False)):
             if _info(node).get("cluster_slots_assigned") == "0":
                 node.execute_command("CLUSTER", "ADDSLOTSRANGE", *(bound for r in ranges for bound in r))
                 node.execute_command("CLUSTER", "SET-CONFIG-EPOCH", k + 1)  # no two masters alike
