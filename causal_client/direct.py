@@ -50,7 +50,6 @@ NO_SETINFO: dict[str, Any] = (
 )
 IDLE_CHECK_S = 1  # a pooled connection idle this long is PINGed before it is used again
 ROUND_THREADS = 8  # calls of a transaction's round made at once, per client
-MOVES_FOLLOWED = 3  # MOVED replies one call follows (a shard moved again while it was redirected)
 ACK_SHARE = 0.8  # of a call's timeout, what its replicas' acknowledgement may take (the rest: the call)
 
 
@@ -108,7 +107,7 @@ class DirectTransport(Transport):
         meta: bool = False,
     ):
         nodes = self.nodes_of(region)
-        for attempt in range(MOVES_FOLLOWED + 1):
+        for attempt in range(wire.MOVES_FOLLOWED + 1):
             store = self._shards(region, meta)[shard]
             address = _address(store)
             try:
@@ -118,7 +117,7 @@ class DirectTransport(Transport):
                     acks=0 if read_only else self.acks,
                 )  # fmt: skip
             except redis.exceptions.MovedError as moved:
-                if attempt == MOVES_FOLLOWED:
+                if attempt == wire.MOVES_FOLLOWED:
                     raise RegionUnavailable(f"region {region} shard {shard} keeps moving: {moved}") from None
                 self._move(region, shard, _named(nodes, f"{moved.host}:{moved.port}"))
             except RegionUnavailable:

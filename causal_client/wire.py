@@ -90,3 +90,8 @@ def shard_tag(shard: int) -> str:
     slot's, as a Redis Cluster requires, and a shard moves between a cluster's masters whole
     (its slot is ``CLUSTER KEYSLOT {s<shard>}``). A standalone store ignores the tag."""
     return f"{{s{shard}}}"
+
+
+#: MOVED replies one call follows (a shard moved again while the call was redirected), by clients
+#: and services alike.
+MOVES_FOLLOWED = 3

@@ -35,6 +35,7 @@ from prometheus_client.registry import Collector
 from services import auth
 from services.pids import pid_alive
 from services.region import gears
+from services.region.sync_shard import SyncShard
 
 # Fine buckets: the benchmark estimates percentiles of visibility latency from them.
 VISIBILITY_BUCKETS = tuple(
@@ -156,11 +157,12 @@ class AttachWaits:
 
     NAME = "causal_attach_wait_seconds"
 
-    def __init__(self, region: str, redis_url: str, waits_key: str):
-        """``waits_key``: the attach gear's counts (its shard's ``gears.ATTACH_WAITS_KEY``)."""
+    def __init__(self, region: str, shard: SyncShard, waits_key: str):
+        """``shard``: where the attach gear keeps its counts (``waits_key``: that shard's
+        ``gears.ATTACH_WAITS_KEY``), followed wherever a Redis Cluster moves it."""
         self.region = region
         self.waits_key = waits_key
-        self.redis = redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
+        self.shard = shard
 
     def collect(self):
         family = HistogramMetricFamily(
@@ -168,7 +170,7 @@ class AttachWaits:
             labels=["region", "origin", "kind"],
         )  # fmt: skip
         try:
-            raw = self.redis.hgetall(self.waits_key)
+            raw = self.shard.run(lambda store: store.hgetall(self.waits_key))
         except redis.RedisError:
             return [family]  # the store is down: its counts come back with it
         fields = {k.decode(): int(v) for k, v in raw.items()}

@@ -27,11 +27,13 @@ from causal_client import (
 )
 from causal_client.label import Label
 from causal_client.transactions import write_args
-from services.compose.project import one_host
+from services import metrics
 from services.launcher.__main__ import main as launcher_main
 from services.launcher.cluster import Cluster
 from services.launcher.store_cluster import master_of, master_slots, shard_slot
 from services.region import gears
+from services.region.sync_shard import SyncShard
+from services.saturn import epochs
 from services.topology import Topology, TopologyError
 
 SHARDS, MASTERS, REPLICAS = 6, 3, 1  # three masters: a failover needs a majority of them
@@ -91,11 +93,6 @@ def test_the_topology_places_shards_and_names_every_node():
 def test_the_topology_refuses_what_a_cluster_cannot_be(store, shards, complaint):
     with pytest.raises((TopologyError, ValueError), match=complaint):
         Topology.from_dict(cluster_topology(shards=shards, **store))
-
-
-def test_a_compose_project_refuses_a_cluster_store_until_it_can_form_one():
-    with pytest.raises(TopologyError, match="compose projects do not form the cluster yet"):
-        one_host(load_topology(cluster_topology()))
 
 
 # -- a running cluster region --------------------------------------------------------------------
@@ -242,6 +239,29 @@ def test_a_shard_moves_to_another_master_while_the_region_serves(clustered):
         eventually(seen, timeout=20)
     with node(cluster, "a", 1) as new_master:
         assert int(new_master.execute_command("CLUSTER", "COUNTKEYSINSLOT", shard_slot(0))) > 0
+
+
+@pytest.mark.cluster
+def test_the_tree_record_and_the_attach_metric_follow_a_moved_shard(clustered):
+    """Shard 0 (moved to master 1 above) holds the tree record and the attach gear's counts. The
+    synchronous readers and writers outside the services (``epochs.publish`` and ``progress``,
+    as ``reconfigure`` uses them, and the metric a scrape reads) follow it there, as the
+    services do, rather than failing with MOVED at the node the topology first placed it on."""
+    cluster, client = clustered
+    t = cluster.topology
+    assert master_of(t, "a", 0, None) != t.shard_node("a", 0)
+    epochs.publish(t, send=True)
+    assert epochs.progress(t)["a"] == epochs.progress(t)["b"]
+    with node(cluster, "a", master_of(t, "a", 0, None)) as now:
+        record = now.hgetall(gears.shard_key(gears.TREE_KEY, t.shard_tag("a", 0)))
+    assert record[epochs.EPOCH.encode()] == str(t.epoch).encode()
+    session = client.session("b")
+    session.migrate("a")  # an attach at a: counted in shard 0
+    waits_key = gears.shard_key(gears.ATTACH_WAITS_KEY, t.shard_tag("a", 0))
+    with SyncShard(t, "a", 0, timeout=2.0) as shard:
+        (family,) = metrics.AttachWaits("a", shard, waits_key).collect()
+        assert shard.url.endswith(f":{t.redis_port('a', master_of(t, 'a', 0, None))}/0")
+    assert [s for s in family.samples if s.name.endswith("_count") and s.value > 0]
 
 
 @pytest.mark.cluster

@@ -25,6 +25,7 @@ from services import metrics, runtime
 from services.protocols import Protocol, protocol_for
 from services.region import gears
 from services.region.store import RegionStore
+from services.region.sync_shard import SyncShard
 from services.topology import Topology
 
 log = logging.getLogger("frontend")
@@ -188,7 +189,7 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
     store_pb2_grpc.add_StoreServicer_to_server(servicer, server)
     if index == 0:
         waits_key = gears.shard_key(gears.ATTACH_WAITS_KEY, topology.shard_tag(region, 0))
-        waits = metrics.AttachWaits(region, topology.redis_url(region, 0), waits_key)
+        waits = metrics.AttachWaits(region, SyncShard(topology, region, 0, timeout=2.0), waits_key)
         metrics.serve(topology.metrics_port(region), topology.bind_host(region), collectors=[waits])
     await server.start()
     runtime.mark_serving(health)

@@ -153,7 +153,6 @@ class PackedByHiredis(aioredis.Connection):
         return [hiredis.pack_command(args)]
 
 
-MOVES_FOLLOWED = 3  # MOVED replies one call follows (a shard moved while the call was redirected)
 CLUSTER_DOWN_WAIT_S = 10.0  # how long a call waits out a cluster that is down (a failover under way)
 CLUSTER_DOWN_RETRY_S = 0.1
 
@@ -176,7 +175,7 @@ def follows_cluster(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaita
 def _following(method: Callable[..., Awaitable[T]], again_when_lost: bool) -> Callable[..., Awaitable[T]]:
     @functools.wraps(method)
     async def following(self: Shard, *args, **kwargs) -> T:
-        tries = MOVES_FOLLOWED + len(self.nodes)
+        tries = wire.MOVES_FOLLOWED + len(self.nodes)
         attempt, down_until = 0, None
         while True:
             try:

@@ -18,9 +18,11 @@ import os
 import time
 
 import redis
+from redis.typing import EncodableT, FieldT
 
 from services.region import gears
 from services.region.store import Shard
+from services.region.sync_shard import SyncShard
 from services.topology import Topology, TopologyError
 
 EPOCH, TOPOLOGY, SEND, SINK, PROXY = "epoch", "topology", gears.TREE_SEND_FIELD, "sink", "proxy"
@@ -77,10 +79,13 @@ def publish(
     report their progress afresh. ``reach``: the same deployment as seen from where this runs
     (a compose project's stores are reached at published addresses, not at the hosts its own
     processes use, which is what the record must name)."""
-    fields = record_for(topology) | ({SEND: str(topology.epoch)} if send else {})
+    fields: dict[FieldT, EncodableT] = dict(record_for(topology).items())
+    if send:
+        fields[SEND] = str(topology.epoch)
     for region in topology.region_names if regions is None else regions:
         tree_key, events = _first_shard_key(topology, region, gears.TREE_KEY, gears.TREE_EVENTS)
-        with redis.Redis.from_url((reach or topology).redis_url(region), socket_timeout=10) as store:
+
+        def write(store: redis.Redis, tree_key: str = tree_key, events: str = events) -> None:
             pipe = store.pipeline(transaction=True)
             if start:
                 pipe.delete(tree_key)
@@ -88,13 +93,21 @@ def publish(
             pipe.xadd(events, {EPOCH: str(topology.epoch)}, maxlen=TREE_EVENTS_KEPT, approximate=False)
             pipe.execute()
 
+        with SyncShard(reach or topology, region) as shard:
+            shard.run(write)
+
 
 def progress(topology: Topology) -> dict[str, dict[str, int]]:
     """Per region, the epochs its sink and proxy report (-1: not yet reported)."""
     found = {}
     for region in topology.region_names:
-        with redis.Redis.from_url(topology.redis_url(region), socket_timeout=10) as store:
-            record = store.hgetall(*_first_shard_key(topology, region, gears.TREE_KEY))
+        (tree_key,) = _first_shard_key(topology, region, gears.TREE_KEY)
+
+        def read(store: redis.Redis, tree_key: str = tree_key) -> dict[bytes, bytes]:
+            return store.hgetall(tree_key)  # type: ignore[return-value]  # (redis-py's sync/async union)
+
+        with SyncShard(topology, region) as shard:
+            record = shard.run(read)
         found[region] = {f: int(record.get(f.encode(), -1)) for f in (SINK, PROXY)}
     return found
 
