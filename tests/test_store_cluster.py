@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -277,6 +278,60 @@ def test_moving_a_shard_that_is_not_there_is_refused(clustered, capsys, args, co
     cluster, _ = clustered
     assert launcher_main(["--run-dir", str(cluster.run_dir), "move-shard", *args]) == 2
     assert complaint in capsys.readouterr().err
+
+
+@pytest.mark.cluster
+def test_a_write_its_replica_never_had_is_never_shipped_before_a_failover_loses_it(clustered):
+    """The sequence a failover could break: a master takes a write its replica does not get (the
+    replica stopped, its link cut: the client is told the outcome is unknown), the region's sink and bulk
+    sender read it from the master's streams, then the master dies and the replica, which never
+    had it, is promoted. The write is gone at home, so it must never reach region b: the services
+    ship only what a replica has (a WAIT on the connection they read with). Without that wait
+    the label and payload leave at once and b shows a row that a does not have, for good."""
+    cluster, _ = clustered
+    t = cluster.topology
+    master = 2  # (shard 0 moved to master 1 above; the kill test below is master 0's)
+    replica = next(
+        k for k in range(MASTERS, t.store_nodes("a"))
+        if _replica_of(cluster, k) == master
+    )  # fmt: skip
+    shard = next(k for k in range(SHARDS) if master_of(t, "a", k, None) == master)
+    rows = [r for r in (unique("lost") for _ in range(300)) if t.shard_of("a", "all", r) == shard][:2]
+    lost, later = rows
+    with CausalClient.connect(t.client_address("b"), timeout=2.0) as client:
+        writer = client.session("a")
+        stopped = cluster.processes[f"a.redis{replica}"].popen
+        stopped.send_signal(signal.SIGSTOP)
+        try:
+            with node(cluster, "a", master) as at_master:  # (what it sent before is in the
+                at_master.execute_command("CLIENT", "KILL", "TYPE", "replica")  # replica's socket)
+            with pytest.raises(OutcomeUnknown, match="no replica confirmed it"):
+                writer.write("all", lost, {"v": "never-replicated"})
+            time.sleep(1.0)  # the sink and the bulk sender have read it and wait for the replica
+            cluster.kill(f"a.redis{master}")
+        finally:
+            stopped.send_signal(signal.SIGCONT)
+        with node(cluster, "a", replica) as promoted:
+            eventually(lambda: promoted.info("replication")["role"] == "master", timeout=20)
+        cluster.restart(f"a.redis{master}")  # it comes back as the new master's replica
+        with node(cluster, "a", master) as old:
+            eventually(lambda: old.info("replication").get("master_link_status") == "up", timeout=20)
+        written = until_available(lambda: writer.write("all", later, {"v": "after"}) is not None)
+        eventually(written, timeout=20)
+        reader = client.session("b", label=writer.label)
+        eventually(until_available(lambda: reader.read("all", later).text("v") == "after"), timeout=20)
+        assert client.session("a").read("all", lost).text("v") is None, "the write was not lost"
+        assert reader.read("all", lost).text("v") is None, "b shows a write its home region lost"
+
+
+def _replica_of(cluster: Cluster, k: int) -> int | None:
+    """The index of the master that region a's node ``k`` follows (None: it is a master)."""
+    t = cluster.topology
+    with node(cluster, "a", k) as store:
+        info = store.info("replication")
+    if info["role"] != "slave":
+        return None
+    return [t.redis_port("a", j) for j in range(t.store_nodes("a"))].index(int(info["master_port"]))
 
 
 @pytest.mark.cluster
