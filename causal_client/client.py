@@ -134,18 +134,20 @@ class CausalClient:
     @classmethod
     def connect(
         cls,
-        address: str,
+        address: str | Sequence[str],
         site: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         secret: str | None = None,
         endpoints: Endpoints | None = None,
     ) -> CausalClient:
         """Builds a client from any one region's store (``host:port``; it describes the whole
-        topology), calling every region's gears directly. ``endpoints``: where this client
-        reaches regions' stores, where that differs from where the regions name them (a client
-        outside the containers, through published ports)."""
+        topology), calling every region's gears directly. Given several stores, the first that
+        answers describes it (a node of a Redis Cluster region may be down, its replica
+        promoted). ``endpoints``: where this client reaches regions' stores, where that differs
+        from where the regions name them (a client outside the containers, through published
+        ports)."""
         secret = _secret(secret)
-        described = direct.describe(address, _client_password(secret), timeout)
+        described = _described(address, _client_password(secret), timeout)
         endpoints = endpoints or {}
         relays = Relays(described.get("relays"))  # links with a bandwidth: through their relays
         regions = []
@@ -326,6 +328,21 @@ class CausalClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _described(address: str | Sequence[str], password: str | None, timeout: float) -> dict:
+    """The topology as the first of the stores that answers describes it (``WrongPort`` and the
+    like at once: a store that answers wrongly is not skipped)."""
+    addresses = [address] if isinstance(address, str) else list(address)
+    if not addresses:
+        raise InvalidRequest("CausalClient.connect: no store address given")
+    for i, each in enumerate(addresses):
+        try:
+            return direct.describe(each, password, timeout)
+        except RegionUnavailable:
+            if i == len(addresses) - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _secret(secret: str | None) -> str | None:

@@ -292,7 +292,19 @@ def _acknowledged(store: redis.Redis, command: tuple, acks: int, where: Callable
 
 def describe(address: str, password: str | None, timeout: float) -> dict:
     """What the region whose store is at ``address`` tells of the whole topology. ``WrongPort``
-    if something other than a store answers there."""
+    if something other than a store answers there. A node of a Redis Cluster that does not
+    serve shard 0 (another master, a replica) names the one that does (MOVED): it is asked at
+    the host ``address`` names (a region's nodes share its host, and the name a node announces
+    may resolve only inside the deployment)."""
+    for _ in range(wire.MOVES_FOLLOWED + 1):
+        try:
+            return _describe_at(address, password, timeout)
+        except redis.exceptions.MovedError as moved:
+            address = f"{address.rpartition(':')[0]}:{moved.port}"
+    raise RegionUnavailable(f"store {address}: shard 0 keeps moving; the topology cannot be read")
+
+
+def _describe_at(address: str, password: str | None, timeout: float) -> dict:
     store = connect(address, password, timeout)
     try:
         reply = call_gear(store, wire.DESCRIBE, 0, [wire.GEARS_API], True, True, lambda: f"store {address}")

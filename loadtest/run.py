@@ -69,7 +69,7 @@ def measure(
     protocol = topology.protocol
     began = time.monotonic()
     with CausalClient.connect(
-        topology.client_address(topology.region_names[0]), endpoints=topology.client_endpoints()
+        topology.store_endpoints(topology.region_names[0]), endpoints=topology.client_endpoints()
     ) as client:
         if seed_first or not seeded(client, plan):
             say(f"[{protocol}] seeding {plan.graph.users:,} users, {plan.graph.edges:,} friendships ...")

@@ -7,6 +7,7 @@ what a cluster cannot be (more masters than shards, more nodes than a region has
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -164,6 +165,23 @@ def test_a_call_at_the_wrong_master_is_redirected_by_the_cluster(clustered):
     moved = rf"^{shard_slot(1)} .*:{t.redis_port('a', 1)}$"  # MOVED <slot> <host:port>
     with node(cluster, "a", 0) as first_master, pytest.raises(redis.exceptions.MovedError, match=moved):
         first_master.execute_command("SATURN.CALL", wire.WRITE, 1, wire.shard_tag(1), *args)
+
+
+@pytest.mark.cluster
+def test_a_client_learns_the_topology_at_any_node_of_a_cluster_region(clustered):
+    """Any node answers ``connect``: one that does not serve shard 0 (another master, a
+    replica) names the one that does, and the client asks it there. Given several addresses,
+    one where nothing listens is passed over."""
+    cluster, _ = clustered
+    t = cluster.topology
+    for address in t.store_endpoints("a"):
+        with CausalClient.connect(address) as client:
+            assert client.regions["a"].nodes
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{sock.getsockname()[1]}"
+    with CausalClient.connect([dead, t.store_endpoints("a")[-1]]) as client:
+        assert set(client.regions) == set(t.region_names)
 
 
 @pytest.mark.cluster

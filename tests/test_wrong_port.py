@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import grpc
 import pytest
 
-from causal_client import CausalClient, RegionUnavailable
+from causal_client import CausalClient, InvalidRequest, RegionUnavailable
 from causal_client.errors import WrongPort
 from services.transport.handshake import MAGIC
 
@@ -87,6 +87,22 @@ def test_a_port_where_nothing_listens_is_unavailable():
         port = sock.getsockname()[1]
     with pytest.raises(RegionUnavailable):
         CausalClient.connect(f"127.0.0.1:{port}", timeout=2.0)
+
+
+def test_several_stores_are_tried_until_one_answers():
+    """Given several stores (a cluster region's nodes, one of them down), ``connect`` asks the
+    next where nothing listens, and stops at the first that answers, even wrongly."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{sock.getsockname()[1]}"
+    with web_port() as port:
+        for addresses in ([dead, f"127.0.0.1:{port}"], [f"127.0.0.1:{port}", dead]):
+            with pytest.raises(WrongPort, match="HTTP/1: a web"):
+                CausalClient.connect(addresses, timeout=2.0)
+    with pytest.raises(RegionUnavailable):
+        CausalClient.connect([dead, dead], timeout=2.0)
+    with pytest.raises(InvalidRequest, match="no store address"):
+        CausalClient.connect([], timeout=2.0)
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ class RegionContext:
     def client(self) -> CausalClient:
         """Calls to other regions pay the emulated WAN latency from this region's site."""
         return CausalClient.connect(
-            self.topology.client_address(self.region),
+            self.topology.store_endpoints(self.region),  # the first that answers
             site=self.topology.region(self.region).site,
             endpoints=self.topology.client_endpoints(),
         )

@@ -96,7 +96,7 @@ def _checked_run(
     registers = register_keys(settings.registers, run=keys[0][1].rpartition("k")[0])
     stop = threading.Event()
     with CausalClient.connect(
-        topology.client_address(regions[0]),
+        topology.store_endpoints(regions[0]),  # the first that answers
         timeout=CALL_TIMEOUT_S,
         endpoints=topology.client_endpoints(),
     ) as client:
