@@ -1,10 +1,11 @@
-"""One process of the plan, in a container: ``python -m services.node run|health|pause [NAME]``.
+"""One process of the plan, in a container: ``python -m services.node run|health|pause|form-store [NAME]``.
 
 A compose service names the process it is (``$SATURN_PROCESS``, e.g. ``virginia.frontend0``);
 ``run`` finds it in the same plan the launcher uses (``services/plan.py``), writes what it needs
 on disk and becomes it (exec, so Docker's signals reach it); ``health`` is the image's
 HEALTHCHECK (the launcher's check for that process); ``pause`` holds a region's network and
-process namespaces for its other containers (the region's "pod"), reaping orphans.
+process namespaces for its other containers (the region's "pod"), reaping orphans; ``form-store
+REGION`` makes a cluster region's store nodes one Redis Cluster, as the launcher does.
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ import signal
 import sys
 from pathlib import Path
 
+from redis.exceptions import RedisError
+
 from services import auth, plan
+from services.launcher import store_cluster
 from services.region.calls_module import MODULE_ENV
 from services.topology import Topology, TopologyError, load_topology
 
 PROCESS_ENV = "SATURN_PROCESS"
 TOPOLOGY_FILE = Path(os.environ.get("SATURN_TOPOLOGY_FILE", "/etc/saturn/topology.json"))
 DATA_DIR = Path(os.environ.get("SATURN_DATA_DIR", "/data"))
+FORM_TIMEOUT_S = 120.0  # a region's nodes meeting and syncing, on a loaded Docker host
 METRICS_DIR = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR", "/metrics"))
 
 
@@ -85,9 +90,28 @@ def pause() -> None:
             signal.pause()
 
 
+def form_store(topology: Topology, region: str) -> int:
+    """Forms ``region``'s store into a Redis Cluster (``[store] engine = "cluster"``), or finds
+    it formed: compose's one-shot ``<region>-store-cluster`` service, run once the region's
+    store nodes are healthy and before anything that uses them starts."""
+    if region not in topology.region_names:
+        have = ", ".join(topology.region_names)
+        raise SystemExit(f"no region {region!r} in {topology.source} (have: {have})")
+    if topology.store.engine != "cluster":
+        print(f"{region}: standalone stores, no cluster to form")
+        return 0
+    try:
+        store_cluster.form(topology, region, auth.secret(), FORM_TIMEOUT_S)
+    except (store_cluster.ClusterFormError, RedisError) as exc:
+        print(f"{region}'s store cluster: {exc}", file=sys.stderr)
+        return 1
+    print(f"{region}'s store cluster: every slot served, every replica in sync")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.node", description=__doc__.split("\n")[0])
-    parser.add_argument("action", choices=["run", "health", "pause"])
+    parser.add_argument("action", choices=["run", "health", "pause", "form-store"])
     parser.add_argument(
         "name", nargs="?", default=os.environ.get(PROCESS_ENV), help=f"default ${PROCESS_ENV}"
     )
@@ -102,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"cannot load the topology {TOPOLOGY_FILE}: {exc}") from None
     if args.action == "health":
         return health(topology, args.name)
+    if args.action == "form-store":
+        return form_store(topology, args.name)
     run(topology, args.name)
     return 0
 

@@ -8,6 +8,7 @@ file, the stores' data), which is all that differs between a laptop and a contai
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
@@ -191,6 +192,7 @@ def _redis(
             "cluster-enabled yes", "cluster-config-file nodes.conf",
             f"cluster-node-timeout {t.store.node_timeout_ms}",
             f"cluster-port {t.cluster_bus_port(region, store)}",
+            *_announced_as(t.node_host(region)),
         ]  # fmt: skip
     if secret := auth.secret():
         lines.append(f'requirepass "{_quoted(secret)}"')
@@ -206,6 +208,20 @@ def _redis(
         "--appendonly", "yes", "--appendfsync", t.appendfsync,
     ]  # fmt: skip
     return ProcessSpec(name, argv, "redis", port, region, files=files)
+
+
+# What Redis accepts as a cluster node's hostname (cluster-announce-hostname).
+ANNOUNCEABLE_HOST = re.compile(r"^[A-Za-z0-9.-]+$")
+
+
+def _announced_as(host: str) -> list[str]:
+    """A cluster node names itself as the topology names its region's host (MOVED says
+    ``virginia:7200``, not the address a container happens to have), so that clients and
+    services map the node named to where they reach it (a compose client reaches ``virginia``
+    at a published port). A host Redis would refuse (an IPv6 address) is left to its address."""
+    if not ANNOUNCEABLE_HOST.match(host):
+        return []
+    return [f"cluster-announce-hostname {host}", "cluster-preferred-endpoint-type hostname"]
 
 
 def _quoted(value: str) -> str:

@@ -27,6 +27,8 @@ from services.compose.__main__ import main as generate_compose
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGY = "topologies/demo-3region.toml"
+# The three hosts run each region's store as a Redis Cluster (three masters, a replica each).
+CLUSTER_TOPOLOGY = "topologies/demo-3region-cluster.toml"
 IMAGE = "saturn-twissandra:latest"
 PYTHON = sys.executable
 STATE_FORMAT = "{{.RestartCount}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}"
@@ -178,9 +180,12 @@ def test_down_removes_the_project_and_its_volumes(one_host):
     assert one_host.engine.docker("volume", "ls", "-q").stdout.strip() == ""
 
 
-def test_three_hosts_one_region_each(one_host, tmp_path):
+def test_three_hosts_one_region_each_its_store_a_redis_cluster(one_host, tmp_path):
     """What a user with three machines does: one dockerd per "host" (a namespace with its own
-    address on a shared bridge), one per-region project on each, every peer at its address."""
+    address on a shared bridge), one per-region project on each, every peer at its address. Each
+    region's store is a Redis Cluster, formed by the project's one-shot service before anything
+    uses it; a master crashed under a checked history is restarted by Docker and rejoins its
+    cluster (``nodes.conf`` on its volume), and nothing acknowledged is lost."""
     bridge = Bridge(f"satb{os.getpid() % 100000}").start()
     engines = [Engine(f"sath{os.getpid() % 100000}x{i}", short_root(f"h{i}")) for i in range(3)]
     try:
@@ -189,7 +194,7 @@ def test_three_hosts_one_region_each(one_host, tmp_path):
             engine.docker("load", "-i", str(one_host.image_tar), timeout=300)
         virginia, ireland, frankfurt = (e.address for e in engines)
         hosts = {"virginia": virginia, "ireland": ireland, "frankfurt": frankfurt, "s-eu": ireland}
-        args = [TOPOLOGY, "--per-region", "--out", str(tmp_path)]
+        args = [CLUSTER_TOPOLOGY, "--per-region", "--out", str(tmp_path)]
         args += [f"--host={node}={address}" for node, address in hosts.items()]
         assert generate_compose(args) == 0
         projects = [tmp_path / "virginia", tmp_path / "ireland-s-eu", tmp_path / "frankfurt"]
@@ -214,12 +219,26 @@ def test_three_hosts_one_region_each(one_host, tmp_path):
         )
         say(probe.stdout)
         assert "all checks passed" in probe.stdout
+        master = "demo-3region-cluster-virginia-virginia-redis0-1"
+        crashed: list[float] = []
+
+        def crash_a_master() -> None:
+            time.sleep(6)
+            restarts = engines[0].crash(master)
+            crashed.append(wait_healthy(engines[0], master, restarts))
+
+        crasher = threading.Thread(target=crash_a_master)
+        crasher.start()
         check = engines[0].inside(
-            [PYTHON, "-m", "loadtest", "check", "--running", str(projects[0]), "--duration", "15",
+            [PYTHON, "-m", "loadtest", "check", "--running", str(projects[0]), "--duration", "20",
              "--sessions", "6", "--out", str(tmp_path / "check")],
             env=env, timeout=180, check=False,
         )  # fmt: skip
+        crasher.join(120)
+        say(check.stdout[-1500:])
         assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-2000:]
+        assert crashed, "the master was not restarted and healthy again"
+        say(f"crashed a master of virginia's store cluster: restarted and healthy in {crashed[0]:.1f} s")
         for engine, project in zip(engines, projects, strict=True):
             engine.compose(project, "down", "-v", "--timeout", "5")
     finally:

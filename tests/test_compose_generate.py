@@ -202,6 +202,81 @@ def test_per_region_projects_group_nodes_by_address(tmp_path):
     assert sorted(run) == sorted(owners)  # every process once, somewhere
 
 
+# -- a region's store on Redis Cluster -----------------------------------------------------------
+CLUSTER_DEMO = ROOT / "topologies" / "demo-3region-cluster.toml"
+
+
+@pytest.mark.parametrize("args", [[], PER_REGION], ids=["one-host", "per-region"])
+def test_a_cluster_regions_store_is_formed_before_anything_uses_it(args, tmp_path):
+    """Under ``[store] engine = "cluster"`` each of a region's store nodes is a service, and a
+    one-shot ``<region>-store-cluster`` (``services.node form-store REGION``) makes them one Redis
+    Cluster once they are all healthy: every process of the region that uses the store starts only
+    after it has exited 0 (the broker does not). A node names itself as its region's host (MOVED
+    says ``virginia:7210``, which a client maps to where it reaches that node), and one host
+    publishes every node's port."""
+    files = generate([str(CLUSTER_DEMO), *args, "--out", str(tmp_path)])
+    services: dict[str, dict] = {}
+    for path, text in files.items():
+        if path.name == "compose.yaml":
+            services |= yaml.safe_load(text)["services"]
+    topology = Topology.load(CLUSTER_DEMO)
+    for region in topology.region_names:
+        nodes = [f"{region}-redis{k}" for k in range(topology.store_nodes(region))]
+        assert len(nodes) == 6
+        former = services[f"{region}-store-cluster"]
+        assert former["command"][-2:] == ["form-store", region]
+        assert former["restart"] == "on-failure" and "healthcheck" not in former
+        assert former["network_mode"] == f"service:{region}"
+        assert is_reference(former["environment"]["SATURN_SECRET"], "SATURN_SECRET")
+        healthy = {"condition": "service_healthy"}
+        assert {n for n, c in former["depends_on"].items() if c == healthy} == set(nodes)
+        users = [
+            name for name, service in services.items()
+            if service.get("environment", {}).get("SATURN_PROCESS", "").startswith(f"{region}.")
+            and name not in [*nodes, f"{region}-broker"]
+        ]  # fmt: skip
+        assert len(users) >= 5
+        for name in users:
+            condition = services[name]["depends_on"][f"{region}-store-cluster"]
+            assert condition == {"condition": "service_completed_successfully"}, name
+        for name in nodes:
+            assert f"{region}-store-cluster" not in services[name]["depends_on"], name
+        if not args:
+            published = {int(p.rsplit(":", 1)[1]) for p in services[region]["ports"]}
+            assert {topology.redis_port(region, k) for k in range(6)} <= published
+    inside = Topology.from_dict(json.loads(next(t for p, t in files.items() if p.name == "topology.json")))
+    for spec in plan.processes(inside, LAYOUT, web=True):
+        if spec.kind == "redis" and spec.name.split(".")[1].startswith("redis"):
+            (conf,) = spec.files.values()
+            assert f"cluster-announce-hostname {inside.node_host(spec.region)}\n" in conf, spec.name
+            assert "cluster-preferred-endpoint-type hostname\n" in conf
+
+
+def test_a_node_names_itself_as_its_host_only_where_redis_can_say_it():
+    """Redis takes letters, digits, '-' and '.' as a node's hostname; a host it would refuse (an IPv6
+    address) is left to the node's address, rather than a node that does not start."""
+    data = Topology.load(CLUSTER_DEMO).model_dump()
+    data["regions"][0]["host"] = "fd00::1"
+    topology = Topology.from_dict(data)
+    confs = {
+        spec.region: next(iter(spec.files.values()))
+        for spec in plan.processes(topology, LAYOUT, web=False)
+        if spec.name.endswith(".redis0")
+    }
+    assert "cluster-announce-hostname" not in confs["virginia"]
+    assert "cluster-announce-hostname ireland\n" not in confs["ireland"]  # the topology's own host
+    assert f"cluster-announce-hostname {topology.node_host('ireland')}\n" in confs["ireland"]
+
+
+def test_form_store_names_what_it_cannot_form(container, capsys):
+    """``services.node form-store``: an unknown region is refused, naming the regions; a region of
+    standalone stores has nothing to form."""
+    with pytest.raises(SystemExit, match=r"no region 'nowhere'.*virginia, ireland, frankfurt"):
+        node.main(["form-store", "nowhere"])
+    assert node.main(["form-store", "virginia"]) == 0
+    assert "standalone stores" in capsys.readouterr().out
+
+
 # -- bad input -----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("args", "expected"),

@@ -69,11 +69,6 @@ def _one_replica_each(topology: Topology) -> None:
             f"{topology.source}: serializers {grouped} run as replica groups, which compose projects "
             "do not run yet (the launcher does): set replicas = 1 for a compose deployment"
         )
-    if topology.store.engine == "cluster":
-        raise TopologyError(
-            f'{topology.source}: [store] engine = "cluster" (a Redis Cluster per region) is run by the '
-            "launcher; compose projects do not form the cluster yet: use the standalone engine there"
-        )
 
 
 def one_host(topology: Topology, web: bool = True, emulate_wan: bool = True) -> tuple[Project, Topology]:
@@ -188,7 +183,7 @@ def _add(project: Project, spec: plan.ProcessSpec, web: bool, host_network: bool
         env["DJANGO_SECRET_KEY"] = _required("DJANGO_SECRET_KEY")
     if spec.name.endswith(".web") and not host_network:  # also reached at the published address
         env["DJANGO_ALLOWED_HOSTS"] = f"{spec.env['DJANGO_ALLOWED_HOSTS']},${{PUBLISH_ADDRESS:-127.0.0.1}}"
-    env |= {v: _required(v) for v in project.variables if v.startswith("SATURN_HOST_")}
+    env |= _host_variables(project)
     service: dict = {
         "image": IMAGE,
         "command": ["python", "-m", "services.node", "run"],
@@ -202,6 +197,8 @@ def _add(project: Project, spec: plan.ProcessSpec, web: bool, host_network: bool
         pod = spec.region
         if pod not in project.services:
             project.services[pod] = _pod(project, pod, host_network)
+            if project.topology.store.engine == "cluster":
+                project.services[store_former(pod)] = _store_former(project, pod)
         service |= {"network_mode": f"service:{pod}", "pid": f"service:{pod}"}
         service["volumes"].append(f"{pod}-metrics:/metrics")
         service["depends_on"] = {pod: {"condition": "service_started"}}
@@ -209,6 +206,8 @@ def _add(project: Project, spec: plan.ProcessSpec, web: bool, host_network: bool
             service_name_of(dep): {"condition": "service_healthy"}
             for dep in _needs(project.topology, spec, pod)
         }
+        if spec.kind != "redis" and store_former(pod) in project.services:
+            service["depends_on"][store_former(pod)] = {"condition": "service_completed_successfully"}
     elif host_network:
         service["network_mode"] = "host"
     else:
@@ -235,6 +234,34 @@ def _pod(project: Project, region: str, host_network: bool) -> dict:
     else:
         pod["hostname"] = region
     return pod
+
+
+def _host_variables(project: Project) -> dict[str, str]:
+    """The nodes' addresses a per-host project's containers take from its ``.env``."""
+    return {v: _required(v) for v in project.variables if v.startswith("SATURN_HOST_")}
+
+
+def store_former(region: str) -> str:
+    """The one-shot service that makes a cluster region's store nodes one Redis Cluster."""
+    return f"{region}-store-cluster"
+
+
+def _store_former(project: Project, region: str) -> dict:
+    """``python -m services.node form-store REGION`` once the region's store nodes are healthy
+    (``services/launcher/store_cluster.py``, as the launcher does): every other process of the
+    region waits until it has exited 0. Run again on a later ``up``, it finds the cluster formed
+    (each node's ``nodes.conf`` is on its volume) and waits until every slot is served."""
+    nodes = [f"{region}.redis{k}" for k in range(project.topology.store_nodes(region))]
+    return {
+        "image": IMAGE,
+        "command": ["python", "-m", "services.node", "form-store", region],
+        "environment": {SECRET_ENV: _required(SECRET_ENV), **_host_variables(project)},
+        "volumes": ["./topology.json:/etc/saturn/topology.json:ro"],
+        "restart": "on-failure",
+        "network_mode": f"service:{region}",
+        "depends_on": {region: {"condition": "service_started"}}
+        | {service_name_of(n): {"condition": "service_healthy"} for n in nodes},
+    }
 
 
 def _health_test(topology: Topology, spec: plan.ProcessSpec) -> list[str]:

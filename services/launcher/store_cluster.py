@@ -23,6 +23,7 @@ import redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from causal_client import wire
+from services.plan import ANNOUNCEABLE_HOST
 from services.region import gears
 from services.topology import Topology
 
@@ -94,8 +95,9 @@ def form(topology: Topology, region: str, password: str | None, timeout: float =
     store = topology.store
     masters, shards = store.masters, topology.region(region).shards
     with _nodes(topology, region, password) as nodes:
+        named = bool(ANNOUNCEABLE_HOST.match(topology.node_host(region)))
         if all(_formed(_info(n), len(nodes)) for n in nodes):
-            _wait_ok(region, nodes, timeout)  # formed before (nodes.conf): it comes back by itself
+            _wait_ok(region, nodes, named, timeout)  # formed before (nodes.conf): it comes back by itself
             return
         placement = [topology.shard_node(region, k) for k in range(shards)]
         ip = socket.gethostbyname(topology.node_host(region))
@@ -117,7 +119,7 @@ def form(topology: Topology, region: str, password: str | None, timeout: float =
         for k in range(masters, len(nodes)):
             master = (k - masters) % masters
             _replicate(region, nodes[k], ids[master], timeout)
-        _wait_ok(region, nodes, timeout)
+        _wait_ok(region, nodes, named, timeout)
 
 
 def _replicate(region: str, replica: redis.Redis, master_id: bytes, timeout: float) -> None:
@@ -140,9 +142,17 @@ def _synced(node: redis.Redis) -> bool:
     return info.get("role") != "slave" or info.get("master_link_status") == "up"
 
 
-def _wait_ok(region: str, nodes: list[redis.Redis], timeout: float) -> None:
-    """Until every slot is served and every replica has its master's data (a write acknowledged
-    once a replica has it would wait for the first sync otherwise)."""
+def _hostnames_known(node: redis.Redis, nodes: int) -> bool:
+    """Whether ``node`` knows every node's hostname (``CLUSTER NODES``' ``ip:port@bus,hostname``):
+    until the cluster's gossip has brought them, a MOVED would name a node as ``?``."""
+    lines = _text(node.execute_command("CLUSTER", "NODES")).splitlines()
+    return len(lines) == nodes and all(line.split()[1].partition(",")[2] for line in lines)
+
+
+def _wait_ok(region: str, nodes: list[redis.Redis], named: bool, timeout: float) -> None:
+    """Until every slot is served, every replica has its master's data (a write acknowledged
+    once a replica has it would wait for the first sync otherwise) and, where nodes announce
+    hostnames (``named``), every node knows every other's."""
     _wait(
         f"{region}'s store cluster did not serve every slot",
         lambda: all(_info(n).get("cluster_state") == "ok" for n in nodes),
@@ -153,6 +163,12 @@ def _wait_ok(region: str, nodes: list[redis.Redis], timeout: float) -> None:
         lambda: all(_synced(n) for n in nodes),
         timeout,
     )
+    if named:
+        _wait(
+            f"{region}'s store nodes did not learn each other's hostnames",
+            lambda: all(_hostnames_known(n, len(nodes)) for n in nodes),
+            timeout,
+        )
 
 
 MIGRATE_BATCH = 100  # keys a MIGRATE moves at once
