@@ -107,7 +107,8 @@ class DirectTransport(Transport):
         meta: bool = False,
     ):
         nodes = self.nodes_of(region)
-        for attempt in range(wire.MOVES_FOLLOWED + 1):
+        moves = losses = 0
+        while True:
             store = self._shards(region, meta)[shard]
             address = _address(store)
             try:
@@ -117,16 +118,21 @@ class DirectTransport(Transport):
                     acks=0 if read_only else self.acks,
                 )  # fmt: skip
             except redis.exceptions.MovedError as moved:
-                if attempt == wire.MOVES_FOLLOWED:
+                moves += 1
+                if moves > wire.MOVES_FOLLOWED:
                     raise RegionUnavailable(f"region {region} shard {shard} keeps moving: {moved}") from None
                 self._move(region, shard, _named(nodes, f"{moved.host}:{moved.port}"))
-            except RegionUnavailable:
-                # Its master lost: the next call asks the region's next node, which serves the
-                # shard if it was promoted and names the master that does (MOVED) if not.
-                if nodes:
-                    self._move(region, shard, _after(nodes, address))
-                raise
-        raise AssertionError("unreachable")
+            except RegionUnavailable as lost:
+                # Its master lost: the region's next node serves the shard if it was promoted
+                # and names the master that does (MOVED) if not. A call harmless to make twice
+                # asks it now; any other is the caller's to make again (its outcome is unknown).
+                if not nodes:
+                    raise
+                self._move(region, shard, _after(nodes, address))
+                losses += 1
+                harmless = (retry or read_only) and not isinstance(lost, OutcomeUnknown)
+                if not harmless or losses >= len(nodes):
+                    raise
 
     def _move(self, region: str, shard: int, node: tuple[str, str, str]) -> None:
         """Reaches ``shard`` at ``node`` (as named, for data, for metadata) from now on."""

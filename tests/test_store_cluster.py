@@ -366,9 +366,16 @@ def test_a_killed_masters_replica_takes_over_and_loses_nothing_acknowledged(clus
         writer = client.session("a")
         for i, row in enumerate(rows):
             writer.write("all", row, {"v": str(i)})
+        on_killed = [r for r in rows if master_of(t, "a", t.shard_of("a", "all", r), None) == 0]
         cluster.kill("a.redis0")  # SIGKILL, held down: its replica must take over
         with node(cluster, "a", MASTERS) as replica:  # master 0's
             eventually(lambda: replica.info("replication")["role"] == "master", timeout=15)
+        shard = t.shard_of("a", "all", on_killed[0])
+        eventually(lambda: master_of(t, "a", shard, None) == MASTERS, timeout=15)  # the cluster says so
+        # A client that knows only the first placement reads it in one call: its read (harmless
+        # twice) finds the dead master gone and asks the next node, which names the new one.
+        with CausalClient.connect(t.store_endpoints("a")[1:]) as fresh:
+            assert fresh.session("a").read("all", on_killed[0]).text("v") == str(rows.index(on_killed[0]))
         cluster.restart("a.redis0")
         with node(cluster, "a", 0) as old_master:
             eventually(lambda: old_master.info("replication").get("master_link_status") == "up", timeout=15)
