@@ -248,9 +248,10 @@ def store_former(region: str) -> str:
 
 def _store_former(project: Project, region: str) -> dict:
     """``python -m services.node form-store REGION`` once the region's store nodes are healthy
-    (``services/launcher/store_cluster.py``, as the launcher does): every other process of the
-    region waits until it has exited 0. Run again on a later ``up``, it finds the cluster formed
-    (each node's ``nodes.conf`` is on its volume) and waits until every slot is served."""
+    (``services/launcher/store_cluster.py``, as the launcher does): every process of the region
+    that uses the store (all but its nodes and its broker) waits until it has exited 0. Run
+    again on a later ``up``, it finds the cluster formed (each node's ``nodes.conf`` is on its
+    volume) and waits until every slot is served."""
     nodes = [f"{region}.redis{k}" for k in range(project.topology.store_nodes(region))]
     return {
         "image": IMAGE,
