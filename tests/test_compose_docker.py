@@ -33,7 +33,7 @@ IMAGE = "saturn-twissandra:latest"
 PYTHON = sys.executable
 STATE_FORMAT = "{{.RestartCount}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}"
 
-pytestmark = [pytest.mark.docker, pytest.mark.cluster, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.docker, pytest.mark.cluster, pytest.mark.exclusive, pytest.mark.timeout(1200)]
 
 
 def say(message: str) -> None:

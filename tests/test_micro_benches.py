@@ -27,7 +27,7 @@ from loadtest.harness import registry
 from loadtest.harness.report import write_rows
 from services.topology import Topology
 
-pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
+pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # starts processes; measures: runs alone
 
 
 def test_the_serializer_bench_counts_every_label_through_a_real_serializer():
