@@ -3,8 +3,6 @@ Helpers that are not fixtures live in the ``helpers`` package."""
 
 from __future__ import annotations
 
-import fcntl
-import os
 import socket
 import subprocess
 import time
@@ -12,12 +10,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.core_share import CoreShare
 from helpers.process_guard import refusing_processes, starts_processes
 from helpers.topologies import load_topology
 
 from causal_client import CausalClient
 from services.launcher.cluster import Cluster
 from services.launcher.redis_binary import find_redis_server
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(CoreShare(), "core-share")  # tests/helpers/core_share.py
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -28,30 +31,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         return
     with refusing_processes(item.nodeid):
         yield
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cores_shared_or_alone(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
-    """With test files run in parallel (pytest-xdist: ``PYTEST_WORKERS``), a module marked
-    ``exclusive`` runs alone: it measures throughput, or runs containers whose health checks a
-    busy CPU fails, so a second module beside it on two cores makes it fail, not slower. Every
-    other module shares the cores (most wait on emulated WAN latency). One lock file per run:
-    shared by the others, held alone by an exclusive module, from before its fixtures start its
-    processes until they have stopped. Without workers, nothing to share."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run is None:
-        yield
-        return
-    alone = request.node.get_closest_marker("exclusive") is not None
-    shared = tmp_path_factory.getbasetemp().parent  # the run's, above each worker's own
-    with open(shared / f"cores-{run}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from loadtest.harness.stats import Histogram, percentile
 from services import metrics
 from services.topology import Topology
 
-pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # starts processes; measures: runs alone
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 INF = math.inf
 

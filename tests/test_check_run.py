@@ -14,7 +14,7 @@ from helpers.topologies import TOPOLOGIES
 from loadtest.check.nemesis import CLUSTER_STORE_FAULTS, FAULTS
 from loadtest.cli import main
 
-pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # starts processes; faults on a clock: alone
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 
 def run(tmp_path, *args: str) -> tuple[int, dict]:

@@ -19,7 +19,7 @@ from loadtest.run import measure
 from services.launcher.cluster import Cluster
 from services.topology import Topology
 
-pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # starts processes; measures: runs alone
+pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
 ROOT = Path(__file__).resolve().parents[1]
 USERS = 150

@@ -1,0 +1,60 @@
+"""Test files run two at a time (``scripts/test.sh``: pytest-xdist, a file to a worker), except
+those marked ``exclusive``, which run alone: they measure throughput, or run containers whose
+health checks a busy CPU fails, so a second file beside them on two cores makes them fail, not
+just slower. Every other file shares the cores: most wait on emulated WAN latency.
+
+One lock file in the run's cache directory, held from a file's first test until its last one
+is torn down (its processes stopped): shared by the other files, alone by an exclusive one,
+which the files asking after it wait for (a gate file).
+It is taken outside pytest-timeout's clock (this hook wraps the timeout's), so a file waiting
+for an exclusive one to finish is not a test that timed out. Without workers, nothing to share.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from collections.abc import Generator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+
+class CoreShare:
+    def __init__(self) -> None:
+        self._lock: IO[str] | None = None
+        self._file: str | None = None
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+        if "PYTEST_XDIST_WORKER" not in os.environ:
+            yield
+            return
+        here = item.nodeid.split("::", 1)[0]
+        if self._file != here:
+            self._release()
+            self._take(item, alone=item.get_closest_marker("exclusive") is not None)
+            self._file = here
+        yield
+        if nextitem is None or nextitem.nodeid.split("::", 1)[0] != here:
+            self._release()  # (its module's fixtures are torn down by now)
+
+    def _take(self, item: pytest.Item, alone: bool) -> None:
+        """The lock, shared or alone. An exclusive file first holds the gate while it waits, so
+        that files asking to share after it wait for it (flock alone would let the other
+        worker's files, one after another, keep it out until the end)."""
+        cache = item.config.cache
+        folder = cache.mkdir("core-share") if cache is not None else Path(tempfile.gettempdir())
+        with open(folder / "gate", "a") as gate:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            self._lock = open(folder / "lock", "a")  # noqa: SIM115 (held across hook calls)
+            fcntl.flock(self._lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        # (closing the gate's file lets the next file ask)
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # (closing releases the lock)
+            self._lock = None
+            self._file = None
