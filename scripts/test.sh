@@ -8,9 +8,9 @@ bash scripts/setup.sh dev
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .  # the code as `ruff format` writes it (`# fmt: skip` marks aligned tables)
 .venv/bin/mypy  # the type hints, where [tool.mypy] in pyproject.toml says they are checked
-# Two test files at a time (pytest-xdist, a file to a worker, so that a module's cluster starts
-# once): most cluster tests wait on emulated WAN latency rather than on the CPU. A module marked
-# `exclusive` (benches, the checker's fault runs, the containers) runs alone meanwhile
-# (tests/conftest.py). PYTEST_WORKERS=0 runs one file at a time (docs/OPERATIONS.md, "Tests").
-# --durations: the slowest tests at the end of every run (the suite is kept under 30 minutes).
-exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
+# PYTEST_WORKERS=2 runs two test files at a time (pytest-xdist, a file to a worker, so that a
+# module's cluster starts once), a module marked `exclusive` alone (tests/helpers/core_share.py):
+# most cluster tests wait on emulated WAN latency rather than on the CPU. One at a time is still
+# the default: two at a time still fails a timing-sensitive test now and then (docs/OPERATIONS.md,
+# "Tests"). --durations: the slowest tests at the end of every run.
+exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-0}" --dist loadfile --durations=25 "$@"

@@ -122,8 +122,9 @@ def test_tombstone_from_the_future_beats_a_write_made_afterwards(sessions, clien
     sessions["a"].write("all", row, {"c": "v1"})
     replicated(sessions, "a")
     ahead = Label(ts=ahead_of_every_gear(sessions, 5), src="a/0")
+    late_writer = client_for(two_regions).session("b")  # connected first: the write must not wait
     tombstone = client_for(two_regions).session("a", label=ahead).delete("all", row, ["c"])
-    late = client_for(two_regions).session("b").write("all", row, {"c": "late"})
+    late = late_writer.write("all", row, {"c": "late"})  # for a connection while the delete travels
     assert late < tombstone
     replicated(sessions, "b")
     replicated(sessions, "a")
