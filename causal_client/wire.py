@@ -5,7 +5,7 @@ becomes. One definition for every caller of the gears."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from causal_client.label import Label
 
@@ -95,3 +95,11 @@ def shard_tag(shard: int) -> str:
 #: MOVED replies one call follows (a shard moved again while the call was redirected), by clients
 #: and services alike.
 MOVES_FOLLOWED = 3
+
+
+def node_after(nodes: Sequence[str], here: str) -> str:
+    """The region's node after ``here`` (the first where ``here`` is none of them): where a
+    shard is looked for once its master's connection is lost; it serves the shard if it was
+    promoted, and names the master that does (MOVED) if not."""
+    at = nodes.index(here) if here in nodes else -1
+    return nodes[(at + 1) % len(nodes)]

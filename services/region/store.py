@@ -243,8 +243,7 @@ class Shard:
             await self._move(_moved_url(self.url, error))
             return True
         if isinstance(error, (StoreConnectionError, OSError)) and self.nodes:
-            here = self.nodes.index(self.url) if self.url in self.nodes else -1
-            await self._move(self.nodes[(here + 1) % len(self.nodes)])
+            await self._move(wire.node_after(self.nodes, self.url))
         return False
 
     @follows_cluster

@@ -56,8 +56,7 @@ class SyncShard:
             except (StoreConnectionError, StoreTimeoutError, OSError):
                 if not self.nodes or last:
                     raise
-                here = self.nodes.index(self.url) if self.url in self.nodes else -1
-                self._reach(self.nodes[(here + 1) % len(self.nodes)])
+                self._reach(wire.node_after(self.nodes, self.url))
         raise AssertionError("unreachable")
 
     def close(self) -> None:
