@@ -80,21 +80,37 @@ class DirectTransport(Transport):
         self.password = password
         self.timeout = timeout
         self.vectors = vectors  # Cure: the labels it returns carry what they saw per region
-        self._pools: dict[tuple[str, bool], list[redis.Redis]] = {}  # (region, meta) → per shard
+        # Where each shard is reached: (region, meta) → an address per shard; and one pool per
+        # address, kept until the client closes. A shard that moves (MOVED, a lost master) only
+        # changes its address: a pool is never closed while other threads may be calling
+        # through it (closing one under a call in progress broke that call with raw socket
+        # errors), and a shard that comes back to a node finds its pool there.
+        self._routes: dict[tuple[str, bool], list[str]] = {}
+        self._pools: dict[str, redis.Redis] = {}
         self._lock = threading.Lock()
         # A transaction's round calls its shards at once (their waits overlap; redis-py's pools
         # are thread-safe).
         self._rounds = ThreadPoolExecutor(max_workers=ROUND_THREADS, thread_name_prefix="shard-calls")
 
-    def _shards(self, region: str, meta: bool = False) -> list[redis.Redis]:
+    def _store(self, region: str, shard: int, meta: bool = False) -> redis.Redis:
+        """The pool ``shard`` of ``region`` is reached through now."""
         with self._lock:
-            if (region, meta) not in self._pools:
-                addresses = (self.meta_stores_of if meta else self.stores_of)(region)
-                self._pools[region, meta] = [self._connect(address) for address in addresses]
-            return self._pools[region, meta]
+            return self._pool(self._route(region, meta)[shard])
 
-    def _connect(self, address: str) -> redis.Redis:
-        return connect(address, self.password, self.timeout)
+    def _route(self, region: str, meta: bool) -> list[str]:
+        """Where each of the region's shards is reached now (the lock is held)."""
+        route = self._routes.get((region, meta))
+        if route is None:
+            stores = (self.meta_stores_of if meta else self.stores_of)(region)
+            route = self._routes[region, meta] = list(stores)
+        return route
+
+    def _pool(self, address: str) -> redis.Redis:
+        """The pool of connections to ``address``, made on first use (the lock is held)."""
+        pool = self._pools.get(address)
+        if pool is None:
+            pool = self._pools[address] = connect(address, self.password, self.timeout)
+        return pool
 
     def _gear(
         self,
@@ -109,7 +125,7 @@ class DirectTransport(Transport):
         nodes = self.nodes_of(region)
         moves = losses = 0
         while True:
-            store = self._shards(region, meta)[shard]
+            store = self._store(region, shard, meta)
             address = _address(store)
             try:
                 return call_gear(
@@ -135,14 +151,14 @@ class DirectTransport(Transport):
                     raise
 
     def _move(self, region: str, shard: int, node: tuple[str, str, str]) -> None:
-        """Reaches ``shard`` at ``node`` (as named, for data, for metadata) from now on."""
+        """Reaches ``shard`` at ``node`` (as named, for data, for metadata) from now on. Calls
+        in flight elsewhere keep the pool they took (see ``_routes``)."""
         _, data, meta = node
         with self._lock:
             for kind, address in ((False, data), (True, meta)):
-                pools = self._pools.get((region, kind))
-                if pools is not None and _address(pools[shard]) != address:
-                    pools[shard].close()
-                    pools[shard] = self._connect(address)
+                route = self._routes.get((region, kind))
+                if route is not None:
+                    route[shard] = address
 
     def _run(self, region: str, plan: transactions.Plan):
         """Runs a transaction's plan against the region's shards (transactions.py)."""
@@ -179,11 +195,12 @@ class DirectTransport(Transport):
             if left <= 0:
                 raise StoreTimeout(f"label {label} not stable at {region} within {timeout:.1f}s")
             _, last_event, stream = reply
+            store = self._store(region, 0, meta=True)
             try:
                 block_ms = max(1, int(min(wire.ATTACH_SLICE_S, left) * 1000))
-                self._shards(region, meta=True)[0].xread({stream: last_event}, count=1, block=block_ms)
+                store.xread({stream: last_event}, count=1, block=block_ms)
             except redis.RedisError as exc:
-                raise from_redis_error(exc, f"region {region} store {self.stores_of(region)[0]}") from None
+                raise from_redis_error(exc, f"region {region} store {_address(store)}") from None
 
     def claim(self, region: str, namespace: str, key: str, holder: str, release: bool) -> tuple[bool, str]:
         args = [wire.GEARS_API, namespace, key, holder, int(release)]
@@ -193,8 +210,8 @@ class DirectTransport(Transport):
     def register_call(
         self, region: str, namespace: str, key: str, function: str, args: list, meta: bool
     ) -> list:
-        shards = self._shards(region, meta)
-        shard = zlib.crc32(f"{namespace}\x00{key}".encode()) % len(shards)
+        shards = len(self.stores_of(region))
+        shard = zlib.crc32(f"{namespace}\x00{key}".encode()) % shards
         read_only = function in (wire.STRONG_TS, wire.STRONG_DATA)
         return self._gear(
             region, shard, function, [wire.GEARS_API, namespace, key, *args], read_only, meta=meta
@@ -206,10 +223,10 @@ class DirectTransport(Transport):
     def close(self) -> None:
         self._rounds.shutdown(wait=False)
         with self._lock:
-            for shards in self._pools.values():
-                for store in shards:
-                    store.close()
+            for pool in self._pools.values():
+                pool.close()
             self._pools.clear()
+            self._routes.clear()
 
 
 def _address(store: redis.Redis) -> str:
@@ -228,15 +245,15 @@ def _after(nodes: Sequence[tuple[str, str, str]], reached: str) -> tuple[str, st
     return nodes[(here + 1) % len(nodes)]
 
 
-def connect(address: str, password: str | None, timeout: float) -> redis.Redis:
+def connect(address: str, password: str | None, timeout: float, single: bool = False) -> redis.Redis:
     """A pool of connections to one store (``host:port``) as the client user, retrying nothing
-    by itself."""
+    by itself (``single``: one connection, whose modes hold for every call)."""
     host, _, port = address.rpartition(":")
     return redis.Redis(
         host=host, port=int(port), username=CLIENT_USER if password else None, password=password,
         socket_timeout=timeout,
         socket_connect_timeout=min(timeout, 5.0), retry=Retry(NoBackoff(), 0),
-        health_check_interval=IDLE_CHECK_S, **NO_SETINFO,
+        health_check_interval=IDLE_CHECK_S, single_connection_client=single, **NO_SETINFO,
     )  # fmt: skip
 
 
@@ -298,22 +315,60 @@ def _acknowledged(store: redis.Redis, command: tuple, acks: int, where: Callable
 
 def describe(address: str, password: str | None, timeout: float) -> dict:
     """What the region whose store is at ``address`` tells of the whole topology. ``WrongPort``
-    if something other than a store answers there. A node of a Redis Cluster that does not
-    serve shard 0 (another master, a replica) names the one that does (MOVED): it is asked at
-    the host ``address`` names (a region's nodes share its host, and the name a node announces
-    may resolve only inside the deployment)."""
+    if something other than a store answers there.
+
+    Every shard keeps a copy (services/region/store.py, ``install``); shard 0's is asked first.
+    On a Redis Cluster a node that does not serve shard 0 names the one that does (MOVED),
+    which is asked at the host ``address`` names (a region's nodes share its host, and the name
+    a node announces may resolve only inside the deployment); a replica answers for its
+    master's shards itself (READONLY). While a node is down and its replica not yet promoted,
+    the shard it served is out of reach: the next shards' copies are asked, so that a client
+    connects while any one node of the region is down. Nothing listening at ``address`` itself
+    is reported at once (the caller asks its next store)."""
+    first: RegionUnavailable | None = None
+    for shard in range(wire.MAX_SHARDS):
+        try:
+            return _describe_shard(address, shard, password, timeout)
+        except (RegionUnavailable, ServerError) as exc:
+            # out of reach (its node down, a failover under way), or no such shard
+            if shard == 0:
+                if not isinstance(exc, RegionUnavailable) or isinstance(exc, _Unreachable):
+                    raise
+                first = exc
+    assert first is not None
+    raise first
+
+
+class _Unreachable(RegionUnavailable):
+    """Nothing answers at the address asked."""
+
+
+def _describe_shard(address: str, shard: int, password: str | None, timeout: float) -> dict:
+    """``shard``'s copy of the topology, following MOVED from ``address`` (a node a MOVED names
+    that does not answer is the shard out of reach, not ``address``)."""
+    at = address
     for _ in range(wire.MOVES_FOLLOWED + 1):
         try:
-            return _describe_at(address, password, timeout)
+            return _describe_at(at, shard, password, timeout)
         except redis.exceptions.MovedError as moved:
-            address = f"{address.rpartition(':')[0]}:{moved.port}"
-    raise RegionUnavailable(f"store {address}: shard 0 keeps moving; the topology cannot be read")
+            at = f"{address.rpartition(':')[0]}:{moved.port}"
+        except _Unreachable as exc:
+            if at == address:
+                raise
+            raise RegionUnavailable(f"store {address}: shard {shard} is at {at}, down: {exc}") from None
+    raise RegionUnavailable(f"store {address}: shard {shard} keeps moving; the topology cannot be read")
 
 
-def _describe_at(address: str, password: str | None, timeout: float) -> dict:
-    store = connect(address, password, timeout)
+def _describe_at(address: str, shard: int, password: str | None, timeout: float) -> dict:
+    def where() -> str:
+        return f"store {address}"
+
+    store = None
     try:
-        reply = call_gear(store, wire.DESCRIBE, 0, [wire.GEARS_API], True, True, lambda: f"store {address}")
+        store = _replica_reading(address, password, timeout, where)
+        reply = call_gear(store, wire.DESCRIBE, shard, [wire.GEARS_API], True, True, where)
+        if reply is None:
+            raise ServerError(f"{where()}: shard {shard} holds no topology")
         return json.loads(reply)
     except (ServerError, RegionUnavailable) as exc:
         first = peers.probe(address)
@@ -326,4 +381,28 @@ def _describe_at(address: str, password: str | None, timeout: float) -> dict:
             "CausalClient.connect_gateway"
         ) from exc
     finally:
+        if store is not None:
+            store.close()
+
+
+def _replica_reading(
+    address: str, password: str | None, timeout: float, where: Callable[[], str]
+) -> redis.Redis:
+    """One connection to ``address`` on which a Redis Cluster replica answers reads of its
+    master's shards (READONLY); nothing answering is ``_Unreachable``. A standalone store has
+    no such mode, and a client user of an older deployment may not ask: it reads as before."""
+    try:
+        store = connect(address, password, timeout, single=True)  # (it connects at once)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        error = from_redis_error(exc, where())
+        raise (error if isinstance(error, AccessDenied) else _Unreachable(str(error))) from None
+    except redis.RedisError as exc:  # something answered, not as a store would
+        raise from_redis_error(exc, where()) from None
+    try:
+        store.execute_command("READONLY")
+    except redis.ResponseError:
+        pass
+    except redis.RedisError as exc:
         store.close()
+        raise from_redis_error(exc, where()) from None
+    return store

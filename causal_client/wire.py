@@ -29,6 +29,7 @@ RED_CLOSE, RED_OPEN = "saturn_red_close", "saturn_red_open"
 RED_GET, RED_PUT = "saturn_red_get", "saturn_red_put"
 
 # Limits the gears enforce (a client may check them first to fail without a round trip).
+MAX_SHARDS = 64  # of a region
 MAX_KEY_BYTES = 1024  # a row key, a column name
 MAX_OPS = 1000  # mutations per batch, column operations per mutation, reads per call, columns per read
 MAX_SLICE = 1000  # columns per page

@@ -35,13 +35,15 @@ def secret() -> str | None:
 def client_user_acl() -> str:
     """The stores' client user (a config line): with its password (derived from the secret,
     causal_client/credentials.py) it may run the gears a client calls, through the gateway
-    module, block on the watermark events (an attach's wait), and nothing else: no key command,
-    no script, no administration, no pub/sub. The one key a gear call names is a shard's hash tag
-    ("{...}"), which no stored key is: the user may name those and read the events streams."""
+    module, block on the watermark events (an attach's wait), ask a Redis Cluster replica to
+    answer reads (READONLY: a client learns the topology while a master is down), and nothing
+    else: no key command, no script, no administration, no pub/sub. The one key a gear call
+    names is a shard's hash tag ("{...}"), which no stored key is: the user may name those and
+    read the events streams."""
     password = client_password(secret() or "")
     return (
         f"user {CLIENT_USER} on >{password} resetkeys resetchannels -@all +saturn.call +saturn.read "
-        f"+ping +hello +auth +xread +wait ~{{* %R~{gears.WATERMARK_EVENTS}{{*"
+        f"+ping +hello +auth +xread +wait +readonly ~{{* %R~{gears.WATERMARK_EVENTS}{{*"
     )
 
 

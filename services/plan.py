@@ -191,6 +191,9 @@ def _redis(
         lines += [
             "cluster-enabled yes", "cluster-config-file nodes.conf",
             f"cluster-node-timeout {t.store.node_timeout_ms}",
+            # A master that is down stops its own shards only, as a standalone shard's store
+            # would, not the whole region until its replica is promoted.
+            "cluster-require-full-coverage no",
             f"cluster-port {t.cluster_bus_port(region, store)}",
             *_announced_as(t.node_host(region)),
         ]  # fmt: skip

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from causal_client.wire import MAX_SHARDS
+
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 HOST_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.:_-]{0,251}[A-Za-z0-9])?$"  # a DNS name or an IP address
 MAX_REPLICAS = 3
@@ -30,7 +32,7 @@ class Region(StrictModel):
     name: str = Field(pattern=NAME_PATTERN)
     site: str = Field(pattern=NAME_PATTERN)
     host: str | None = Field(default=None, pattern=HOST_PATTERN, description="where peers reach it")
-    shards: int = Field(default=1, ge=1, le=64)
+    shards: int = Field(default=1, ge=1, le=MAX_SHARDS)
     frontends: int = Field(default=1, ge=1, le=32, description="frontend processes (SO_REUSEPORT)")
     ports: RegionPorts = RegionPorts()
 

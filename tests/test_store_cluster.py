@@ -20,6 +20,7 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from causal_client import (
     CausalClient,
+    CausalError,
     InvalidRequest,
     Mutation,
     OutcomeUnknown,
@@ -32,7 +33,7 @@ from causal_client.transactions import write_args
 from services import metrics
 from services.launcher.__main__ import main as launcher_main
 from services.launcher.cluster import Cluster
-from services.launcher.store_cluster import master_of, master_slots, shard_slot
+from services.launcher.store_cluster import master_of, master_slots, move_shard, shard_slot
 from services.region import gears
 from services.region.sync_shard import SyncShard
 from services.saturn import epochs
@@ -367,7 +368,17 @@ def test_a_killed_masters_replica_takes_over_and_loses_nothing_acknowledged(clus
         for i, row in enumerate(rows):
             writer.write("all", row, {"v": str(i)})
         on_killed = [r for r in rows if master_of(t, "a", t.shard_of("a", "all", r), None) == 0]
-        cluster.kill("a.redis0")  # SIGKILL, held down: its replica must take over
+        candidates = (unique("e") for _ in range(100))
+        elsewhere = next(r for r in candidates if master_of(t, "a", t.shard_of("a", "all", r), None) != 0)
+        # Its replica held back first: the master is down and nobody has taken its place yet.
+        held_replica = cluster.processes[f"a.redis{MASTERS}"].popen  # master 0's
+        held_replica.send_signal(signal.SIGSTOP)
+        try:
+            cluster.kill("a.redis0")  # SIGKILL, held down: its replica must take over
+            time.sleep(t.store.node_timeout_ms / 1000 * 2)  # the cluster has marked it failed
+            _connects_and_serves_while_a_master_is_down(t, client, elsewhere)
+        finally:
+            held_replica.send_signal(signal.SIGCONT)
         with node(cluster, "a", MASTERS) as replica:  # master 0's
             eventually(lambda: replica.info("replication")["role"] == "master", timeout=15)
         shard = t.shard_of("a", "all", on_killed[0])
@@ -395,6 +406,20 @@ def test_a_killed_masters_replica_takes_over_and_loses_nothing_acknowledged(clus
             eventually(seen, timeout=20)
 
 
+def _connects_and_serves_while_a_master_is_down(t: Topology, client: CausalClient, elsewhere: str) -> None:
+    """Master 0 of region a down, its replica not promoted: a client still learns the topology
+    at any one node that is up (another master, any other replica: shard 0's copy is out of
+    reach, another shard's answers), or given every node with the dead one first; and the
+    region's other shards go on serving (a down master stops its own shards only)."""
+    up = [address for k, address in enumerate(t.store_endpoints("a")) if k not in (0, MASTERS)]
+    for address in up:
+        with CausalClient.connect(address, timeout=2.0) as fresh:
+            assert set(fresh.regions) == set(t.region_names), address
+    with CausalClient.connect(t.store_endpoints("a"), timeout=2.0) as fresh:
+        assert fresh.regions["a"].nodes
+    assert client.session("a").write("all", elsewhere, {"v": "while-down"}) is not None
+
+
 @pytest.mark.cluster
 def test_a_one_master_cluster_without_replicas_is_formed_and_serves(tmp_path):
     """The smallest cluster (the engine's price on the bench): a lone node knows every node of
@@ -407,3 +432,66 @@ def test_a_one_master_cluster_without_replicas_is_formed_and_serves(tmp_path):
         eventually(lambda: client.session("b", label=label).read("all", row).text("v") == "1")
         with node(cluster, "a", 0) as lone:
             assert int(lone.execute_command("CLUSTER", "COUNTKEYSINSLOT", shard_slot(0))) > 0
+
+
+@pytest.mark.cluster
+def test_many_threads_on_one_client_see_only_typed_errors_while_masters_die_and_shards_move(clustered):
+    """One client shared by threads, as a threaded web worker or the checker shares it, while
+    shards move and masters die and come back: a thread's call may fail, but only with a typed
+    ``CausalError`` (a shard's pool was once closed under calls in flight on it when another
+    thread followed the shard away, and those died with raw socket errors); and once the faults
+    are over every thread's calls succeed again."""
+    cluster, _ = clustered
+    t = cluster.topology
+    raw: list[str] = []
+    ok = [0]
+    stop = threading.Event()
+    rows = [unique("th") for _ in range(24)]
+
+    def work(number: int) -> None:
+        session = client.session("a")
+        i = 0
+        while not stop.is_set():
+            i += 1
+            row = rows[(number + i) % len(rows)]
+            try:
+                if i % 3:
+                    session.write("all", row, {"v": f"{number}.{i}"})
+                else:
+                    session.multi_read([ReadSpec("all", row), ReadSpec("all", rows[i % len(rows)])])
+                ok[0] += 1
+            except CausalError:
+                time.sleep(0.01)
+            except Exception as exc:  # what the test is for
+                raw.append(f"{type(exc).__name__}: {exc}")
+                return
+
+    with CausalClient.connect(t.store_endpoints("a"), timeout=2.0) as client:
+        threads = [threading.Thread(target=work, args=(n,), daemon=True) for n in range(12)]
+        for thread in threads:
+            thread.start()
+        try:
+            for shard in (0, 1):
+                here = master_of(t, "a", shard, None)
+                masters = {master_of(t, "a", k, None) for k in range(SHARDS)}
+                move_shard(t, "a", shard, next(m for m in sorted(masters) if m != here), None)
+                _kill_and_replace_the_master_of(cluster, shard)
+            before = ok[0]
+            eventually(lambda: ok[0] > before + 100, timeout=20)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(10)
+    assert raw == []
+
+
+def _kill_and_replace_the_master_of(cluster: Cluster, shard: int) -> None:
+    """Region a's master of ``shard`` killed and held down until its replica took over, then
+    started again (it follows the new master)."""
+    t = cluster.topology
+    victim = master_of(t, "a", shard, None)
+    cluster.kill(f"a.redis{victim}")
+    eventually(lambda: master_of(t, "a", shard, None) != victim, timeout=20)
+    cluster.restart(f"a.redis{victim}")
+    with node(cluster, "a", victim) as back:
+        eventually(lambda: back.info("replication").get("master_link_status") == "up", timeout=20)
