@@ -67,6 +67,9 @@ class History:
     ops: list[Op] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     counters: dict[str, dict[str, int]] = field(default_factory=dict)  # group → acked/unknown
+    #: errors a call raised that are not the client's typed ``CausalError`` (a client bug:
+    #: every error a caller sees must be typed), as "session: what: Type: message"
+    untyped: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _txns: int = 0
 
@@ -85,6 +88,10 @@ class History:
     def failed(self, failure: Failure) -> None:
         with self._lock:
             self.failures.append(failure)
+
+    def untyped_error(self, session: int, what: str, exc: BaseException) -> None:
+        with self._lock:
+            self.untyped.append(f"session {session}: {what}: {type(exc).__name__}: {exc}")
 
     def counted(self, group: str, outcome: Outcome) -> None:
         """An increment of the group's shared counter: acknowledged, or of unknown outcome."""

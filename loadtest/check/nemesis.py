@@ -2,8 +2,11 @@
 
 - crashes (SIGKILL from outside; the launcher's supervisor starts the process again): a
   serializer, a label sink (its own process, or the bulk sender that runs it), a bulk receiver
-  (with its remote proxy), a bulk sender, a frontend, a store (Redis, durable: it comes back with
-  what it acknowledged);
+  (with its remote proxy), a bulk sender, a frontend, a store node (Redis, durable: it comes back
+  with what it acknowledged; on a Redis Cluster store any node, master or replica, so that a
+  master may restart from its AOF before its replica is promoted, or after);
+- a crash twice: any of those processes killed, and killed again soon (0.5-3 s) after it came
+  back, while it resumes (a sender's first batches, a sink's first labels, a master's resync);
 - a whole region: every process of it stopped at once, started again after the fault's time;
 - a master of a region's Redis Cluster store (``[store] engine = "cluster"``, three masters or
   more, with replicas) killed and kept down until a replica has taken its place, then started
@@ -46,10 +49,12 @@ CRASHES = {  # fault → the processes it may hit (by the end of their names; "s
     "receiver": ".bulk-receiver",
     "sender": ".bulk-sender",
     "frontend": ".frontend0",
-    "store": ".redis0",
+    "store": ".redis",  # any store node (.redis0, .redis1, ...)
 }
+TWICE = "twice"  # any process a crash may hit, killed again soon after it came back
+AGAIN_AFTER_S = (0.5, 3.0)  # how soon after it came back the second kill comes (uniform)
 WAN_FAULTS = ("region", "master", "move", "partition", "spike", "congestion")  # run by methods of their own
-FAULTS = (*CRASHES, *WAN_FAULTS)
+FAULTS = (*CRASHES, TWICE, *WAN_FAULTS)
 CLUSTER_STORE_FAULTS = ("master", "move")  # only where regions' stores are Redis Clusters
 SPIKE_MS = 250.0
 BACK_WITHIN_S = 30.0
@@ -92,9 +97,11 @@ class Nemesis(threading.Thread):
         t = self.cluster.topology
         if fault == "sink":  # the processes that run sinks: their own, or the bulk senders
             return sorted(filter(None, (label_sink_process(t, r) for r in t.region_names)))
+        if fault == TWICE:
+            return sorted({n for f in CRASHES for n in self.targets(f)})
         if fault in CRASHES:
             suffix = CRASHES[fault]
-            return sorted(n for n in self.cluster.specs if n.endswith(suffix) or n.startswith(suffix))
+            return sorted(n for n in self.cluster.specs if _named_by(n, suffix))
         if fault == "region":
             return list(t.region_names)
         if fault == "master":  # a failover needs a majority of masters left, and a replica
@@ -120,7 +127,7 @@ class Nemesis(threading.Thread):
             self.events.append(event)
             self.say(f"  [{event.start:6.1f}s] nemesis: {fault} {target}")
             try:
-                getattr(self, f"_{fault}" if fault in WAN_FAULTS else "_crash")(target)
+                getattr(self, f"_{fault}" if fault in (*WAN_FAULTS, TWICE) else "_crash")(target)
             except Exception as exc:  # a fault that could not be done is reported, not fatal
                 self.errors.append(f"{fault} {target}: {exc}")
                 event.note = f"failed: {exc}"
@@ -142,6 +149,14 @@ class Nemesis(threading.Thread):
                 return
             time.sleep(0.05)
         raise RuntimeError(f"{name} not back within {BACK_WITHIN_S:.0f} s")
+
+    def _twice(self, name: str) -> None:
+        """Killed, back, and killed again while it resumes."""
+        self._crash(name)
+        again = self.rng.uniform(*AGAIN_AFTER_S)
+        self.events[-1].note = f"again {again:.1f} s after it came back"
+        if not self.stop.wait(again):
+            self._crash(name)
 
     def _region(self, region: str) -> None:
         names = [n for n, spec in self.cluster.specs.items() if spec.region == region and not _web(n)]
@@ -223,6 +238,15 @@ def _role(host: str, port: int) -> str | None:
             return node.info("replication").get("role")
     except redis.RedisError:
         return None
+
+
+def _named_by(name: str, suffix: str) -> bool:
+    """Whether a process is one a crash fault names: by the end of its name ("serializer." by
+    its start), a store node by its kind, whatever its number."""
+    if suffix == ".redis":
+        kind, _, number = name.rpartition(".")[2].partition("redis")
+        return not kind and number.isdigit()
+    return name.endswith(suffix) or name.startswith(suffix)
 
 
 def _web(name: str) -> bool:

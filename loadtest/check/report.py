@@ -118,6 +118,8 @@ def text_report(
         out.append(
             "\nClient errors: " + ", ".join(f"{name} {count:,}" for name, count in errors.most_common())
         )
+    out.append(f"Untyped errors (not a CausalError: a client bug): {len(history.untyped)}")
+    out += [f"  {line}" for line in history.untyped[:10]]
     windows = unavailability(history.failures)
     if windows:
         rows = [[r, num(a), num(b), f"{n:,}"] for r, a, b, n in windows]
@@ -183,6 +185,7 @@ def to_json(
         "lost_increments": convergence.lost_increments,
         "doubled_increments": convergence.doubled_increments,
         "errors": dict(Counter(f.error for f in history.failures)),
+        "untyped_errors": history.untyped,
         "unavailability": unavailability(history.failures),
         "faults": [e.__dict__ for e in events],
         "throughput": throughput(history),

@@ -139,6 +139,7 @@ def _checked_run(
         convergence = check_convergence(client, history, keys, topology.group_members, say)
         if settings.strong_sessions:
             final_reads(client, regions, registers, strong, clock)
+    history.untyped += strong.untyped
     say(f"[{topology.protocol}] checking the history ...")
     result = check(history.ops)
     atomicity = check_atomicity(history.ops)
@@ -167,7 +168,7 @@ def _checked_run(
 
 def passed(data: dict) -> bool:
     """No violation (causal, of read atomicity, of linearizability), nothing lost or doubled,
-    every replica the same."""
+    every replica the same, and every error a caller saw typed."""
     return (
         data.get("linearizability", {}).get("ok", True)
         and sum(data["violations"].values()) == 0
@@ -176,4 +177,5 @@ def passed(data: dict) -> bool:
         and data["lost_increments"] == 0
         and data["doubled_increments"] == 0
         and data["converged"]
+        and not data.get("untyped_errors")
     )

@@ -31,6 +31,7 @@ class StrongHistory:
     def __init__(self) -> None:
         self.ops: list[StrongOp] = []
         self.failures = 0
+        self.untyped: list[str] = []  # errors that are not a CausalError (as History.untyped)
         self._ids = itertools.count()
         self._lock = threading.Lock()
 
@@ -98,7 +99,12 @@ class StrongSession(threading.Thread):
                 self.history.add(self.number, key, kind, arg, None, start, None)
         except (Conflict, NoQuorum):
             pass  # did not take effect (a read that failed constrains nothing)
-        except CausalError:  # its region does not answer: the session goes on from the next one
+        except Exception as exc:  # its region does not answer: the session goes on from the next one
+            if not isinstance(exc, CausalError):  # a client bug; the outcome is unknown
+                what = f"strong session {self.number}: {kind}: {type(exc).__name__}: {exc}"
+                self.history.untyped.append(what)
+                if kind != READ:
+                    self.history.add(self.number, key, kind, arg, None, start, None)
             self.history.failures += 1
             self.region = self.regions[(self.regions.index(self.region) + 1) % len(self.regions)]
             self.stop.wait(PAUSE_AFTER_ERROR_S)

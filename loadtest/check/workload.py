@@ -100,7 +100,7 @@ class CheckedSession(threading.Thread):
                     self.session = self.client.session(self.home)
                 action = self.rng.choices(names, weights)[0]
                 getattr(self, action)()
-            except CausalError as exc:
+            except Exception as exc:  # (an untyped one is a client bug: failed() records it)
                 self.failed("session", exc)
             if self.mix.think_s:
                 time.sleep(self.mix.think_s)
@@ -140,7 +140,7 @@ class CheckedSession(threading.Thread):
             label = self.session.batch(mutations, atomic=self.mix.atomic)  # type: ignore[union-attr]
         except InvalidRequest:
             raise
-        except CausalError as exc:
+        except Exception as exc:
             for key, value in zip(keys, values, strict=True):
                 self.record(Kind.WRITE, key, value, Outcome.UNKNOWN, region, started, txn=txn)
             self.failed(f"batch {len(keys)} keys", exc)
@@ -158,7 +158,7 @@ class CheckedSession(threading.Thread):
         started = self.now()
         try:
             rows = self.session.multi_read([ReadSpec(g, r, (VALUE_COLUMN,)) for g, r in keys])  # type: ignore[union-attr]
-        except CausalError as exc:
+        except Exception as exc:
             self.failed(f"multi-read {len(keys)} keys", exc)
             return
         txn = self.history.new_txn()
@@ -172,7 +172,7 @@ class CheckedSession(threading.Thread):
         started = self.now()
         try:
             cell = self.session.read(group, row, [VALUE_COLUMN]).cell(VALUE_COLUMN)  # type: ignore[union-attr]
-        except CausalError as exc:
+        except Exception as exc:
             self.failed(f"read {group}/{row}", exc)
             return
         value, label = (cell.text, (cell.label.ts, cell.label.src)) if cell else (None, None)
@@ -188,7 +188,7 @@ class CheckedSession(threading.Thread):
             label = self.session.write(group, row, {VALUE_COLUMN: value})  # type: ignore[union-attr]
         except InvalidRequest:
             raise  # a bug of the workload: nothing may be recorded about it
-        except CausalError as exc:  # applied or not: unknown (the store may have died mid-call)
+        except Exception as exc:  # applied or not: unknown (the store may have died mid-call)
             self.record(Kind.WRITE, (group, row), value, Outcome.UNKNOWN, region, started)
             self.failed(f"write {group}/{row}", exc)
             return
@@ -200,7 +200,7 @@ class CheckedSession(threading.Thread):
         group = self.rng.choice(self.groups)
         try:
             self.session.increment(group, self.counter_row, COUNTER_COLUMN, 1)  # type: ignore[union-attr]
-        except CausalError as exc:
+        except Exception as exc:
             self.history.counted(group, Outcome.UNKNOWN)
             self.failed(f"increment {group}", exc)
             return
@@ -210,7 +210,7 @@ class CheckedSession(threading.Thread):
         target = self.rng.choice([r for r in self.regions if r != self.session.region])  # type: ignore[union-attr]
         try:
             self.session.migrate(target)  # type: ignore[union-attr]
-        except CausalError as exc:
+        except Exception as exc:
             self.failed(f"migrate to {target}", exc, target)
 
     def resume(self) -> None:
@@ -218,13 +218,17 @@ class CheckedSession(threading.Thread):
         target = self.rng.choice(self.regions)
         try:
             self.session = self.client.session(target, label=self.session.token)  # type: ignore[union-attr]
-        except CausalError as exc:
+        except Exception as exc:
             self.failed(f"resume at {target}", exc, target)
 
     # -- faults ------------------------------------------------------------------------------
-    def failed(self, what: str, exc: CausalError, called: str | None = None) -> None:
-        """A failed call to ``called`` (default: the session's region)."""
+    def failed(self, what: str, exc: Exception, called: str | None = None) -> None:
+        """A failed call to ``called`` (default: the session's region). An error that is not a
+        ``CausalError`` is recorded as such (a client bug), and the session goes on as a caller
+        would after any failure."""
         here = self.session.region if self.session is not None else self.home
+        if not isinstance(exc, CausalError):
+            self.history.untyped_error(self.number, what, exc)
         self.history.failed(Failure(self.number, what, called or here, type(exc).__name__, self.now()))
         if isinstance(exc, RegionUnavailable | StoreTimeout) and self.session is not None and called is None:
             self.fail_over(here)
@@ -240,7 +244,9 @@ class CheckedSession(threading.Thread):
         target = self.rng.choice([r for r in self.regions if r != down])
         try:
             self.session.migrate(target, timeout=FAILOVER_TIMEOUT_S)  # type: ignore[union-attr]
-        except CausalError as exc:
+        except Exception as exc:
+            if not isinstance(exc, CausalError):
+                self.history.untyped_error(self.number, f"fail over to {target}", exc)
             self.history.failed(
                 Failure(self.number, f"fail over to {target}", down, type(exc).__name__, self.now())
             )
