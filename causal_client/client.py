@@ -306,7 +306,8 @@ class CausalClient:
             session.migrate(region, timeout)
             return session
         session = Session(self, region, Label.zero(), auto_migrate, on_migrate)
-        session._arrive(region, past.label, timeout)
+        if not past.label.is_zero:  # no past, nothing to wait for: no call (a region whose
+            session._arrive(region, past.label, timeout)  # first shard is down still starts sessions)
         return session
 
     @cached_property

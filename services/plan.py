@@ -194,6 +194,10 @@ def _redis(
             # A master that is down stops its own shards only, as a standalone shard's store
             # would, not the whole region until its replica is promoted.
             "cluster-require-full-coverage no",
+            # A replica that must sync in full (its master restarted, or it rejoins as the new
+            # master's replica) is sent the data at once: Redis waits 5 s for company by default,
+            # and until a replica has it the shard acknowledges nothing (WAIT).
+            "repl-diskless-sync-delay 0",
             f"cluster-port {t.cluster_bus_port(region, store)}",
             *_announced_as(t.node_host(region)),
         ]  # fmt: skip

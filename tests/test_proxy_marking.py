@@ -48,10 +48,15 @@ async def marked(proxy: RemoteProxy) -> bytes | None:
     return await shard.redis.hget(shard.key(gears.GEAR_KEY), gears.OUTSIDE_ORDER_FIELD)
 
 
-def test_a_stable_marked_label_applies_its_past_first_and_marks_until_the_tree_has_caught_up(redis_url):
+def test_a_stable_marked_label_waits_for_its_pasts_labels_and_then_marks_nothing_here(redis_url):
+    """y (from frankfurt, marked: frankfurt applied something outside the tree's order) may
+    depend on x (from ireland, whose payload is here and whose label is on its way). y is
+    delivered once it is stable and x's label has come, after x: nothing is applied ahead of a
+    label's arrival, so virginia does not mark the labels its clients make (marking here would
+    make the next region mark, and regions that all write kept each other marking)."""
+
     async def scenario() -> None:
         proxy = await proxy_at(redis_url)
-        # x from ireland (its label still on its way), y from frankfurt, marked: y may depend on x.
         proxy.on_payloads("ireland/0", 100, [update("ireland", 100, "x")])
         proxy.on_payloads("frankfurt/0", 200, [update("frankfurt", 200, "y")])
         proxy.on_labels("s", saturn_pb2.LabelBatch(labels=[label("frankfurt", 200, "y", outside=True)]))
@@ -60,13 +65,44 @@ def test_a_stable_marked_label_applies_its_past_first_and_marks_until_the_tree_h
         assert proxy.wants_heartbeats
         proxy.on_payloads("ireland/0", 250, [])  # a bulk heartbeat: stable time 200 now
         await proxy.step()
-        assert proxy.delivered == 2 and not proxy.ready
-        # y's origin to y; ireland only to what was applied from it, whose label is on its way.
-        assert proxy.watermarks == {"frankfurt": 200, "ireland": 100}
-        assert await marked(proxy) == b"1" and not proxy.in_tree_order
+        assert proxy.delivered == 0, "stable, but x's label has not come: applying x now would be ahead of it"
         proxy.on_labels("s", saturn_pb2.LabelBatch(labels=[label("ireland", 100, "x")]))
         await proxy.step()
-        assert await marked(proxy) == b"0" and proxy.in_tree_order and not proxy.wants_heartbeats
+        assert proxy.delivered == 2 and not proxy.ready
+        assert proxy.watermarks == {"frankfurt": 200, "ireland": 100}
+        assert await marked(proxy) != b"1" and proxy.in_tree_order and not proxy.wants_heartbeats
+        await proxy.store.close()
+
+    asyncio.run(scenario())
+
+
+def test_in_timestamp_order_labels_made_here_are_marked_until_the_tree_has_caught_up(redis_url):
+    """Applied in timestamp order (the tree may have lost labels), x is visible here before its
+    label: the labels made here are marked until the tree has brought x's label too."""
+
+    async def scenario() -> None:
+        proxy = await proxy_at(redis_url)
+        proxy.switch("timestamp")
+        proxy.on_payloads("ireland/0", 100, [update("ireland", 100, "x")])
+        proxy.on_payloads("frankfurt/0", 150, [])
+        await proxy.step()
+        assert proxy.delivered == 1 and proxy.watermarks["ireland"] == 100  # (the stable time)
+        assert await marked(proxy) == b"1" and not proxy.in_tree_order
+
+        def beats(ts: int) -> saturn_pb2.LabelBatch:
+            beat = saturn_pb2.TREE_HEARTBEAT
+            return saturn_pb2.LabelBatch(labels=[label(o, ts, kind=beat) for o in ("ireland", "frankfurt")])
+
+        # Both origins heard on the tree, and the stable time past it: back to the tree's order,
+        # with the watermarks (the stable time, 170) still above what the tree brought (160).
+        proxy.on_labels("s", beats(160))
+        proxy.on_payloads("ireland/0", 170, [])
+        proxy.on_payloads("frankfurt/0", 170, [])
+        await proxy.step()
+        assert proxy.mode == "tree" and await marked(proxy) == b"1"
+        proxy.on_labels("s", beats(180))
+        await proxy.step()
+        assert proxy.mode == "tree" and await marked(proxy) == b"0" and proxy.in_tree_order
         await proxy.store.close()
 
     asyncio.run(scenario())

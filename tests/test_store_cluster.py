@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pytest
 import redis
+from helpers.clusters import metric_sum
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
@@ -376,7 +377,7 @@ def test_a_killed_masters_replica_takes_over_and_loses_nothing_acknowledged(clus
         try:
             cluster.kill("a.redis0")  # SIGKILL, held down: its replica must take over
             time.sleep(t.store.node_timeout_ms / 1000 * 2)  # the cluster has marked it failed
-            _connects_and_serves_while_a_master_is_down(t, client, elsewhere)
+            _connects_and_serves_while_a_master_is_down(cluster, client, elsewhere)
         finally:
             held_replica.send_signal(signal.SIGCONT)
         with node(cluster, "a", MASTERS) as replica:  # master 0's
@@ -406,11 +407,17 @@ def test_a_killed_masters_replica_takes_over_and_loses_nothing_acknowledged(clus
             eventually(seen, timeout=20)
 
 
-def _connects_and_serves_while_a_master_is_down(t: Topology, client: CausalClient, elsewhere: str) -> None:
+def _connects_and_serves_while_a_master_is_down(
+    cluster: Cluster, client: CausalClient, elsewhere: str
+) -> None:
     """Master 0 of region a down, its replica not promoted: a client still learns the topology
     at any one node that is up (another master, any other replica: shard 0's copy is out of
-    reach, another shard's answers), or given every node with the dead one first; and the
-    region's other shards go on serving (a down master stops its own shards only)."""
+    reach, another shard's answers), or given every node with the dead one first; the region's
+    other shards go on serving (a down master stops its own shards only); and region b still
+    hears from a on the tree (its sink's heartbeats go on: silent, a would have sent b, and
+    every region, to timestamp order, which waits for every shard of every region)."""
+    t = cluster.topology
+    assert metric_sum(cluster, "b", "causal_proxy_tree_mode", region="b") == 1
     up = [address for k, address in enumerate(t.store_endpoints("a")) if k not in (0, MASTERS)]
     for address in up:
         with CausalClient.connect(address, timeout=2.0) as fresh:

@@ -19,7 +19,7 @@ MODULES = (
     "throughput", "idle", "transport", "serializer", "proxy", "sink_placement",
     "bandwidth", "txn", "fractured", "resume", "page", "thread", "failover", "reconfigure",
     # a region's store across hosts (Redis Cluster)
-    "replica_ack", "store_restart", "store_failover", "store_scaling",
+    "replica_ack", "store_restart", "store_failover", "store_heal", "store_scaling",
     # the Saturn paper's figures
     "fig1", "fig4", "fig5", "fig6", "fig7", "fig8",
     # the companion papers

@@ -60,6 +60,7 @@ class GearShipper:
         self.link = topology.wan_link(region, destination)
         self.site = topology.region(region).site
         self.heartbeats = False  # the receiver wants them (it says so on the ack stream)
+        self.connected = False  # the current session reached its receiver
 
     def wants(self, groups: bytes) -> bool:
         """Whether an entry of ``groups`` (an atomic batch's are several, space-separated) has
@@ -69,10 +70,13 @@ class GearShipper:
     async def run(self, stop: asyncio.Event) -> None:
         backoff = runtime.Backoff(self.topology.saturn.bulk_retry_s)
         while not stop.is_set():
+            self.connected = False
             try:
                 await self._session(stop)
                 backoff.reset()
             except (LinkError, RedisError, ConnectionError, OSError) as exc:
+                if self.connected:  # it had worked: the first retry comes fast again (a session
+                    backoff.reset()  # ends only by an error, so a reset after it never came)
                 delay = backoff.next_delay()
                 log.warning("%s → %s: %s; retrying in %.1fs", self.gear, self.destination, _why(exc), delay)
                 await runtime.sleep_or_stop(stop, delay)
@@ -89,6 +93,7 @@ class GearShipper:
         connection, answer = await open_link(endpoint, BULK, hello.SerializeToString())
         try:
             start = bulk_pb2.Position.FromString(answer)
+            self.connected = True
             log.info(
                 "%s → %s: connected, resuming after ts %d", self.gear, self.destination, start.through_ts
             )

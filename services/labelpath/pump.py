@@ -103,6 +103,7 @@ class LabelPump:
         return [
             self.through_store_outages(pump, cursors, stop),
             self.through_store_outages(self.trim, cursors, stop),
+            self.keep_alive(stop),
         ]
 
     def heartbeat_in(self) -> float:
@@ -137,7 +138,8 @@ class LabelPump:
     async def through_store_outages(self, work, cursors: list[int], stop: asyncio.Event) -> None:
         """Runs ``work`` again after a store error (its Redis restarting): the cursors in memory
         say what was forwarded, and the store lost nothing it acknowledged (AOF), so the sink
-        goes on where it was, with its tree link kept (a new link would be a gap downstream)."""
+        goes on where it was, with its tree link kept (a new link would be a gap downstream).
+        Meanwhile ``keep_alive`` tells the other regions that this one lives."""
         while not stop.is_set():
             try:
                 await work(cursors, stop)
@@ -145,6 +147,19 @@ class LabelPump:
             except (RedisError, OSError) as exc:
                 log.warning("store unavailable (%s); retrying in %.1f s", exc, STORE_RETRY_S)
                 await runtime.sleep_or_stop(stop, STORE_RETRY_S)
+
+    async def keep_alive(self, stop: asyncio.Event) -> None:
+        """While the pump cannot read a shard (its master down, failing over, or slow), the other
+        regions still hear from this one: a heartbeat that promises only what was sent already.
+        A shard whose master is lost then stalls this region's labels only; silent for
+        ``tree_silence_s``, this region made every other fall back to timestamp order, which
+        waits for every shard of every region, and every pair of regions stalled with it. The
+        pump's own heartbeats come every period; this one only when they are half a period late."""
+        period = self.topology.saturn.sink_heartbeat_s
+        while not stop.is_set():
+            await runtime.sleep_or_stop(stop, period / 2)
+            if self.heartbeat_in() < -period / 2:
+                self.beat(self.sent_through)
 
     async def pump_one(self, cursors: list[int], stop: asyncio.Event) -> None:
         """One shard: the stream is in ts order; forward it as it grows (a blocking read returns

@@ -20,7 +20,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 import redis
+from redis.backoff import NoBackoff
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+from redis.retry import Retry
 
 from causal_client import wire
 from services.plan import ANNOUNCEABLE_HOST
@@ -61,8 +63,13 @@ def _nodes(topology: Topology, region: str, password: str | None) -> Iterator[li
     with ExitStack() as stack:
         yield [
             stack.enter_context(
-                redis.Redis(
-                    host=host, port=topology.redis_port(region, k), password=password, socket_timeout=10
+                redis.Redis(  # a dead node is passed over at once (no retries)
+                    host=host,
+                    port=topology.redis_port(region, k),
+                    password=password,
+                    socket_timeout=10,
+                    socket_connect_timeout=2,
+                    retry=Retry(NoBackoff(), 0),
                 )
             )
             for k in range(topology.store_nodes(region))

@@ -119,6 +119,26 @@ class LeanRedis:
             connection = await self._shared_connection()
         return await self._wait(connection, connection.send(args), self.timeout_s)
 
+    async def execute_all(self, *commands: tuple) -> list[Any]:
+        """Several calls sent together on the shared connection (one round trip, not one each):
+        every reply in order, an error reply as its exception (each call is made whatever the
+        earlier ones answered). A lost connection or a timeout raises."""
+        connection = self._shared
+        if connection is None or connection.closed:
+            connection = await self._shared_connection()
+        futures = [connection.send(command) for command in commands]
+        try:
+            await self._wait(connection, asyncio.gather(*futures, return_exceptions=True), self.timeout_s)
+        finally:
+            for future in futures:  # (retrieved: none is left unread)
+                if future.done() and not future.cancelled():
+                    future.exception()
+        replies = [f.exception() or f.result() for f in futures]
+        lost = next((r for r in replies if isinstance(r, StoreConnectionError | StoreTimeoutError)), None)
+        if lost is not None:
+            raise lost
+        return replies
+
     async def execute_blocking(self, *args: Any, block_s: float) -> Any:
         """A call that blocks at the server up to ``block_s`` (an ``XREAD BLOCK``): on a connection
         of its own, given back to the pool once the reply came."""

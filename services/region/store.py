@@ -286,11 +286,19 @@ class Shard:
         frontend's ``install``: until then client calls are refused as unconfigured).
         ``durable``: a client's change, returned once ``acks`` replicas have it (else its outcome
         is unknown); ``replicated``: a service's, the same (else the store counts as unavailable)."""
+        fcall = ("FCALL", function, 1 + len(keys), self.tag, *keys, *args)
         for attempt in (1, 2):
             try:
-                reply = await self.lean.execute("FCALL", function, 1 + len(keys), self.tag, *keys, *args)
-                if (durable or replicated) and self.acks:
-                    await self._acknowledged(client=durable)
+                if not ((durable or replicated) and self.acks):
+                    return await self.lean.execute(*fcall)
+                # the call and its WAIT in one round trip: a remote proxy makes one per shard
+                # switch of a run, and a backlog after a failover is hundreds of them
+                reply, confirmed = await self.lean.execute_all(fcall, ("WAIT", self.acks, ACK_TIMEOUT_MS))
+                if isinstance(reply, Exception):
+                    raise reply
+                if isinstance(confirmed, Exception):
+                    raise confirmed
+                self._confirmed(int(confirmed), client=durable)
                 return reply
             except (MovedError, ClusterDownError, TryAgainError, AskError):
                 raise  # followed or waited out (follows_cluster)
@@ -303,11 +311,10 @@ class Shard:
                 raise gear_error(str(exc)) from None
         raise AssertionError("unreachable")
 
-    async def _acknowledged(self, client: bool) -> None:
-        """Until ``acks`` replicas have every change made on this connection so far (WAIT). Not
-        in time: a client's change has an unknown outcome; a service's store is unavailable."""
-        confirmed = await self.lean.execute("WAIT", self.acks, ACK_TIMEOUT_MS)
-        if int(confirmed) < self.acks:
+    def _confirmed(self, confirmed: int, client: bool) -> None:
+        """A WAIT's answer: not enough replicas in time means, for a client's change, an unknown
+        outcome; for a service's, a store that is unavailable."""
+        if confirmed < self.acks:
             why = f"shard {self.gear_id}: no replica confirmed the change within {ACK_TIMEOUT_MS / 1000:.0f}s"
             if client:
                 raise errors.OutcomeUnknown(f"{why}: the master has it, and a failover now could lose it")
@@ -318,8 +325,12 @@ class Shard:
         what a service read from it (stream entries it ships or forwards) could otherwise be
         lost in a failover after it left (a payload or label of a write that then never was).
         WAIT covers this connection's own writes: one (a counter's INCR) marks the point."""
-        await self.lean.execute("INCR", self.key(gears.REPLICATED_KEY))
-        await self._acknowledged(client=False)
+        mark = ("INCR", self.key(gears.REPLICATED_KEY))
+        counted, confirmed = await self.lean.execute_all(mark, ("WAIT", self.acks, ACK_TIMEOUT_MS))
+        for reply in (counted, confirmed):
+            if isinstance(reply, Exception):
+                raise reply
+        self._confirmed(int(confirmed), client=False)
 
     async def migrate(self, client: Label, target: str) -> int:
         args = [wire.GEARS_API, *wire.label_args(client), target]

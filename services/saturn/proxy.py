@@ -27,12 +27,15 @@ and the label of their next write y can then overtake x's label on the way to a 
 is in the tree's order (tests/test_saturn_faults.py plays it). So while some update applied here
 may still be ahead of its label (for some origin, the watermark is above the greatest ts the tree
 has brought from it, or the mode is ``timestamp``), the region's gears mark the labels they make
-(``outside_order``). A receiver delivers a marked label only once it is stable in timestamp order:
-it first applies every update up to the label's ts in (ts, src) order (all are here: stable), the
-label's origin's watermark rises to its ts, and every other origin's to the greatest ts applied
-from it. That is outside the tree's order too, so the receiver marks its own labels until the
-tree has brought those labels as well. A gap while in timestamp order restarts the way back to
-the tree (a label lost then may lie below the first ones heard since the switch).
+(``outside_order``). A receiver delivers a marked label only once it is stable in timestamp order
+and the tree has brought the labels of every payload held here up to it: it first applies every
+update up to the label's ts in (ts, src) order (all are here: stable), the label's origin's
+watermark rises to its ts, and every other origin's to the greatest ts applied from it. That is
+ahead of those labels' delivery but not of their arrival, which is what the tree's guarantee
+needs, so the receiver does not mark its own labels (had it applied payloads whose labels had
+not come, it would have to, and regions that all write kept each other marking for as long as
+they wrote). A gap while in timestamp order restarts the way back to the tree (a label lost then
+may lie below the first ones heard since the switch).
 
 Online reconfiguration (§6.2): proxy_trees.py.
 """
@@ -308,10 +311,35 @@ class RemoteProxy(StableOrder, TreeEpochs):
 
     async def apply_batches(self, due: list[RemoteUpdate], marks: dict[str, int]) -> None:
         """Outside the tree's order (timestamp order, a stable marked label): the gears mark
-        their labels before anything becomes visible (module doc)."""
-        if due or marks:
+        their labels before anything becomes visible ahead of its label (module doc)."""
+        if (due or marks) and self.ahead_of_tree(due, marks):
             await self.mark_labels(True)
         await super().apply_batches(due, marks)
+
+    def ahead_of_tree(self, due: list[RemoteUpdate], marks: dict[str, int]) -> bool:
+        """Whether applying ``due`` and raising the watermarks to ``marks`` shows here something
+        whose label the tree has not brought here yet. What matters is the label's arrival, not
+        its delivery: a label y made here after x's label reached this region follows x's on
+        every path of the tree (module doc). In timestamp order the tree is not trusted (a label
+        may be lost): always."""
+        if self.mode != "tree":
+            return True
+        heard = self.tree_heard
+        return any(u.ts > heard.get(u.origin_region, 0) for u in due) or any(
+            ts > heard.get(origin, 0) for origin, ts in marks.items()
+        )
+
+    def labels_arrived_through(self, ts: int) -> bool:
+        """Whether the tree has brought the label of every payload held here up to ``ts``: a
+        stable marked label then makes nothing visible ahead of its label's arrival, and this
+        region need not mark its own labels after it. Waiting for those labels (they are on
+        their way; their arrival waits for nothing here) is what keeps marking from spreading:
+        delivering a marked label by applying payloads whose labels had not come made the
+        receiver mark its labels, which made the next region mark, and regions that all write
+        kept each other marking, every update waiting for the stable time, for as long as the
+        writes went on."""
+        heard = self.tree_heard
+        return all(u.ts <= heard.get(u.origin_region, 0) for u in self.ready.values() if u.ts <= ts)
 
     def next_run(self) -> tuple[list[RemoteUpdate], dict[str, int], list[int], saturn_pb2.TreeLabel | None]:
         """What of the label queue can be delivered now (at most MAX_RUN labels): the ready
@@ -345,7 +373,7 @@ class RemoteProxy(StableOrder, TreeEpochs):
             seen = max(self.watermarks.get(origin, 0), marks.get(origin, 0))
             if label.ts > seen and label.outside_order:
                 stable = self.stable_time() if stable is None else stable
-                if label.ts <= stable:
+                if label.ts <= stable and self.labels_arrived_through(label.ts):
                     if not taken:
                         self.set_awaiting_stable(awaiting_stable)
                         return [], {}, [], label
