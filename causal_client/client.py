@@ -82,6 +82,10 @@ class ClaimResult:
 class CausalClient:
     """Knows the regions, holds the connections to them (one transport), and makes sessions.
 
+    Thread-safe: one client is meant to be shared by a process's threads (a threaded web worker,
+    a task worker), each with sessions of its own. Every error it raises is a ``CausalError``,
+    whatever the threads do meanwhile (shards moving, masters failing over).
+
     ``site`` is where this client runs: calls to a region at another site are delayed by the
     emulated one-way latency each way (WAN emulation, causal_client/wan.py). ``None`` = no emulation.
     ``secret``: the deployment's credentials, sent with every call (default: ``$SATURN_SECRET``;

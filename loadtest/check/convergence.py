@@ -1,7 +1,8 @@
 """After a checked run: let replication quiesce, then check that every replica of a group holds
-the same cells (convergence), that no acknowledged write was lost where last-writer-wins says it
-survives, and that the groups' counters add up to the acknowledged increments (never more than
-those plus the ones of unknown outcome: more would be an increment applied twice)."""
+the same cells (convergence), that no acknowledged write was lost (its own column, set with its
+value, is at every replica, and the value column holds what last-writer-wins says survives),
+and that the groups' counters add up to the acknowledged increments (never more than those
+plus the ones of unknown outcome: more would be an increment applied twice)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from dataclasses import dataclass, field
 
 from causal_client import CausalClient, CausalError, ReadSpec
 from loadtest.check.history import History, Kind, Outcome
-from loadtest.check.workload import COUNTER_COLUMN, VALUE_COLUMN, counter_row
+from loadtest.check.workload import COUNTER_COLUMN, LOG_PREFIX, VALUE_COLUMN, counter_row, log_column
 
 Snapshot = dict[tuple[str, str], tuple[str | None, tuple[int, str] | None]]  # key → (value, label)
+LOG_PAGE = 1000  # log columns read per call
+LOG_RECHECKS = 5  # a write missing from a replica's log is looked for again this often ...
+LOG_RECHECK_S = 1.0  # ... this far apart (replication may still be bringing it)
 
 
 @dataclass
@@ -116,6 +120,11 @@ def check_convergence(
             final_value, final_label = shots[region][0].get(key, (None, None))
             if final_label is None or final_label < label:
                 result.lost.append(f"{key[0]}/{key[1]}={value} at {region} (holds {final_value})")
+    logs_lost, logs_diverged = check_logs(client, history, keys, replicas, say)
+    result.lost += logs_lost
+    if logs_diverged:
+        result.converged = False
+        result.diverged += logs_diverged
     for group, tally in history.counters.items():
         finals = [shots[r][1].get(group, 0) for r in replicas[group] if r in shots]
         final = max(finals, default=0)
@@ -123,3 +132,58 @@ def check_convergence(
         result.lost_increments += max(0, tally["ok"] - final)
         result.doubled_increments += max(0, final - tally["ok"] - tally["unknown"])
     return result
+
+
+def logged(client: CausalClient, region: str, key: tuple[str, str]) -> set[str]:
+    """The log columns of a key as ``region`` holds them (LOG_PREFIX), page by page."""
+    session = client.session(region, auto_migrate=False)
+    found: set[str] = set()
+    after: str | None = None
+    while True:
+        page = session.slice(key[0], key[1], limit=LOG_PAGE, after=after, reverse=False)
+        found.update(c for c in page.columns if c.startswith(LOG_PREFIX))
+        if page.next_cursor is None or len(page.cells) < LOG_PAGE:
+            return found
+        after = page.next_cursor
+
+
+def check_logs(
+    client: CausalClient,
+    history: History,
+    keys: list[tuple[str, str]],
+    replicas: dict[str, tuple[str, ...]],
+    say: Callable[[str], None],
+) -> tuple[list[str], list[str]]:
+    """Every acknowledged write's own column at every replica of its key (a write lost behind a
+    later one of the same key shows here), and each key's log the same at every replica.
+    Returns (lost writes, keys whose logs differ), described."""
+    wanted: dict[tuple[str, str], set[str]] = {}
+    for op in history.ops:
+        if op.kind == Kind.WRITE and op.outcome == Outcome.OK and op.value is not None:
+            wanted.setdefault(op.key, set()).add(log_column(op.value))
+    logs: dict[tuple[str, tuple[str, str]], set[str]] = {}
+    todo = [(region, key) for key in keys for region in replicas[key[0]] if region in client.regions]
+    for attempt in range(LOG_RECHECKS + 1):
+        for region, key in todo:
+            try:
+                logs[region, key] = logged(client, region, key)
+            except CausalError as exc:
+                say(f"  {region}'s log of {key[0]}/{key[1]} not readable yet ({type(exc).__name__})")
+        todo = [(r, k) for r, k in todo if (r, k) not in logs or wanted.get(k, set()) - logs[r, k]]
+        if not todo or attempt == LOG_RECHECKS:
+            break
+        time.sleep(LOG_RECHECK_S)
+    lost = [
+        f"{key[0]}/{key[1]}: {column.removeprefix(LOG_PREFIX)} (acknowledged) missing at {region}"
+        for region, key in todo
+        for column in sorted(wanted.get(key, set()) - logs.get((region, key), set()))
+    ]
+    diverged = []
+    for key in keys:
+        held = {r: logs.get((r, key)) for r in replicas[key[0]] if (r, key) in logs}
+        if len({frozenset(v) for v in held.values() if v is not None}) > 1:
+            union = set().union(*held.values())
+            short = {r: len(union - v) for r, v in held.items() if v is not None and union - v}
+            lacks = ", ".join(f"{r} lacks {n}" for r, n in short.items())
+            diverged.append(f"{key[0]}/{key[1]} log: {lacks}")
+    return lost, diverged

@@ -28,6 +28,11 @@ from causal_client import (
 from loadtest.check.history import Failure, History, Kind, Outcome
 
 VALUE_COLUMN = "v"
+#: Every write also sets a column of its own (named by its unique value) in the same update, so
+#: that after the run every acknowledged write can be looked for at every replica, not only the
+#: last-writer-wins one: a write lost behind a later write of the same key would not show in
+#: the value column.
+LOG_PREFIX = "w:"
 COUNTER_ROW, COUNTER_COLUMN = "counter", "n"
 FAILOVER_TIMEOUT_S = 3.0  # a move away from a region that stopped answering waits at most this
 PAUSE_AFTER_ERROR_S = 0.05
@@ -50,6 +55,11 @@ class Mix:
     def actions(self) -> tuple[list[str], list[float]]:
         names = ["read", "write", "increment", "migrate", "resume", "batch", "multi_read"]
         return names, [getattr(self, name) for name in names]
+
+
+def log_column(value: str) -> str:
+    """The column a write of ``value`` sets beside the value column (LOG_PREFIX)."""
+    return LOG_PREFIX + value
 
 
 def hot_keys(groups: list[str], per_group: int, run: str = "") -> list[tuple[str, str]]:
@@ -133,7 +143,10 @@ class CheckedSession(threading.Thread):
         for _ in keys:
             self.written += 1
             values.append(f"{self.number}.{self.written}")
-        mutations = [Mutation(g, r).set(VALUE_COLUMN, v) for (g, r), v in zip(keys, values, strict=True)]
+        mutations = [
+            Mutation(g, r).set(VALUE_COLUMN, v).set(log_column(v), "")
+            for (g, r), v in zip(keys, values, strict=True)
+        ]
         started = self.now()
         region = self.session.region  # type: ignore[union-attr]
         try:
@@ -185,7 +198,7 @@ class CheckedSession(threading.Thread):
         started = self.now()
         region = self.session.region  # type: ignore[union-attr]
         try:
-            label = self.session.write(group, row, {VALUE_COLUMN: value})  # type: ignore[union-attr]
+            label = self.session.write(group, row, {VALUE_COLUMN: value, log_column(value): ""})  # type: ignore[union-attr]
         except InvalidRequest:
             raise  # a bug of the workload: nothing may be recorded about it
         except Exception as exc:  # applied or not: unknown (the store may have died mid-call)
