@@ -35,6 +35,7 @@ from causal_client import (
     transactions,
     wire,
 )
+from causal_client.label import Label
 from services.launcher.cluster import Cluster
 from services.region import gears
 
@@ -360,3 +361,23 @@ def test_the_sweeper_alone_settles_parts_as_their_coordinator_decided(launch, st
     )
     assert (coordinator_value, cohort_value) == (expected, expected)
     assert cohort_update == coordinator_update, "the two rows of one batch hold different updates"
+
+
+def test_a_regions_shards_never_give_one_ts_and_both_updates_reach_every_region(two_shards):
+    """Two writes on a region's two shards by clients whose pasts end at the same time, a
+    little in the future (so that both gears take their ts from it, as two writes in one
+    microsecond would): the gears give them different ts (shard k's fall to k modulo the
+    shards), and both reach b. With one ts, a receiver, which tells a region's labels apart by
+    ts alone (its watermark per origin, bulk transfer's positions, the exactly-once checks),
+    delivered the first and dropped the second as a duplicate: lost at every other region."""
+    _, client = two_shards
+    rows = the_rows(2)
+    past = Label(ts=int(time.time() * 1e6) + 500_000, src="a/0")
+    labels = []
+    for group, row in rows:
+        writer = client.session("a")
+        writer.label = past
+        labels.append(writer.write(group, row, {"v": row}))
+    assert labels[0].ts != labels[1].ts, labels
+    reader = client.session("b")
+    eventually(lambda: [reader.read(g, r, ["v"]).text("v") for g, r in rows] == [r for _, r in rows])

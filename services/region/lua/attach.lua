@@ -30,7 +30,7 @@ end
 -- read elsewhere) makes every later label of this region depend on everything up to ts: an
 -- entry in the label stream, in ts order before those labels, that services/c3/sender.py reads.
 local function note_attach(cfg, ts)
-  local stamp = math.max(now_us(), tonumber(redis.call('HGET', GEAR_KEY, 'last_ts') or '0') + 1)
+  local stamp = own_ts(cfg, math.max(now_us(), tonumber(redis.call('HGET', GEAR_KEY, 'last_ts') or '0') + 1))
   redis.call('HSET', GEAR_KEY, 'last_ts', I(stamp))
   redis.call('XADD', LABEL_STREAM, I(stamp) .. '-0', LABEL_FIELD, 'a|' .. I(stamp) .. '|' .. cfg.gear .. '|' .. I(ts))
 end

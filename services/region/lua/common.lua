@@ -10,6 +10,18 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- The ts of a label this gear makes: the least at or above `at_least` that falls to this shard
+-- modulo the region's shards, so that no two gears of a region ever make labels of one ts. A
+-- region's labels are told apart by ts alone wherever they meet: a receiver's watermark per
+-- origin region (one label at the watermark is taken as delivered), bulk transfer's positions,
+-- the per-shard exactly-once checks. Two shards of a region once gave one microsecond to two
+-- writes; receivers delivered the first and dropped the second as a duplicate, everywhere.
+local function own_ts(cfg, at_least)
+  local shards = tonumber(cfg.shards or '1')
+  if shards <= 1 then return at_least end
+  return at_least + (tonumber(cfg.shard) - at_least % shards) % shards
+end
+
 -- A label-stream entry's kind: 'u' update, 'm' migration; in capitals while the region's proxy
 -- has applied remote updates outside the tree's order whose labels have not all reached it yet
 -- (the gear's OUTSIDE_ORDER_FIELD is set, services/saturn/proxy.py): such a label could overtake

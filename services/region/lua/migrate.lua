@@ -11,7 +11,7 @@ local function gear_migrate(keys, args)
   check_consumed(args, 8)
   if cfg.migration_label ~= '1' then return client_ts end  -- the client's ts travels instead
   local last, outside = unpack(redis.call('HMGET', GEAR_KEY, 'last_ts', OUTSIDE_ORDER_FIELD))
-  local ts = math.max(client_ts + 1, now_us(), tonumber(last or '0') + 1)
+  local ts = own_ts(cfg, math.max(client_ts + 1, now_us(), tonumber(last or '0') + 1))
   redis.call('HSET', GEAR_KEY, 'last_ts', I(ts))
   if cfg.emits == '1' then
     redis.call('XADD', LABEL_STREAM, I(ts) .. '-0', LABEL_FIELD, label_kind('m', outside) .. '|' .. I(ts) .. '|' .. cfg.gear .. '|' .. target)

@@ -117,7 +117,7 @@ local function gear_commit(keys, args)
   local least = decided and tonumber(string.match(decided, '^p|(%d+)$')) or 0
   local now = now_us()
   local last, outside = unpack(redis.call('HMGET', GEAR_KEY, 'last_ts', OUTSIDE_ORDER_FIELD))
-  local ts = math.max(client_ts + 1, now, tonumber(last or '0') + 1, floor, least)
+  local ts = own_ts(cfg, math.max(client_ts + 1, now, tonumber(last or '0') + 1, floor, least))
   local shipped, groups, seen, all_groups, seen_all = {}, {}, {}, {}, {}
   for m = 1, #mutations do
     local mutation = mutations[m]

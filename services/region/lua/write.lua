@@ -136,7 +136,7 @@ local function gear_write(keys, args)
   local n = #mutations
   local now = now_us()
   local last, outside = unpack(redis.call('HMGET', GEAR_KEY, 'last_ts', OUTSIDE_ORDER_FIELD))
-  local ts = math.max(client_ts + 1, now, tonumber(last or '0') + 1)
+  local ts = own_ts(cfg, math.max(client_ts + 1, now, tonumber(last or '0') + 1))
   local src, emits = cfg.gear, cfg.emits == '1'
   local kind = label_kind('u', outside)
   if atomic then
@@ -161,7 +161,7 @@ local function gear_write(keys, args)
       local row = write_mutation(cfg, args, mutations[m], ts, vector)
       if mutations[m][3] then ship(cfg, ts, src, now, {row[1]}, {row}, vector) end
       if emits then emit_label(kind, ts, src, {row[1]}, row[1] .. '/' .. row[2]) end
-      if m < n then ts = ts + 1 end
+      if m < n then ts = own_ts(cfg, ts + 1) end
     end
   end
   redis.call('HSET', GEAR_KEY, 'last_ts', I(ts))
