@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
+import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from causal_client import CausalClient, CausalError, ReadSpec
 from loadtest.harness.cluster import find_base_port, started, with_overrides
 from loadtest.harness.experiment import FAILED, PASSED, BenchError, Experiment
 from loadtest.harness.options import positive
-from loadtest.harness.plots import colour, plt, save
+from loadtest.harness.plots import plt, save
 from loadtest.harness.report import num, render_table, say, write_rows
 from services.launcher import store_cluster
 from services.launcher.cluster import Cluster
@@ -218,16 +219,17 @@ def plot(probes: Probes, pairs: list[Pair], path: Path, title: str) -> None:
     """Each probe's visibility by when it was written, a colour per pair, the kill marked."""
     fig, ax = plt.subplots(figsize=(10, 4.5))
     start = min(ats[0] for ats in probes.written.values() if ats)
-    for pair in pairs:
+    for i, pair in enumerate(pairs):
         points = probes.latencies(pair.origin, pair.destination)
         name = f"{pair.origin}→{pair.destination}"
-        ax.plot([at - start for at, _ in points], [1000 * s for _, s in points], ".", ms=2,
-                color=colour(name), label=f"{name} (healed after {pair.healed_s:.1f} s)")  # fmt: skip
+        label = f"{name} (flowing after {pair.flowing_s:.1f} s, in time after {pair.healed_s:.1f} s)"
+        xs, ys = [at - start for at, _ in points], [1000 * s for _, s in points]
+        ax.plot(xs, ys, ".", ms=2, color=f"C{i}", label=label)  # a colour per pair (not per protocol)
     ax.axvline(STEADY_S, color="black", linestyle="--", linewidth=1, label="master killed")
     ax.set_yscale("log")
     ax.set_xlabel("probe written at (s)")
     ax.set_ylabel("visible after (ms)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title("\n".join(textwrap.wrap(title, 120)), fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
     save(fig, path)
 
