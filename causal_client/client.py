@@ -305,13 +305,14 @@ class CausalClient:
             )
         self.region(region)  # an UnknownRegion before anything else
         past = SessionToken.parse(label)
+        if past.label.is_zero:  # no past, nothing to wait for: no call (sessions start while a
+            return Session(self, region, Label.zero(), auto_migrate, on_migrate)  # shard is down)
         if past.region:
             session = Session(self, past.region, past.label, auto_migrate, on_migrate)
             session.migrate(region, timeout)
             return session
         session = Session(self, region, Label.zero(), auto_migrate, on_migrate)
-        if not past.label.is_zero:  # no past, nothing to wait for: no call (a region whose
-            session._arrive(region, past.label, timeout)  # first shard is down still starts sessions)
+        session._arrive(region, past.label, timeout)
         return session
 
     @cached_property

@@ -144,21 +144,26 @@ class DirectTransport(Transport):
                 # asks it now; any other is the caller's to make again (its outcome is unknown).
                 if not nodes:
                     raise
-                self._move(region, shard, _after(nodes, address))
+                self._move(region, shard, _after(nodes, address), unless_moved_from=address)
                 losses += 1
                 harmless = (retry or read_only) and not isinstance(lost, OutcomeUnknown)
                 if not harmless or losses >= len(nodes):
                     raise
 
-    def _move(self, region: str, shard: int, node: tuple[str, str, str]) -> None:
+    def _move(
+        self, region: str, shard: int, node: tuple[str, str, str], unless_moved_from: str | None = None
+    ) -> None:
         """Reaches ``shard`` at ``node`` (as named, for data, for metadata) from now on. Calls
-        in flight elsewhere keep the pool they took (see ``_routes``)."""
+        in flight elsewhere keep the pool they took (see ``_routes``). ``unless_moved_from``: a
+        guess after a lost connection to that address, made only while the shard is still
+        reached there (another thread may have followed a MOVED to where it is meanwhile)."""
         _, data, meta = node
         with self._lock:
             for kind, address in ((False, data), (True, meta)):
                 route = self._routes.get((region, kind))
-                if route is not None:
-                    route[shard] = address
+                if route is None or (unless_moved_from is not None and route[shard] != unless_moved_from):
+                    continue
+                route[shard] = address
 
     def _run(self, region: str, plan: transactions.Plan):
         """Runs a transaction's plan against the region's shards (transactions.py)."""
@@ -321,61 +326,77 @@ def describe(address: str, password: str | None, timeout: float) -> dict:
     On a Redis Cluster a node that does not serve shard 0 names the one that does (MOVED),
     which is asked at the host ``address`` names (a region's nodes share its host, and the name
     a node announces may resolve only inside the deployment); a replica answers for its
-    master's shards itself (READONLY). While a node is down and its replica not yet promoted,
-    the shard it served is out of reach: the next shards' copies are asked, so that a client
-    connects while any one node of the region is down. Nothing listening at ``address`` itself
-    is reported at once (the caller asks its next store)."""
-    first: RegionUnavailable | None = None
-    for shard in range(wire.MAX_SHARDS):
+    master's shards itself (READONLY). While shard 0 is out of reach (its master down and no
+    replica promoted yet) the next shards' copies are asked, up to the first shard the region
+    does not have, so that a client connects while any one node of the region is down. Nothing
+    listening at ``address`` itself is reported at once (the caller asks its next store)."""
+    try:
+        return _describe_shard(address, 0, password, timeout)
+    except _OutOfReach as out_of_reach:
+        first = out_of_reach
+    for shard in range(1, wire.MAX_SHARDS):
         try:
             return _describe_shard(address, shard, password, timeout)
-        except (RegionUnavailable, ServerError) as exc:
-            # out of reach (its node down, a failover under way), or no such shard
-            if shard == 0:
-                if not isinstance(exc, RegionUnavailable) or isinstance(exc, _Unreachable):
-                    raise
-                first = exc
-    assert first is not None
-    raise first
+        except _OutOfReach:
+            continue
+        except (RegionUnavailable, ServerError):
+            break  # no such shard (UNCONFIGURED), or the node cannot answer
+    raise RegionUnavailable(str(first)) from None
 
 
 class _Unreachable(RegionUnavailable):
     """Nothing answers at the address asked."""
 
 
+class _OutOfReach(RegionUnavailable):
+    """The shard asked for is out of reach for now: its master is down (a MOVED names a node
+    where nothing answers), or the cluster says it serves it nowhere yet (a failover)."""
+
+
 def _describe_shard(address: str, shard: int, password: str | None, timeout: float) -> dict:
-    """``shard``'s copy of the topology, following MOVED from ``address`` (a node a MOVED names
-    that does not answer is the shard out of reach, not ``address``)."""
+    """``shard``'s copy of the topology, following MOVED from ``address``."""
     at = address
     for _ in range(wire.MOVES_FOLLOWED + 1):
         try:
-            return _describe_at(at, shard, password, timeout)
+            return _describe_at(at, shard, password, timeout, first=at == address and shard == 0)
         except redis.exceptions.MovedError as moved:
             at = f"{address.rpartition(':')[0]}:{moved.port}"
         except _Unreachable as exc:
             if at == address:
                 raise
-            raise RegionUnavailable(f"store {address}: shard {shard} is at {at}, down: {exc}") from None
+            raise _OutOfReach(f"store {address}: shard {shard} is at {at}, down: {exc}") from None
     raise RegionUnavailable(f"store {address}: shard {shard} keeps moving; the topology cannot be read")
 
 
-def _describe_at(address: str, shard: int, password: str | None, timeout: float) -> dict:
+def _describe_at(address: str, shard: int, password: str | None, timeout: float, first: bool) -> dict:
+    """One describe call at one node. ``first``: the address the caller gave, whose failure may
+    mean it is not a store at all (``WrongPort``, by a probe)."""
+
     def where() -> str:
         return f"store {address}"
 
     store = None
     try:
         store = _replica_reading(address, password, timeout, where)
-        reply = call_gear(store, wire.DESCRIBE, shard, [wire.GEARS_API], True, True, where)
+        try:
+            reply = store.execute_command(READ, wire.DESCRIBE, 1, wire.shard_tag(shard), wire.GEARS_API)
+        except redis.exceptions.MovedError:
+            raise  # the caller follows it
+        except (redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError) as exc:
+            raise _OutOfReach(f"{where()}: shard {shard}: {exc}") from None
+        except redis.RedisError as exc:
+            raise from_redis_error(exc, where()) from None
         if reply is None:
             raise ServerError(f"{where()}: shard {shard} holds no topology")
         return json.loads(reply)
     except (ServerError, RegionUnavailable) as exc:
-        first = peers.probe(address)
-        if not first or first[:1] in b"*+-$:":  # nothing there, or a Redis: the error stands
+        if not first or isinstance(exc, _OutOfReach):
+            raise
+        probed = peers.probe(address)
+        if not probed or probed[:1] in b"*+-$:":  # nothing there, or a Redis: the error stands
             raise
         raise WrongPort(
-            f"{address} is not a region's store: it answered {first[:16]!r}{peers.guess_peer(first)}. "
+            f"{address} is not a region's store: it answered {probed[:16]!r}{peers.guess_peer(probed)}. "
             "CausalClient.connect takes a store's host:port (a topology's client_address, or "
             "`python -m services.launcher status`); a region's gRPC gateway takes "
             "CausalClient.connect_gateway"

@@ -156,34 +156,51 @@ def check_logs(
 ) -> tuple[list[str], list[str]]:
     """Every acknowledged write's own column at every replica of its key (a write lost behind a
     later one of the same key shows here), and each key's log the same at every replica.
-    Returns (lost writes, keys whose logs differ), described."""
+    Replication may still be bringing columns (quiescence looked at the value column only: a
+    write that lost last-writer-wins can still be on its way), so a key whose replicas lack an
+    acknowledged write or differ is read again, every replica of it, a few times. Returns
+    (lost writes, keys whose logs differ or could not be read), described."""
     wanted: dict[tuple[str, str], set[str]] = {}
     for op in history.ops:
         if op.kind == Kind.WRITE and op.outcome == Outcome.OK and op.value is not None:
             wanted.setdefault(op.key, set()).add(log_column(op.value))
+    holders = {key: [r for r in replicas[key[0]] if r in client.regions] for key in keys}
     logs: dict[tuple[str, tuple[str, str]], set[str]] = {}
-    todo = [(region, key) for key in keys for region in replicas[key[0]] if region in client.regions]
+
+    def settled(key: tuple[str, str]) -> bool:
+        held = [logs.get((r, key)) for r in holders[key]]
+        if any(log is None for log in held):
+            return False
+        return len({frozenset(log) for log in held if log is not None}) <= 1 and all(
+            wanted.get(key, set()) <= log for log in held if log is not None
+        )
+
+    todo = list(keys)
     for attempt in range(LOG_RECHECKS + 1):
-        for region, key in todo:
-            try:
-                logs[region, key] = logged(client, region, key)
-            except CausalError as exc:
-                say(f"  {region}'s log of {key[0]}/{key[1]} not readable yet ({type(exc).__name__})")
-        todo = [(r, k) for r, k in todo if (r, k) not in logs or wanted.get(k, set()) - logs[r, k]]
+        for key in todo:
+            for region in holders[key]:
+                try:
+                    logs[region, key] = logged(client, region, key)
+                except CausalError as exc:
+                    logs.pop((region, key), None)
+                    say(f"  {region}'s log of {key[0]}/{key[1]} not readable yet ({type(exc).__name__})")
+        todo = [key for key in todo if not settled(key)]
         if not todo or attempt == LOG_RECHECKS:
             break
         time.sleep(LOG_RECHECK_S)
-    lost = [
-        f"{key[0]}/{key[1]}: {column.removeprefix(LOG_PREFIX)} (acknowledged) missing at {region}"
-        for region, key in todo
-        for column in sorted(wanted.get(key, set()) - logs.get((region, key), set()))
-    ]
-    diverged = []
-    for key in keys:
-        held = {r: logs.get((r, key)) for r in replicas[key[0]] if (r, key) in logs}
-        if len({frozenset(v) for v in held.values() if v is not None}) > 1:
-            union = set().union(*held.values())
-            short = {r: len(union - v) for r, v in held.items() if v is not None and union - v}
-            lacks = ", ".join(f"{r} lacks {n}" for r, n in short.items())
+    lost, diverged = [], []
+    for key in todo:
+        readable = {r: logs[r, key] for r in holders[key] if (r, key) in logs}
+        for region in holders[key]:
+            if region not in readable:
+                diverged.append(f"{key[0]}/{key[1]} log: not readable at {region}")
+        for region, log in readable.items():
+            lost += [
+                f"{key[0]}/{key[1]}: {column.removeprefix(LOG_PREFIX)} (acknowledged) missing at {region}"
+                for column in sorted(wanted.get(key, set()) - log)
+            ]
+        if len({frozenset(v) for v in readable.values()}) > 1:
+            union = set().union(*readable.values())
+            lacks = ", ".join(f"{r} lacks {len(union - v)}" for r, v in readable.items() if union - v)
             diverged.append(f"{key[0]}/{key[1]} log: {lacks}")
     return lost, diverged

@@ -60,7 +60,7 @@ class GearShipper:
         self.link = topology.wan_link(region, destination)
         self.site = topology.region(region).site
         self.heartbeats = False  # the receiver wants them (it says so on the ack stream)
-        self.connected = False  # the current session reached its receiver
+        self.connected_at: float | None = None  # when the current session reached its receiver
 
     def wants(self, groups: bytes) -> bool:
         """Whether an entry of ``groups`` (an atomic batch's are several, space-separated) has
@@ -68,15 +68,20 @@ class GearShipper:
         return groups in self.groups or (b" " in groups and not self.groups.isdisjoint(groups.split()))
 
     async def run(self, stop: asyncio.Event) -> None:
-        backoff = runtime.Backoff(self.topology.saturn.bulk_retry_s)
+        delays = self.topology.saturn.bulk_retry_s
+        backoff = runtime.Backoff(delays)
         while not stop.is_set():
-            self.connected = False
+            self.connected_at = None
             try:
                 await self._session(stop)
                 backoff.reset()
             except (LinkError, RedisError, ConnectionError, OSError) as exc:
-                if self.connected:  # it had worked: the first retry comes fast again (a session
-                    backoff.reset()  # ends only by an error, so a reset after it never came)
+                # A session that worked a while is retried fast again (one ends only by an error,
+                # so a reset after it never came and every reconnection waited the longest
+                # delay); one that died at once (a receiver that closes after the handshake)
+                # keeps backing off.
+                if self.connected_at is not None and time.monotonic() - self.connected_at >= max(delays):
+                    backoff.reset()
                 delay = backoff.next_delay()
                 log.warning("%s → %s: %s; retrying in %.1fs", self.gear, self.destination, _why(exc), delay)
                 await runtime.sleep_or_stop(stop, delay)
@@ -93,7 +98,7 @@ class GearShipper:
         connection, answer = await open_link(endpoint, BULK, hello.SerializeToString())
         try:
             start = bulk_pb2.Position.FromString(answer)
-            self.connected = True
+            self.connected_at = time.monotonic()
             log.info(
                 "%s → %s: connected, resuming after ts %d", self.gear, self.destination, start.through_ts
             )

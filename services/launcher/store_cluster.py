@@ -58,22 +58,25 @@ def master_slots(placement: list[int], masters: int) -> list[list[tuple[int, int
 
 
 @contextmanager
-def _nodes(topology: Topology, region: str, password: str | None) -> Iterator[list[redis.Redis]]:
+def _nodes(
+    topology: Topology, region: str, password: str | None, retries: bool = True
+) -> Iterator[list[redis.Redis]]:
+    """A client per node of the region; ``retries=False``: a node that does not answer is
+    passed over at once (asking who serves a shard while its master is down), else redis-py's
+    retries wait out a node that is starting (forming the cluster, moving a shard)."""
     host = topology.node_host(region)
+
+    def client(k: int) -> redis.Redis:
+        port = topology.redis_port(region, k)
+        if retries:
+            return redis.Redis(host=host, port=port, password=password, socket_timeout=10)
+        return redis.Redis(
+            host=host, port=port, password=password, socket_timeout=10, socket_connect_timeout=2,
+            retry=Retry(NoBackoff(), 0),
+        )  # fmt: skip
+
     with ExitStack() as stack:
-        yield [
-            stack.enter_context(
-                redis.Redis(  # a dead node is passed over at once (no retries)
-                    host=host,
-                    port=topology.redis_port(region, k),
-                    password=password,
-                    socket_timeout=10,
-                    socket_connect_timeout=2,
-                    retry=Retry(NoBackoff(), 0),
-                )
-            )
-            for k in range(topology.store_nodes(region))
-        ]
+        yield [stack.enter_context(client(k)) for k in range(topology.store_nodes(region))]
 
 
 def _info(node: redis.Redis) -> dict[str, str]:
@@ -194,7 +197,7 @@ def master_of(topology: Topology, region: str, shard: int, password: str | None)
     """Which of the region's nodes serves the shard now (by the first node that answers)."""
     slot = shard_slot(shard)
     ports = [topology.redis_port(region, k) for k in range(topology.store_nodes(region))]
-    with _nodes(topology, region, password) as nodes:
+    with _nodes(topology, region, password, retries=False) as nodes:
         for node in nodes:
             try:
                 slots = node.execute_command("CLUSTER", "SLOTS")

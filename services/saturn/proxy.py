@@ -53,7 +53,7 @@ from collections.abc import Callable
 from services import metrics
 from services.labelpath.pump import any_of
 from services.proto import saturn_pb2
-from services.region.stable_order import MAX_RUN, Applied, StableOrder
+from services.region.stable_order import MAX_RUN, NEVER, Applied, StableOrder
 from services.region.store import RegionStore, RemoteUpdate
 from services.saturn import epochs
 from services.saturn.proxy_trees import SINK_POLL_S, TreeEpochs
@@ -329,17 +329,22 @@ class RemoteProxy(StableOrder, TreeEpochs):
             ts > heard.get(origin, 0) for origin, ts in marks.items()
         )
 
-    def labels_arrived_through(self, ts: int) -> bool:
-        """Whether the tree has brought the label of every payload held here up to ``ts``: a
-        stable marked label then makes nothing visible ahead of its label's arrival, and this
-        region need not mark its own labels after it. Waiting for those labels (they are on
-        their way; their arrival waits for nothing here) is what keeps marking from spreading:
-        delivering a marked label by applying payloads whose labels had not come made the
-        receiver mark its labels, which made the next region mark, and regions that all write
-        kept each other marking, every update waiting for the stable time, for as long as the
-        writes went on."""
+    def first_unarrived(self) -> int:
+        """The least ts of a payload held here whose label the tree has not brought yet (NEVER
+        if none): a stable marked label below it makes nothing visible ahead of its label's
+        arrival, and this region need not mark its own labels after it. Waiting for those
+        labels (they are on their way; their arrival waits for nothing here) is what keeps
+        marking from spreading: delivering a marked label by applying payloads whose labels had
+        not come made the receiver mark its labels, which made the next region mark, and
+        regions that all write kept each other marking, every update waiting for the stable
+        time, for as long as the writes went on. While a newer tree's labels are buffered they
+        do not count as brought (this region's sink may still send on the old tree), and a
+        marked label waiting for them could hold back the old tree's end: then the label is
+        delivered as before, and this region marks."""
+        if self.next_epoch is not None:
+            return NEVER
         heard = self.tree_heard
-        return all(u.ts <= heard.get(u.origin_region, 0) for u in self.ready.values() if u.ts <= ts)
+        return min((u.ts for u in self.ready.values() if u.ts > heard.get(u.origin_region, 0)), default=NEVER)
 
     def next_run(self) -> tuple[list[RemoteUpdate], dict[str, int], list[int], saturn_pb2.TreeLabel | None]:
         """What of the label queue can be delivered now (at most MAX_RUN labels): the ready
@@ -356,7 +361,7 @@ class RemoteProxy(StableOrder, TreeEpochs):
         taken: list[int] = []
         waiting_below = 2**63  # the least ts of the labels left waiting
         skipped = 0  # labels in a row left waiting
-        awaiting_stable, stable = False, None
+        awaiting_stable, stable, unarrived = False, None, None
         for position, label in enumerate(self.labels):
             if len(taken) == MAX_RUN or position == MAX_SCAN or skipped == MAX_SKIPPED:
                 break
@@ -373,7 +378,9 @@ class RemoteProxy(StableOrder, TreeEpochs):
             seen = max(self.watermarks.get(origin, 0), marks.get(origin, 0))
             if label.ts > seen and label.outside_order:
                 stable = self.stable_time() if stable is None else stable
-                if label.ts <= stable and self.labels_arrived_through(label.ts):
+                if unarrived is None:
+                    unarrived = self.first_unarrived()
+                if label.ts <= stable and label.ts < unarrived:
                     if not taken:
                         self.set_awaiting_stable(awaiting_stable)
                         return [], {}, [], label
