@@ -290,7 +290,7 @@ def call_gear(
             if retry and attempt == 1 and not isinstance(exc, redis.AuthenticationError):
                 continue
             error = from_redis_error(exc, where())
-            if not retry and not isinstance(error, AccessDenied):
+            if not retry and not isinstance(error, AccessDenied) and not _never_sent(exc):
                 raise OutcomeUnknown(f"{error} (the change may or may not have been made)") from None
             raise error from None
         except redis.exceptions.MovedError:
@@ -298,6 +298,14 @@ def call_gear(
         except redis.RedisError as exc:
             raise from_redis_error(exc, where()) from None
     raise AssertionError("unreachable")
+
+
+def _never_sent(exc: redis.RedisError) -> bool:
+    """Whether a call that failed surely made no change: the connection it was to go on could
+    not be made (redis-py's "Error … connecting to …", "Timeout connecting to server"), or the
+    store refused it while it loads its data after a restart (``LOADING``). Anything else, a
+    connection lost or a reply late after the call was sent, leaves its outcome unknown."""
+    return isinstance(exc, redis.exceptions.BusyLoadingError) or "connecting to " in str(exc)
 
 
 def _acknowledged(store: redis.Redis, command: tuple, acks: int, where: Callable[[], str]):

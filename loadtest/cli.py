@@ -113,7 +113,12 @@ def parser() -> argparse.ArgumentParser:
     checked.add_argument(
         "--protocol", default="saturn", choices=sorted(PROTOCOLS), help="the protocol (default: saturn)"
     )
-    checked.add_argument("--duration", type=positive(float), default=60.0, help="seconds (default: 60)")
+    checked.add_argument(
+        "--duration",
+        type=positive(float),
+        default=60.0,
+        help="seconds (default: 60); a run goes on until each fault was done once, at most twice as long",
+    )
     checked.add_argument("--sessions", type=positive(int), default=12, help="client sessions (default: 12)")
     checked.add_argument("--keys", type=positive(int), default=6, help="hot keys per group (default: 6)")
     checked.add_argument(

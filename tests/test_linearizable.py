@@ -184,3 +184,72 @@ def test_random_histories_of_a_real_register_pass_and_a_tampered_read_fails():
             i = reads[-1]
             history[i] = r("never-written", history[i].start, history[i].end)
             assert linearizable(history) is False
+
+
+def test_unknown_outcomes_nobody_saw_are_left_out_and_the_search_stays_small():
+    """A region down for two seconds leaves dozens of writes and compare-and-sets of unknown
+    outcome, all open to the end. Nobody saw their values, so they are left out: a history is
+    then decided at once where, searched whole, a violation at its end makes the search try
+    every subset of them first (the budget below runs out). One whose value a read returned
+    stays in, and must have happened."""
+    history, clock = [], 0.0
+    for i in range(40):
+        history.append(w(f"v{i}", clock, clock + 1, session=0))
+        history.append(r(f"v{i}", clock + 2, clock + 3, session=0))
+        lost = f"lost{i}"
+        history.append(
+            w(lost, clock, None, session=1)
+            if i % 2
+            else x(CompareAndSet(f"v{i}", lost), False, None, clock, None)
+        )
+        clock += 4
+    seen = w("seen", clock, None, session=2)
+    history += [seen, r("seen", clock + 1, clock + 2), r("seen", clock + 3, clock + 4)]
+    result = check_linearizable(history, max_states=5_000)
+    assert (result.ok, result.unseen_unknowns) == (True, 40)
+    history.append(r("v39", clock + 5, clock + 6))  # the seen one cannot be undone
+    assert linearizable(history, max_states=5_000) is None  # searched whole
+    result = check_linearizable(history, max_states=5_000)
+    assert (result.violations, result.undecided) == (1, 0)
+
+
+def test_leaving_unseen_unknowns_out_never_changes_the_verdict():
+    """Small random histories of a register (writes, reads, compare-and-sets from any value
+    written so far, insert-if-absents) at random instants inside their calls, some of unknown
+    outcome (taken effect or not), some reads then tampered with: searched whole and without the
+    unseen unknowns, the verdict is the same. With a decrement in the history nothing is left
+    out."""
+    rng = random.Random(11)
+    verdicts, left_out = [], 0
+    for _ in range(600):
+        value: str | None = None
+        history, written = [], [None]
+        for i, at in enumerate(sorted(rng.uniform(0, 20) for _ in range(9))):
+            start, end = at - rng.uniform(0, 3), at + rng.uniform(0, 3)
+            unknown = rng.random() < 0.3
+            takes_effect = not unknown or rng.random() < 0.5
+            roll, new = rng.random(), f"v{i}"
+            if roll < 0.3:
+                value = new if takes_effect else value
+                history.append(w(new, start, None if unknown else end, session=i))
+            elif roll < 0.55:
+                history.append(r(value, start, end, session=i))
+            else:
+                command = CompareAndSet(rng.choice(written), new) if roll < 0.85 else InsertIfAbsent(new)
+                outcome = command.apply(value)
+                value = outcome.value if takes_effect else value
+                history.append(
+                    x(command, outcome.applied, outcome.value, start, None if unknown else end, session=i)
+                )
+            written.append(new)
+        reads = [i for i, o in enumerate(history) if o.kind == READ]
+        if reads and rng.random() < 0.3:
+            i = rng.choice(reads)
+            history[i] = r(rng.choice(written), history[i].start, history[i].end)
+        result = check_linearizable(history)
+        assert result.ok == linearizable(history), history
+        verdicts.append(result.ok)
+        left_out += result.unseen_unknowns
+    assert set(verdicts) == {True, False} and left_out > 100
+    with_decrement = [w("3", 0, 1), x(Decrement(1), True, "2", 2, None), r("2", 3, 4)]
+    assert check_linearizable(with_decrement).unseen_unknowns == 0

@@ -88,6 +88,9 @@ class Nemesis(threading.Thread):
         self.faults = [f for f in faults if cluster is not None and self.targets(f)]
         self.events: list[Event] = []
         self.errors: list[str] = []
+        self.went_round = threading.Event()  # every fault done once (at once if there are none)
+        if not self.faults:
+            self.went_round.set()
 
     def now(self) -> float:
         return time.monotonic() - self.clock
@@ -132,6 +135,8 @@ class Nemesis(threading.Thread):
                 self.errors.append(f"{fault} {target}: {exc}")
                 event.note = f"failed: {exc}"
             event.end = self.now()
+            if turn == len(self.faults):
+                self.went_round.set()
 
     def _crash(self, name: str) -> None:
         """SIGKILL from outside, as a crash would; the supervisor brings it back."""

@@ -137,7 +137,8 @@ def linearizability_text(result: LinearizabilityResult, failed_calls: int) -> st
     no single register explains."""
     out = [
         f"\nLinearizability: {result.operations:,} strong operations on {result.keys} registers: "
-        f"{result.violations} not linearizable, {result.undecided} undecided ({failed_calls:,} failed calls)"
+        f"{result.violations} not linearizable, {result.undecided} undecided ({failed_calls:,} failed calls; "
+        f"{result.unseen_unknowns:,} of unknown outcome whose value nobody saw, left out)"
     ]
     for history in result.examples[:1]:
         for op in history[:12]:
@@ -152,7 +153,7 @@ def linearizability_json(result: LinearizabilityResult) -> dict:
     return {
         "linearizability": {
             "operations": result.operations, "registers": result.keys, "violations": result.violations,
-            "undecided": result.undecided, "ok": result.ok,
+            "undecided": result.undecided, "unseen_unknowns": result.unseen_unknowns, "ok": result.ok,
         }
     }  # fmt: skip
 

@@ -97,6 +97,7 @@ class StrongSession(threading.Thread):
         except OutcomeUnknown:
             if kind != READ:  # it may or may not take effect
                 self.history.add(self.number, key, kind, arg, None, start, None)
+            self.stop.wait(PAUSE_AFTER_ERROR_S)  # as a caller would before it reads to know
         except (Conflict, NoQuorum):
             pass  # did not take effect (a read that failed constrains nothing)
         except Exception as exc:  # its region does not answer: the session goes on from the next one
