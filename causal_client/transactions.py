@@ -238,10 +238,17 @@ def _write_each(
     vectors: bool,
 ) -> Plan:
     """Non-atomic: every shard checks its part first (a bad mutation anywhere writes nothing
-    anywhere), then each writes its own."""
+    anywhere), then each writes its own. A shard that failed while another wrote its part
+    leaves the batch in part: an unknown outcome for the caller, never a plain failure."""
     calls = {k: write_args(label, ["0"], [mutations[i] for i in ix]) for k, ix in parts.items()}
     _raise_any((yield [ShardCall(k, wire.CHECK_WRITE, args, read_only=True) for k, args in calls.items()]))
     replies = yield [ShardCall(k, wire.WRITE, args) for k, args in calls.items()]
+    failed = [r for r in replies if isinstance(r, CausalError)]
+    if failed and len(failed) < len(replies) and not isinstance(failed[0], OutcomeUnknown):
+        raise OutcomeUnknown(
+            f"{failed[0]}; the batch's other shards wrote their parts (a non-atomic batch: read its "
+            "rows to know what it holds)"
+        ) from failed[0]
     _raise_any(replies)
     best = Label.zero()
     for (k, idx), ts in zip(parts.items(), replies, strict=True):

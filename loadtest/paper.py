@@ -21,9 +21,10 @@ needs nothing outside the repository:
   time (161 ms).
 - Fig. 6 (N. California, Oregon, Ireland): +25 ms on the 10 ms N. California-Oregon link costs
   the best tree 14 ms of extra visibility; the other tree wins only past +55 ms.
-- Fig. 7 (ec2-7region, the four protocols): extra visibility over eventual, averaged over all
-  pairs, Saturn 7.3 ms, Cure 21.3 ms, GentleRain 97.9 ms; Saturn's 90th percentile extra is 7 ms
-  for Ireland→Frankfurt (its best case) and 20.4 ms for Ireland→Sydney (its worst).
+- Fig. 7 (ec2-7region, the four protocols, the synthetic workload's defaults): extra visibility
+  over eventual, on average over the updates, Saturn 7.3 ms, Cure 21.3 ms, GentleRain 97.9 ms;
+  Saturn's 90th percentile extra is 7 ms for Ireland→Frankfurt (its best case) and 20.4 ms for
+  Ireland→Sydney (its worst).
 - Fig. 8 (the Facebook workload, maximum replicas 2 to 5): Saturn's throughput 1.8 % below
   eventual on average, 10.9 % above GentleRain's and 41.9 % above Cure's; extra visibility over
   eventual Saturn 16.1 ms, Cure 23.7 ms, GentleRain 79.2 ms.

@@ -30,6 +30,7 @@ from causal_client import (
     InvalidRequest,
     Mutation,
     NotReplicatedHere,
+    OutcomeUnknown,
     ReadSpec,
     RegionUnavailable,
     transactions,
@@ -294,6 +295,43 @@ def test_a_shard_killed_between_commit_and_settle_comes_back_with_its_part(launc
         reader = client.session(region)
         eventually(lambda r=reader: {x.text("v") for x in r.multi_read(specs)} == {"2"}, timeout=30)
     eventually(lambda: staged_parts(cluster.topology, "a") == 0, timeout=15)
+
+
+def test_a_batch_with_a_shard_down_writes_nothing_and_says_so(launch, client_for):
+    """Shard 1's store is down (connection refused: surely not reached). A batch over shards 0
+    and 1, atomic or not, fails as unavailable (not as an unknown outcome) and writes nothing:
+    the shards check their parts before any writes."""
+    cluster = launch(sharded("two-region.toml", "saturn", 2).model_dump())
+    session = client_for(cluster).session("a")
+    cluster.kill("a.redis1")
+    for atomic in (True, False):
+        rows = sorted((("all", r) for r in rows_on_shards(["all"] * 2, 2, unique("d"))), key=on_shard)
+        with pytest.raises(RegionUnavailable) as told:
+            session.batch([Mutation(g, r).set("v", "1") for g, r in rows], atomic=atomic)
+        assert not isinstance(told.value, OutcomeUnknown), told.value
+        assert not session.read(*rows[0])
+    cluster.restart("a.redis1")
+
+
+def test_a_non_atomic_batch_written_in_part_is_an_unknown_outcome_never_a_failure():
+    """A shard that fails between the check and its write while another shard wrote its part
+    leaves the batch in part: the caller hears an unknown outcome, not a failure (which says
+    nothing was written). The plan, fed the replies that sequence gives."""
+    rows = sorted((("all", r) for r in rows_on_shards(["all"] * 2, 2, unique("p"))), key=on_shard)
+    batch = [Mutation(g, r).set("v", "1") for g, r in rows]
+    plan = transactions.write_plan(Label.zero(), batch, 2, ["a/0", "a/1"], atomic=False)
+    checks = next(plan)
+    assert [c.function for c in checks] == [wire.CHECK_WRITE] * 2
+    writes = plan.send([1, 1])
+    assert [c.function for c in writes] == [wire.WRITE] * 2
+    with pytest.raises(OutcomeUnknown, match="other shards wrote their parts"):
+        plan.send([17, RegionUnavailable("region a store: connection refused")])
+    whole_failure = transactions.write_plan(Label.zero(), batch, 2, ["a/0", "a/1"], atomic=False)
+    next(whole_failure)
+    whole_failure.send([1, 1])
+    with pytest.raises(RegionUnavailable) as told:  # nothing written anywhere: a failure
+        whole_failure.send([RegionUnavailable("down"), RegionUnavailable("down")])
+    assert not isinstance(told.value, OutcomeUnknown)
 
 
 def on_shard(key: tuple[str, str]) -> int:

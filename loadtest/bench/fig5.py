@@ -20,13 +20,12 @@ and each figure is the median over the rounds (the machine is shared and noisy).
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from causal_client import CausalClient
-from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, client_op, preload, write_topology
+from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, client_op, preload_replicated, write_topology
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
 from loadtest.harness.comparison import mean, rows_of
 from loadtest.harness.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
@@ -38,7 +37,6 @@ from loadtest.harness.plots import colour, plt, save
 from loadtest.harness.probes import extra, merged
 from loadtest.harness.report import num, publish, render_table, say
 from loadtest.harness.stats import median_present, to_ms
-from loadtest.harness.visibility import DRAIN_TIMEOUT_S, wait_replicated
 from services.topology import Topology
 
 # The tree the generator makes for this workload's traffic at the defaults (exponential
@@ -130,7 +128,7 @@ def measure_protocol(
         for i, mix in enumerate(mixes, 1):
             if mix.value_bytes != size:
                 size = mix.value_bytes
-                _preload(protocol, running, clients, buckets, size)
+                preload_replicated(protocol, running, clients, buckets, size)
             points.append(_measure_point(protocol, running, clients, buckets, mix, settings, meter, round_))
             p = points[-1]
             say(
@@ -139,22 +137,6 @@ def measure_protocol(
                 + (f", {p.errors} errors ({p.first_error})" if p.errors else "")
             )
     return points
-
-
-def _preload(
-    protocol: str, topology: Topology, clients: dict[str, CausalClient], buckets: Buckets, size: int
-) -> None:
-    """Rows of ``size`` bytes everywhere, replicated before anything is measured (else the first
-    point would count the preload's replication in its visibility)."""
-    began = time.monotonic()
-    before = scrape_visibility(topology)
-    expected = preload(clients, buckets, size)
-    _, short = wait_replicated(topology, before, expected, DRAIN_TIMEOUT_S)
-    rows = sum(expected.values())
-    say(
-        f"[{protocol}]   preloaded rows of {size} B and replicated {rows:,} updates in "
-        f"{time.monotonic() - began:.1f} s" + (f"; still missing: {short}" if short else "")
-    )
 
 
 def _measure_point(

@@ -39,6 +39,7 @@ import argparse
 import itertools
 import json
 import random
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,7 +49,9 @@ from causal_client import CausalClient, Mutation
 from loadtest import topology_file
 from loadtest.harness.experiment import PASSED, Experiment
 from loadtest.harness.loop import Op
-from loadtest.harness.metrics import Pair
+from loadtest.harness.metrics import Pair, scrape_visibility
+from loadtest.harness.report import say
+from loadtest.harness.visibility import DRAIN_TIMEOUT_S, wait_replicated
 from services.topology import Topology
 
 CORRELATIONS = ("exponential", "proportional", "uniform", "full")
@@ -199,6 +202,22 @@ def preload(clients: Mapping[str, CausalClient], buckets: Buckets, value_bytes: 
         for region in members[1:]:
             expected[origin, region] += KEYS_PER_BUCKET
     return dict(expected)
+
+
+def preload_replicated(
+    label: str, topology: Topology, clients: Mapping[str, CausalClient], buckets: Buckets, size: int
+) -> None:
+    """``preload``, then waits until every update reached every replica before anything is
+    measured (else the first point would count the preload's replication in its visibility)."""
+    began = time.monotonic()
+    before = scrape_visibility(topology)
+    expected = preload(clients, buckets, size)
+    _, short = wait_replicated(topology, before, expected, DRAIN_TIMEOUT_S)
+    rows = sum(expected.values())
+    say(
+        f"[{label}]   preloaded rows of {size} B and replicated {rows:,} updates in "
+        f"{time.monotonic() - began:.1f} s" + (f"; still missing: {short}" if short else "")
+    )
 
 
 def traffic_weights(buckets: Buckets, correlation: str) -> dict[str, dict[str, float]]:

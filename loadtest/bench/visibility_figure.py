@@ -96,13 +96,21 @@ def mean_extra(rows: list[PairRow]) -> float | None:
     return sum(r.extra_ms for r in counted) / len(counted) if counted else None  # type: ignore[misc]
 
 
+def extra_over_updates(rows: list[PairRow]) -> float | None:
+    """The extra visibility averaged over every update (pairs weighted by what they carried)."""
+    counted = [r for r in rows if r.extra_ms is not None and r.updates]
+    total = sum(r.updates for r in counted)
+    return sum(r.extra_ms * r.updates for r in counted) / total if total else None  # type: ignore[operator]
+
+
 def summary_table(figure: Figure, rows: list[PairRow]) -> str:
     names = list(dict.fromkeys(r.configuration for r in rows))
     lines = []
     for name in names:
         mine = [r for r in rows if r.configuration == name]
         pairs = {(r.origin, r.region): r for r in mine}
-        cells = [name, num(mean_extra(mine), sign=True)]
+        cells = [name, f"{sum(r.updates for r in mine):,}", num(extra_over_updates(mine), sign=True)]
+        cells.append(num(mean_extra(mine), sign=True))
         for pair in figure.pairs:
             row = pairs[pair]
             cells += [num(row.mean_ms), num(row.p90_ms)]
@@ -111,7 +119,7 @@ def summary_table(figure: Figure, rows: list[PairRow]) -> str:
     pairs = len({(r.origin, r.region) for r in rows})
     return render_table(
         f"{figure.title}: extra visibility = visibility minus the pair's bulk latency",
-        ["configuration", f"extra ms, mean of {pairs} pairs", *heads],
+        ["configuration", "updates", "extra ms, over updates", f"over {pairs} pairs", *heads],
         lines,
     )
 

@@ -3,6 +3,7 @@ inside a window after a warm-up, so that connection set-up and the ramp are not 
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -87,6 +88,24 @@ def run_closed_loop(
         for thread in threads:
             thread.join(timeout=15)
     return stats
+
+
+def paced(op: Op, per_second: float, rng: random.Random) -> Op:
+    """``op`` at most ``per_second`` times a second, evenly spaced, the first at a random phase
+    (clients that start together do not call together). Below the system's capacity a paced
+    client's rate is the offered load, as the paper's "as many clients as reach capacity without
+    overloading it"; one that falls behind does not burst to catch up."""
+    interval = 1.0 / per_second
+    due = [time.perf_counter() + rng.uniform(0, interval)]
+
+    def op_on_time() -> bool:
+        wait = due[0] - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        due[0] = max(due[0] + interval, time.perf_counter())
+        return op()
+
+    return op_on_time
 
 
 def summarize(system: str, op: str, stats: list[ThreadStats], seconds: float) -> PhaseResult:
