@@ -94,10 +94,9 @@ def test_the_paper_command_runs_fig7_and_sets_the_papers_numbers_beside_ours(tmp
     for load in json.loads((tmp_path / "fig7" / "fig7-load.json").read_text()):
         assert load["offered_ops_per_s"] == pytest.approx(0.85 * load["capacity_ops_per_s"])
         assert 0 < load["measured_ops_per_s"] < 1.1 * load["offered_ops_per_s"]  # paced: never above
-        assert load["shards"] == 2 and load["errors"] == 0
-    for protocol in protocols:  # Frankfurt is Ireland's closest: half its writes go there too
-        assert next(r for r in rows if (r["configuration"], r["origin"], r["region"]) == (
-            protocol, "ireland", "frankfurt"))["updates"] > 0  # fmt: skip
+        assert load["shards"] == 2 and load["errors"] == 0 and load["cpu_us_by_role"]["bulk-receiver"] > 0
+    for protocol in protocols:  # a few seconds at a slow protocol's capacity: a few dozen updates
+        assert sum(r["updates"] for r in rows if r["configuration"] == protocol) > 0
     comparison = (tmp_path / "fig7" / "comparison.md").read_text()
     assert "| Saturn extra over eventual, mean over updates (ms) | 7.3 |" in comparison
     assert "the order Saturn < Cure < GentleRain" in comparison

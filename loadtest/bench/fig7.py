@@ -24,8 +24,9 @@ all-replicated group, on the equal-weights tree (ec2-7region-m.toml).
 from __future__ import annotations
 
 import argparse
+import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadtest.bench import visibility_figure
@@ -38,6 +39,7 @@ from loadtest.harness.comparison import (
     pair,
     rows_of,
 )
+from loadtest.harness.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
 from loadtest.harness.experiment import FAILED, PASSED, BenchError, Experiment, Paper
 from loadtest.harness.loop import paced, run_closed_loop
 from loadtest.harness.metrics import scrape_visibility
@@ -72,6 +74,8 @@ class Load:
     measured_ops_per_s: float
     errors: int
     first_error: str | None
+    #: at capacity: the cluster's CPU per operation by role (the clients' own apart), µs
+    cpu_us_by_role: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,17 @@ def measure_at_load(
                 for c in range(clients_per_region)
             ]
 
-        flat_out = run_closed_loop(client_ops(0), phases.warmup, phases.capacity)
-        capacity = sum(len(s.latencies) for s in flat_out) / phases.capacity
+        meter = CpuMeter({name: r.popen.pid for name, r in cluster.processes.items()})
+        cpu_at: dict[str, dict] = {}
+        flat_out = run_closed_loop(
+            client_ops(0),
+            phases.warmup,
+            phases.capacity,
+            lambda edge: cpu_at.update({edge: meter.snapshot()}),
+        )
+        done = sum(len(s.latencies) for s in flat_out)
+        capacity = done / phases.capacity
+        cpu = by_role(used_between(cpu_at["open"], cpu_at["close"]))
         ops = client_ops(500)
         per_client = share * capacity / len(ops)
         say(
@@ -127,6 +140,7 @@ def measure_at_load(
             measured_ops_per_s=sum(len(s.latencies) for s in stats) / phases.measured,
             errors=sum(s.errors for s in (*flat_out, *stats)),
             first_error=errors[0] if errors else None,
+            cpu_us_by_role={role: 1e6 * seconds / done for role, seconds in cpu.items()} if done else {},
         )
         return load, visibility_figure.rows_for(protocol, running, edges["close"], edges["open"])
 
@@ -147,6 +161,26 @@ def load_table(loads: list[Load]) -> str:
     return render_table(
         "the load: each protocol's capacity, and what it was measured under",
         ["protocol", "shards", "clients", "capacity ops/s", "offered ops/s", "measured ops/s", "errors"],
+        rows,
+    )
+
+
+def cpu_table(loads: list[Load]) -> str:
+    """CPU per operation at capacity, by role: on shared cores, a protocol's capacity is the
+    inverse of what its whole path costs."""
+    roles = sorted({r for x in loads for r in x.cpu_us_by_role if r != CLIENT_ROLE})
+    rows = [
+        [
+            x.protocol,
+            num(sum(v for r, v in x.cpu_us_by_role.items() if r != CLIENT_ROLE), 0),
+            *(num(x.cpu_us_by_role.get(r), 0) for r in roles),
+            num(x.cpu_us_by_role.get(CLIENT_ROLE), 0),
+        ]
+        for x in loads
+    ]
+    return render_table(
+        f"CPU µs per operation at capacity, by role ({os.cpu_count()} cores)",
+        ["protocol", "cluster", *roles, CLIENT_ROLE],
         rows,
     )
 
@@ -191,6 +225,8 @@ def run(args: argparse.Namespace) -> int:
         loads.append(load)
         rows += measured
     print(load_table(loads))
+    print()
+    print(cpu_table(loads))
     print()
     print(visibility_figure.summary_table(FIGURE, rows))
     print()
