@@ -165,13 +165,20 @@ def test_reconfigure_moves_the_running_demo_to_another_tree(one_host):
             env={**one_host.client_env, **one_host.engine.env}, check=False,
         )  # fmt: skip
         say(f"reconfigured in {time.monotonic() - began:.1f} s:\n{moved.stdout}{moved.stderr}")
-        assert moved.returncode == 0, moved.stdout + moved.stderr
+        assert moved.returncode == 0, moved.stdout + moved.stderr + logs_of_unhealthy(one_host, moved.stdout)
     running = one_host.engine.docker("ps", "--format", names).stdout.split()
     assert one_host.container("e1-s-nv") in running
     assert one_host.container("s-eu") not in running
     compose = (one_host.project / "compose.yaml").read_text()
     assert "# Reconfigured by: python -m services.compose reconfigure" in compose
     assert "\n  s-eu:" not in compose
+
+
+def logs_of_unhealthy(one_host: OneHost, output: str) -> str:
+    """The last lines of every container ``docker compose up --wait`` named unhealthy."""
+    names = [line.split()[1] for line in output.splitlines() if line.endswith(" is unhealthy")]
+    tails = [one_host.engine.docker("logs", "--tail", "40", n, check=False) for n in names]
+    return "".join(f"\n--- {n}:\n{t.stdout}{t.stderr}" for n, t in zip(names, tails, strict=True))
 
 
 def test_down_removes_the_project_and_its_volumes(one_host):
