@@ -177,8 +177,14 @@ def test_reconfigure_moves_the_running_demo_to_another_tree(one_host):
 def logs_of_unhealthy(one_host: OneHost, output: str) -> str:
     """The last lines of every container ``docker compose up --wait`` named unhealthy."""
     names = [line.split()[1] for line in output.splitlines() if line.endswith(" is unhealthy")]
-    tails = [one_host.engine.docker("logs", "--tail", "40", n, check=False) for n in names]
-    return "".join(f"\n--- {n}:\n{t.stdout}{t.stderr}" for n, t in zip(names, tails, strict=True))
+    out = []
+    for name in names:
+        tail = one_host.engine.docker("logs", "--tail", "40", name, check=False)
+        health = one_host.engine.docker(
+            "inspect", "--format", "{{json .State.Health.Log}}", name, check=False
+        )
+        out.append(f"\n--- {name}:\n{tail.stdout}{tail.stderr}\nits health checks: {health.stdout}")
+    return "".join(out)
 
 
 def test_down_removes_the_project_and_its_volumes(one_host):
