@@ -35,7 +35,6 @@ from loadtest.bench.visibility_figure import TOPOLOGIES, Configuration, Figure, 
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides, with_shards
 from loadtest.harness.comparison import (
     extra_by_configuration,
-    extra_over_updates_by_configuration,
     pair,
     rows_of,
 )
@@ -241,7 +240,14 @@ def run(args: argparse.Namespace) -> int:
 # -- the paper's Fig. 7 beside this run (python -m loadtest paper fig7) ----------------------------
 def compare(out: Path) -> tuple[list[list[str]], str]:
     rows = rows_of(out / "fig7.json")
-    over_updates = extra_over_updates_by_configuration(rows)
+    by_configuration: dict[str, list[PairRow]] = {}
+    for row in rows:
+        by_configuration.setdefault(row["configuration"], []).append(PairRow(**row))
+    over_updates = {
+        name: value
+        for name, mine in by_configuration.items()
+        if (value := visibility_figure.extra_over_updates(mine)) is not None
+    }
     over_pairs = extra_by_configuration(rows)
     extra = {name: value - over_updates["eventual"] for name, value in over_updates.items()}
     per_pair = {name: value - over_pairs["eventual"] for name, value in over_pairs.items()}

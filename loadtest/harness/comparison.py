@@ -27,18 +27,6 @@ def extra_by_configuration(rows: list[dict]) -> dict[str, float]:
     return {name: mean(values) for name, values in by.items()}
 
 
-def extra_over_updates_by_configuration(rows: list[dict]) -> dict[str, float]:
-    """A visibility figure's extra visibility per configuration averaged over every update (a
-    pair counts as many times as it made updates visible), as the paper averages."""
-    sums: dict[str, list[float]] = {}
-    for row in rows:
-        if row["extra_ms"] is not None and row["updates"]:
-            total = sums.setdefault(row["configuration"], [0.0, 0.0])
-            total[0] += row["extra_ms"] * row["updates"]
-            total[1] += row["updates"]
-    return {name: s / n for name, (s, n) in sums.items()}
-
-
 def pair(rows: list[dict], configuration: str, origin: str, region: str) -> dict:
     """A visibility figure's row for one configuration and pair."""
     return next(
