@@ -124,6 +124,21 @@ async def first_or_stop(stop: asyncio.Event, work: Awaitable[T], default: T) -> 
     return default if task.cancelled() else task.result()
 
 
+async def until_first_ends(*work: Awaitable[None]) -> None:
+    """Runs ``work`` side by side until one piece of it ends; the rest is cancelled then. An
+    exception of the one that ended is raised as it is (not wrapped in an ExceptionGroup as a
+    TaskGroup's is, so that a caller's ``except RedisError`` still sees it)."""
+    tasks = [asyncio.ensure_future(w) for w in work]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
     """Sleeps, but wakes at once when the process is asked to stop."""
     with contextlib.suppress(TimeoutError):

@@ -29,6 +29,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from services import metrics, runtime
+from services.labelpath.merge import LABEL, MERGE_TICK_S, READ_COUNT, ShardMerge
 from services.proto import saturn_pb2
 from services.region import gears
 from services.region.store import region_shards
@@ -36,9 +37,6 @@ from services.topology import Topology
 
 log = logging.getLogger("label-pump")
 
-MERGE_TICK_S = 0.001  # several shards: how often stable time is recomputed (Saturn: 1 ms)
-LABEL = gears.LABEL_FIELD.encode()  # a label entry's field
-READ_COUNT = 1000
 TRIM_EVERY_S = 1.0  # forwarded labels leave the stream, and the cursors are saved, this often
 STORE_RETRY_S = 0.2  # after a store error (a Redis restarting), the next try
 
@@ -128,13 +126,6 @@ class LabelPump:
         """Where each shard's stream was forwarded up to before a restart (0 = never)."""
         return list(await asyncio.gather(*(g.sink_cursor() for g in self.gears)))
 
-    async def heartbeat(self, shard: int) -> int:
-        return await self.gears[shard].heartbeat()
-
-    async def read_until(self, shard: int, after: int, until: int | None) -> list[tuple[int, bytes]]:
-        entries = await self.gears[shard].stream_between(gears.LABEL_STREAM, after, until, READ_COUNT)
-        return [(ts, fields[LABEL]) for ts, fields in entries]
-
     async def through_store_outages(self, work, cursors: list[int], stop: asyncio.Event) -> None:
         """Runs ``work`` again after a store error (its Redis restarting): the cursors in memory
         say what was forwarded, and the store lost nothing it acknowledged (AOF), so the sink
@@ -181,25 +172,28 @@ class LabelPump:
                 self.beat(stable)
 
     async def pump_merged(self, cursors: list[int], stop: asyncio.Event) -> None:
-        """Several shards: forward, in (ts, src) order, what every shard has passed, every tick
-        (Saturn's sink: every stable label each millisecond, as one batch)."""
-        shards = range(len(self.gears))
+        """Several shards: forward, in (ts, src) order, what every shard has passed (merge.py:
+        each shard tailed, a heartbeat asked only of a shard that holds labels back for a tick,
+        and of every shard once a heartbeat is due)."""
+        merge = ShardMerge(self.gears, cursors, parse_entry)
+        tails = [merge.tail(k, stop) for k in range(len(self.gears))]
+        await runtime.until_first_ends(self.merging(merge, stop), *tails)  # a store error ends all
+
+    async def merging(self, merge: ShardMerge, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            stable = min(await asyncio.gather(*(self.heartbeat(k) for k in shards)))
-            parts = await asyncio.gather(*(self.read_until(k, cursors[k], stable) for k in shards))
-            # A shard with more than one read's worth has only been seen up to its last entry.
-            stable = min([stable] + [part[-1][0] for part in parts if len(part) == READ_COUNT])
-            labels = []
-            for k, part in enumerate(parts):
-                taken = [(ts, raw) for ts, raw in part if ts <= stable]
-                if taken:
-                    labels += [parse_entry(raw) for _, raw in taken]
-                    cursors[k] = taken[-1][0]
-            labels.sort(key=lambda label: (label.ts, label.src))
-            self.send(labels)
+            if not merge.holding():
+                await merge.wait_news(stop, self.heartbeat_in())
+            self.send(merge.take_stable())
+            if merge.holding():  # a tick for the shards behind to move on by themselves
+                await runtime.sleep_or_stop(stop, MERGE_TICK_S)
+                self.send(merge.take_stable())
+                if merge.holding() and (behind := merge.behind()):
+                    await merge.ask(behind)
+                    self.send(merge.take_stable())
             if self.heartbeat_due():
-                self.beat(stable)
-            await runtime.sleep_or_stop(stop, MERGE_TICK_S)
+                await merge.ask(list(range(len(self.gears))))
+                self.send(merge.take_stable())
+                self.beat(merge.stable())
 
     async def before_save(self) -> None:
         """What must be durable before the cursors move past what was read (nothing, here)."""
