@@ -60,8 +60,8 @@ def rows_by_shard(topology) -> list[list[str]]:
     return [[r for r in rows if topology.shard_of("virginia", "all", r) == k] for k in (0, 1)]
 
 
-def write(store: RegionStore, row: str, past: Label = Label.zero()):
-    return store.write(past, [Mutation("all", row, [("s", "c", b"v")])])
+def write(store: RegionStore, row: str, past: Label | None = None):
+    return store.write(past or Label.zero(), [Mutation("all", row, [("s", "c", b"v")])])
 
 
 def ahead(ms: float) -> Label:
