@@ -51,6 +51,16 @@ class ProcessSpec:
         return Path(self.argv[self.argv.index("--dir") + 1]) if self.kind == "redis" else None
 
 
+def metrics_region(topology: Topology, spec: ProcessSpec) -> str | None:
+    """Whose metrics endpoint serves a process's metrics: its region's; a serializer's, that of
+    the region at its site (its stages of a label's path, services/labelpath/stages.py), if there
+    is one (a serializer of a tree being started is not in ``topology``: none)."""
+    if spec.region or spec.node is None:
+        return spec.region
+    site = next((s.site for s in topology.serializers if s.name == spec.node), None)
+    return next((r.name for r in topology.regions if r.site == site), None)
+
+
 def processes(topology: Topology, layout: Layout, web: bool = False) -> list[ProcessSpec]:
     """Every process, in start order: stores, serializers (saturn), receivers (which host the
     remote proxies), frontends, then bulk senders and, where a sender does not run it, the label

@@ -101,6 +101,19 @@ def test_the_paper_command_runs_fig7_and_sets_the_papers_numbers_beside_ours(tmp
     assert "| Saturn extra over eventual, mean over updates (ms) | 7.3 |" in comparison
     assert "the order Saturn < Cure < GentleRain" in comparison
     assert (tmp_path / "fig7" / "fig7-cdf.png").stat().st_size > 0
+    # The visibility budget: Saturn's sampled updates timed at every stage of their path.
+    budgets = [b for b in json.loads((tmp_path / "fig7" / "fig7-budget.json").read_text()) if b["sampled"]]
+    saturn = [b for b in budgets if b["protocol"] == "saturn"]
+    assert saturn and (tmp_path / "fig7" / "fig7-budget.png").stat().st_size > 0
+    tree = Topology.load(Path(__file__).resolve().parents[1] / "topologies" / "ec2-7region-mx.toml")
+    for b in saturn:
+        assert b["tree_lag_ms"] == pytest.approx(tree.tree_path_ms(b["origin"], b["region"]))
+        assert b["hops"] and all(h["taken_ms"] is not None for h in b["hops"])
+        assert b["read_ms"] is not None and b["visible_ms"] >= b["label_ms"] - 1.0  # (a window cuts a few)
+        assert b["label_ms"] >= b["sent_ms"] + b["tree_lag_ms"] - 1.0  # the emulated lag is paid
+    assert all(
+        b["label_ms"] is None and b["payload_ms"] is not None for b in budgets if b["protocol"] == "cure"
+    )
 
 
 def test_fig7_keeps_its_probe_writes_as_an_option(tmp_path):

@@ -32,6 +32,7 @@ from pathlib import Path
 from loadtest.bench import visibility_figure
 from loadtest.bench.synthetic import Buckets, Mix, client_op, preload_replicated, write_topology
 from loadtest.bench.visibility_figure import TOPOLOGIES, Configuration, Figure, PairRow
+from loadtest.harness import budget
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides, with_shards
 from loadtest.harness.comparison import (
     extra_by_configuration,
@@ -86,9 +87,9 @@ class Phases:
 
 def measure_at_load(
     protocol: str, topology_file: Path, clients_per_region: int, share: float, phases: Phases, run_dir: Path
-) -> tuple[Load, list[PairRow]]:
+) -> tuple[Load, list[PairRow], list[budget.Budget]]:
     """One fresh cluster of ``protocol``: preloaded, driven to capacity, then measured at
-    ``share`` of it."""
+    ``share`` of it: the load, the visibility of every pair, and its budget."""
     topology = with_overrides(Topology.load(topology_file), protocol=protocol)
     topology = with_overrides(topology, base_port=find_base_port(topology))
     buckets, mix = Buckets(topology), Mix()
@@ -122,9 +123,11 @@ def measure_at_load(
         )
         rng = random.Random(7)
         edges: dict[str, dict] = {}
+        stages: dict[str, budget.Stages] = {}
 
         def at_edge(edge: str) -> None:
             edges[edge] = scrape_visibility(running)
+            stages[edge] = budget.scrape_stages(running)
 
         stats = run_closed_loop(
             [paced(op, per_client, rng) for op in ops], phases.warmup, phases.measured, at_edge
@@ -141,7 +144,8 @@ def measure_at_load(
             first_error=errors[0] if errors else None,
             cpu_us_by_role={role: 1e6 * seconds / done for role, seconds in cpu.items()} if done else {},
         )
-        return load, visibility_figure.rows_for(protocol, running, edges["close"], edges["open"])
+        rows = visibility_figure.rows_for(protocol, running, edges["close"], edges["open"])
+        return load, rows, budget.budgets(running, budget.since(stages["close"], stages["open"]))
 
 
 def load_table(loads: list[Load]) -> str:
@@ -216,13 +220,15 @@ def run(args: argparse.Namespace) -> int:
     topology_file = write_topology(base, out / "topology.toml")
     loads: list[Load] = []
     rows: list[PairRow] = []
+    budgets: list[budget.Budget] = []
     for i, protocol in enumerate(p for p in PROTOCOLS if p in only):
         say(f"[{i + 1}/{len(only)}] {protocol}: the synthetic workload's defaults on {WORKLOAD_TREE} ...")
-        load, measured = measure_at_load(
+        load, measured, spent = measure_at_load(
             protocol, topology_file, args.clients, args.share, phases, out / f"run-{protocol}"
         )
         loads.append(load)
         rows += measured
+        budgets += spent
     print(load_table(loads))
     print()
     print(cpu_table(loads))
@@ -230,10 +236,17 @@ def run(args: argparse.Namespace) -> int:
     print(visibility_figure.summary_table(FIGURE, rows))
     print()
     print(visibility_figure.per_pair(rows))
+    saturn = [b for b in budgets if b.protocol == "saturn"]
+    if saturn:
+        print()
+        print(budget.table("saturn", saturn))
     write_rows(str(out), "fig7", rows)
     write_rows(str(out), "fig7-load", loads)
+    write_rows(str(out), "fig7-budget", budgets)
     for path in visibility_figure.plot(FIGURE, rows, out):
         say(f"wrote {path}")
+    if saturn:
+        say(f"wrote {budget.plot('saturn', saturn, out / 'fig7-budget.png')}")
     return FAILED if any(x.errors for x in loads) else PASSED
 
 

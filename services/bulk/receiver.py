@@ -15,6 +15,7 @@ import time
 from google.protobuf.message import DecodeError
 
 from services import metrics, runtime
+from services.labelpath.stages import Stage
 from services.proto import bulk_pb2
 from services.protocols import Protocol, ReceivingSide, protocol_for
 from services.region.store import RegionStore, RemoteUpdate
@@ -41,6 +42,8 @@ class BulkReceiver:
         self.local_groups = topology.groups_at(region)
         self.remote_gears = {g: r for r in topology.region_names if r != region for g in topology.gear_ids(r)}
         self.ack_lines: set[DelayedWrites[bulk_pb2.Position]] = set()  # of the open connections
+        self.payload_stage = Stage(region, "payload")
+        self.visible_stage = Stage(region, "visible")
 
     def heartbeats_changed(self) -> None:
         """Tells every connected sender whether heartbeats are wanted now (the protocol's mode
@@ -61,6 +64,7 @@ class BulkReceiver:
         visibility, applied = self.applied_metrics(origin_region)
         metrics.observe_many(visibility, [max(0.0, (now_us - u.origin_time_us) / 1e6) for u in updates])
         applied.inc(len(updates))
+        self.visible_stage.updates(updates)
 
     async def ship(self, connection: Connection, hello_bytes: bytes) -> None:
         """One origin gear's payloads, in order: the position to resume from first (the accept),
@@ -120,6 +124,7 @@ class BulkReceiver:
                     foreign = len(unpacked) - len(updates)
                     log.error("%s sent %d updates of groups not replicated here", gear, foreign)
                 received.inc(len(updates))
+                self.payload_stage.updates(updates)
                 # Shielded: if the process is stopped mid-apply, the batch the store may already
                 # have applied is still counted as applied.
                 await asyncio.shield(self.protocol.accept_payloads(gear, batch.through_ts, updates, applied))

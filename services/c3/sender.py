@@ -70,6 +70,7 @@ class DirectLabelSender(LabelPump):
             if label.type == saturn_pb2.TREE_ATTACH:
                 self.on_attach(int(label.target))
         labels = [label for label in labels if label.type != saturn_pb2.TREE_ATTACH]
+        self.sent_stage.labels(labels)
         deps = self.dependencies()  # read after the labels: it covers what their writers saw
         outgoing: dict[str, list[saturn_pb2.TreeLabel]] = {}
         kinds: Counter[str] = Counter()

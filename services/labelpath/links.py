@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from google.protobuf.message import DecodeError
 
 from services import runtime
+from services.labelpath.stages import Stage
 from services.proto import saturn_pb2
 from services.topology import Topology
 from services.transport.client import open_link
@@ -99,6 +100,7 @@ class OutgoingLink:
         self.trimmed_through = 0  # the last seq no longer kept
         link = topology.wan_link(node, neighbour, tree=not direct)
         self.out: DelayedWrites[Outgoing] = DelayedWrites(link, self._encode)
+        self.out_stage = Stage(node, f"out:{neighbour}")
         self.connected = asyncio.Event()
         self.sent_batches = 0  # messages written (batches that were due together go as one)
 
@@ -137,6 +139,8 @@ class OutgoingLink:
         """Every batch that is due, as one message: serialized label batches concatenate into one
         (repeated labels in order; the last batch's number wins, "numbered as the last")."""
         self.sent_batches += 1
+        for batch, _ in due:
+            self.out_stage.labels(batch.labels)
         if self.resumable:
             self._keep([batch for batch, _ in due])
         return [b"".join(raw if raw is not None else batch.SerializeToString() for batch, raw in due)]

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable
 
 from services import runtime
+from services.labelpath.stages import Stage
 from services.proto import saturn_pb2
 from services.region import gears
 from services.region.store import Shard
@@ -30,6 +31,7 @@ MERGE_TICK_S = 0.001  # held labels wait this long for their shards to move on b
 TAIL_BLOCK_S = 1.0  # a tail's blocking read returns this often when its shard is idle
 READ_COUNT = 1000
 LABEL = gears.LABEL_FIELD.encode()  # a label entry's field
+UPDATE_KINDS = (b"u", b"U", b"t", b"T")  # an update's label entry starts so (pump.parse_entry)
 
 Parse = Callable[[bytes], saturn_pb2.TreeLabel]
 
@@ -41,8 +43,9 @@ class ShardMerge:
     ``read_to[k]``: the last entry read from shard k; ``known[k]``: shard k makes no new label at
     or below it (never below ``read_to[k]``); ``held[k]``: labels read and not yet sent."""
 
-    def __init__(self, shards: list[Shard], cursors: list[int], parse: Parse) -> None:
+    def __init__(self, shards: list[Shard], cursors: list[int], parse: Parse, read: Stage) -> None:
         self.shards = shards
+        self.read = read  # where the time a label is read is observed (stages.py)
         self.cursors = cursors
         self.parse = parse
         self.read_to = list(cursors)
@@ -55,6 +58,10 @@ class ShardMerge:
         and the time they cover."""
         fresh = [(ts, fields[LABEL]) for ts, fields in entries if ts > self.read_to[k]]
         if fresh:
+            src = self.shards[k].gear_id
+            for ts, raw in fresh:
+                if raw[:1] in UPDATE_KINDS:
+                    self.read.at(src, ts)
             self.held[k].extend(fresh)
             self.read_to[k] = fresh[-1][0]
             self.news.set()

@@ -30,6 +30,7 @@ from redis.exceptions import RedisError
 
 from services import metrics, runtime
 from services.labelpath.merge import LABEL, MERGE_TICK_S, READ_COUNT, ShardMerge
+from services.labelpath.stages import Stage
 from services.proto import saturn_pb2
 from services.region import gears
 from services.region.store import region_shards
@@ -78,6 +79,8 @@ class LabelPump:
         self.others = tuple(r for r in topology.region_names if r != region)
         self.last_reached = dict.fromkeys(self.others, 0.0)  # region → when a label for it last left
         self.messages_sent = metrics.LABEL_MESSAGES_SENT.labels(region)
+        self.read_stage = Stage(region, "read")
+        self.sent_stage = Stage(region, "sent")
 
     def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
         """Sends labels read from the streams on, in (ts, src) order."""
@@ -162,7 +165,9 @@ class LabelPump:
             wait_s = max(0.001, self.heartbeat_in())
             entries = await gear.stream_after(gears.LABEL_STREAM, cursors[0], READ_COUNT, block_s=wait_s)
             if entries:
-                self.send([parse_entry(fields[LABEL]) for _, fields in entries])
+                labels = [parse_entry(fields[LABEL]) for _, fields in entries]
+                self.read_stage.labels(labels)
+                self.send(labels)
                 cursors[0] = entries[-1][0]
             if self.heartbeat_due():  # with the labels written since the read, which it covers
                 stable, late = await self.gears[0].heartbeat_after(gears.LABEL_STREAM, cursors[0], READ_COUNT)
@@ -175,7 +180,7 @@ class LabelPump:
         """Several shards: forward, in (ts, src) order, what every shard has passed (merge.py:
         each shard tailed, a heartbeat asked only of a shard that holds labels back for a tick,
         and of every shard once a heartbeat is due)."""
-        merge = ShardMerge(self.gears, cursors, parse_entry)
+        merge = ShardMerge(self.gears, cursors, parse_entry, self.read_stage)
         tails = [merge.tail(k, stop) for k in range(len(self.gears))]
         await runtime.until_first_ends(self.merging(merge, stop), *tails)  # a store error ends all
 

@@ -218,8 +218,8 @@ class Cluster:
         log_path = self.run_dir / "logs" / f"{spec.name}.log"
         env = {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
-        if spec.region:
-            env["PROMETHEUS_MULTIPROC_DIR"] = str(self.metrics_dir(spec.region))
+        if metrics_region := plan.metrics_region(self.topology, spec):
+            env["PROMETHEUS_MULTIPROC_DIR"] = str(self.metrics_dir(metrics_region))
         if self.wan_control:
             env[CONTROL_ENV] = str(self.wan_control_file)
         with open(log_path, "ab") as log_file:

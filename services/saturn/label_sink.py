@@ -111,6 +111,7 @@ class LabelSink(LabelPump):
             self.sent_through = max(self.sent_through, max(label.ts for label in labels))
         labels = [label for label in labels if self.wanted(label)]
         if labels:
+            self.sent_stage.labels(labels)
             self.link.send(labels)
             update = saturn_pb2.TREE_UPDATE
             for kind, key in {(x.type, x.group if x.type == update else x.target) for x in labels}:

@@ -52,6 +52,7 @@ from collections.abc import Callable
 
 from services import metrics
 from services.labelpath.pump import any_of
+from services.labelpath.stages import Stage
 from services.proto import saturn_pb2
 from services.region.stable_order import MAX_RUN, NEVER, Applied, StableOrder
 from services.region.store import RegionStore, RemoteUpdate
@@ -83,6 +84,7 @@ class RemoteProxy(StableOrder, TreeEpochs):
         self.reordered = 0  # labels delivered ahead of an earlier one that waited for its payload
         self.local_groups = store.topology.groups_at(store.region)
         self.labels: deque[saturn_pb2.TreeLabel] = deque()
+        self.label_stage = Stage(store.region, "label")
         topology = store.topology
         self.origin_set = frozenset(self.origins)
         self.last_heard: dict[str, float] = {}  # origin → when the tree last brought anything
@@ -165,6 +167,7 @@ class RemoteProxy(StableOrder, TreeEpochs):
 
     def take_labels(self, batch: saturn_pb2.LabelBatch) -> None:
         """Labels of the current tree, in its order."""
+        self.label_stage.labels(batch.labels)
         now = time.monotonic()
         counts: Counter[tuple[str, int]] = Counter()
         for label in batch.labels:

@@ -9,6 +9,7 @@ import logging
 
 from services import runtime
 from services.labelpath.links import TREE, OutgoingLink, TreeEndpoint, neighbours_at
+from services.labelpath.stages import Stage
 from services.proto import saturn_pb2
 from services.saturn.replicas import FOLLOW, ROLE, Replica
 from services.topology import Topology
@@ -79,11 +80,13 @@ async def serve(topology: Topology, name: str, index: int, stop: asyncio.Event) 
         await serve_replica(topology, name, index, stop, router)
         return
     links = {n: OutgoingLink(topology, name, n) for n in router.neighbours}
+    arrived = Stage(name, "in")
 
     def forward(
         source: str, batch: saturn_pb2.LabelBatch, epoch: int = topology.epoch, raw: bytes = b""
     ) -> None:
         """A neighbour that wants the whole batch gets the bytes it came as (nothing re-encoded)."""
+        arrived.labels(batch.labels)
         for neighbour, part in router.route(source, batch).items():
             links[neighbour].send_batch(part, raw=raw if raw and part is batch else None)
 
@@ -116,8 +119,10 @@ async def serve_replica(
     only while it is the primary."""
     links: dict[str, OutgoingLink] = {}
     running: list[asyncio.Task] = []
+    arrived = Stage(name, "in")
 
     def forward(entry: saturn_pb2.LogEntry) -> None:
+        arrived.labels(entry.batch.labels)
         for neighbour, part in router.route(entry.source, entry.batch).items():
             links[neighbour].send_batch(part, seq=entry.pos)
 
