@@ -43,6 +43,8 @@ def test_a_toy_experiment_is_one_module_and_one_entry(toy, tmp_path, capsys):
         == 0
     )
     assert json.loads((out / "toy.json").read_text()) == {"rounds": 3, "protocols": ["c3"]}
+    machine = json.loads((out / "machine.json").read_text())  # every experiment says where it ran
+    assert machine["cores"] >= 1 and f"machine: {machine['cores']} cores" in capsys.readouterr().out
     assert loadtest_main(["bench", "toy-experiment", "--out", str(out), "--outcome", "fail"]) == 1
     assert loadtest_main(["bench", "toy-experiment", "--out", str(out), "--outcome", "cannot"]) == 2
     assert "the toy cannot run as asked" in capsys.readouterr().err

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from functools import cache
 
+from loadtest.harness import machine
 from loadtest.harness.experiment import COULD_NOT_RUN, INTERRUPTED, BenchError, Experiment
 from loadtest.harness.options import add_shared
 
@@ -86,6 +87,7 @@ def run(name: str, argv: Sequence[str]) -> int:
     found = experiment(name)
     args = parser_for(found).parse_args(list(argv))
     try:
+        machine.note(getattr(args, "out", None))
         return found.run(args)
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
