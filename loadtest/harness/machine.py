@@ -76,11 +76,15 @@ def this_machine() -> Machine:
     )
 
 
-def note(out: str | None) -> Machine:
-    """Prints the machine and, with an output folder, writes it there as ``machine.json``."""
+def note() -> Machine:
+    """Prints the machine (as an experiment starts)."""
     machine = this_machine()
     print(machine.describe(), flush=True)
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "machine.json").write_text(json.dumps(asdict(machine), indent=2))
     return machine
+
+
+def keep(machine: Machine, out: str | None) -> None:
+    """Writes the machine as ``machine.json`` into the experiment's output folder, if it made
+    one (an ``--out`` that names a file is left alone)."""
+    if out and Path(out).is_dir():
+        (Path(out) / "machine.json").write_text(json.dumps(asdict(machine), indent=2))

@@ -87,8 +87,10 @@ def run(name: str, argv: Sequence[str]) -> int:
     found = experiment(name)
     args = parser_for(found).parse_args(list(argv))
     try:
-        machine.note(getattr(args, "out", None))
-        return found.run(args)
+        where = machine.note()
+        outcome = found.run(args)
+        machine.keep(where, getattr(args, "out", None))
+        return outcome
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return COULD_NOT_RUN
