@@ -9,10 +9,12 @@ shards, loaded or idle. With seven regions of two shards that was most of two co
 capacity in Fig. 7 fell to a fifth of eventual's.
 
 Here each shard is tailed with a blocking read (one call per batch of labels, none while idle),
-and a heartbeat is asked only of a shard that holds labels back: first the merge waits one tick
-(the paper's sink: every stable label each millisecond), in which busy shards usually move past
-each other by themselves; a shard still behind then is asked once. Every heartbeat period all
-shards are asked, and the heartbeat sent is the least of what they promised.
+and a heartbeat is asked only of the shards that hold labels back, at once but once a tick at
+most (the paper's sink: every stable label each millisecond): idle, a region costs its stores
+nothing between heartbeats; loaded, at most a call per shard and tick, as before. (Waiting a tick
+first, for busy shards to pass each other by themselves, held labels 1-10 ms under Fig. 7's
+load, where a shard writes a label every few milliseconds.) Every heartbeat period all shards are
+asked, and the heartbeat sent is the least of what they promised.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from services.proto import saturn_pb2
 from services.region import gears
 from services.region.store import Shard
 
-MERGE_TICK_S = 0.001  # held labels wait this long for their shards to move on before one is asked
+MERGE_TICK_S = 0.001  # the shards behind held labels are asked once this often at most
 TAIL_BLOCK_S = 1.0  # a tail's blocking read returns this often when its shard is idle
 READ_COUNT = 1000
 LABEL = gears.LABEL_FIELD.encode()  # a label entry's field

@@ -178,21 +178,24 @@ class LabelPump:
 
     async def pump_merged(self, cursors: list[int], stop: asyncio.Event) -> None:
         """Several shards: forward, in (ts, src) order, what every shard has passed (merge.py:
-        each shard tailed, a heartbeat asked only of a shard that holds labels back for a tick,
-        and of every shard once a heartbeat is due)."""
+        each shard tailed, a heartbeat asked only of the shards that hold labels back, once a
+        tick at most, and of every shard once a heartbeat is due)."""
         merge = ShardMerge(self.gears, cursors, parse_entry, self.read_stage)
         tails = [merge.tail(k, stop) for k in range(len(self.gears))]
         await runtime.until_first_ends(self.merging(merge, stop), *tails)  # a store error ends all
 
     async def merging(self, merge: ShardMerge, stop: asyncio.Event) -> None:
+        asked = 0.0  # when the shards behind were last asked
         while not stop.is_set():
             if not merge.holding():
                 await merge.wait_news(stop, self.heartbeat_in())
             self.send(merge.take_stable())
-            if merge.holding():  # a tick for the shards behind to move on by themselves
-                await runtime.sleep_or_stop(stop, MERGE_TICK_S)
-                self.send(merge.take_stable())
+            if merge.holding():  # the shards behind are asked at once, but once a tick at most
+                if (wait_s := asked + MERGE_TICK_S - time.monotonic()) > 0:
+                    await runtime.sleep_or_stop(stop, wait_s)
+                    self.send(merge.take_stable())
                 if merge.holding() and (behind := merge.behind()):
+                    asked = time.monotonic()
                     await merge.ask(behind)
                     self.send(merge.take_stable())
             if self.heartbeat_due():
