@@ -1,7 +1,7 @@
 """Where a remote update's visibility goes: a sampled update's age at each stage of its path.
 
 ``causal_visibility_seconds`` says how late an update became visible; this says where the time
-went. Every process on an update's path observes, for one update in eight, its age (now minus
+went. Every process on an update's path observes, for one update in four, its age (now minus
 its label's ts, the origin's clock when the write gear made it) as it passes:
 
 =============  ==========================================================================
@@ -37,7 +37,7 @@ STAGE_AGE = Histogram(
     ["node", "origin", "stage"],
     buckets=VISIBILITY_BUCKETS,
 )
-SAMPLE_SHIFT, SAMPLE_MASK = 4, 7  # one in eight, by bits of the ts above a shard's residue
+SAMPLE_SHIFT, SAMPLE_MASK = 4, 3  # one in four, by bits of the ts above a shard's residue
 UPDATE = saturn_pb2.TREE_UPDATE
 
 
