@@ -148,6 +148,10 @@ def measure_at_load(
         return load, rows, budget.budgets(running, budget.since(stages["close"], stages["open"]))
 
 
+LOAD_COLUMNS = ["protocol", "shards", "clients", "capacity ops/s", "offered ops/s", "measured ops/s"]
+LOAD_COLUMNS += ["kept", "errors"]
+
+
 def load_table(loads: list[Load]) -> str:
     rows = [
         [
@@ -157,13 +161,15 @@ def load_table(loads: list[Load]) -> str:
             num(x.capacity_ops_per_s, 0),
             num(x.offered_ops_per_s, 0),
             num(x.measured_ops_per_s, 0),
+            f"{x.measured_ops_per_s / x.offered_ops_per_s:.0%}" if x.offered_ops_per_s else "-",
             str(x.errors),
         ]
         for x in loads
     ]
     return render_table(
-        "the load: each protocol's capacity, and what it was measured under",
-        ["protocol", "shards", "clients", "capacity ops/s", "offered ops/s", "measured ops/s", "errors"],
+        "the load: each protocol's capacity, and what it was measured under (kept: the share of the "
+        "offered rate the paced clients achieved; below ~90 % they fell behind, the cores were saturated)",
+        LOAD_COLUMNS,
         rows,
     )
 
