@@ -143,7 +143,7 @@ def budgets(topology: Topology, stages: Stages) -> list[Budget]:
                     bulk_lag_ms=topology.region_latency_ms(origin, region),
                     tree_lag_ms=sum(h.lag_ms for h in hops) if hops else None,
                     read_ms=mean(origin, origin, "read"),
-                    sent_ms=mean(origin, origin, "sent"),
+                    sent_ms=mean(origin, origin, f"sent:{region}") or mean(origin, origin, "sent"),
                     label_ms=mean(region, origin, "label") if hops else None,
                     payload_ms=mean(region, origin, "payload"),
                     visible_ms=mean(region, origin, "visible"),

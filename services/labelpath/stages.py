@@ -6,7 +6,8 @@ its label's ts, the origin's clock when the write gear made it) as it passes:
 
 =============  ==========================================================================
 ``read``       the origin's label pump read the label from its shard's stream (node: the origin)
-``sent``       the pump sent it on (after the merge of the region's shards)
+``sent``       the pump sent it on (after the merge of the region's shards); ``sent:<r>``
+               the same, counted once per region ``r`` it goes to (Saturn's sink)
 ``in``         a serializer took it (node: the serializer)
 ``out:<n>``    a node's link wrote it towards ``n``, after the link's latency and the edge's
                delay (node: the sink's region or the serializer)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 
 from redis.exceptions import RedisError
@@ -19,6 +20,7 @@ from redis.exceptions import RedisError
 from services import metrics, runtime
 from services.labelpath.links import OutgoingLink
 from services.labelpath.pump import STORE_RETRY_S, LabelPump, any_of
+from services.labelpath.stages import Stage, sampled
 from services.proto import saturn_pb2
 from services.saturn import epochs
 from services.topology import Topology
@@ -40,6 +42,7 @@ class LabelSink(LabelPump):
         self.shipped_groups = {g for g, members in topology.group_members.items() if others & set(members)}
         self.replicas = {g: others & set(members) for g, members in topology.group_members.items()}
         self._reach: dict[tuple[int, str], tuple[str, ...]] = {}  # (type, group or target) → regions
+        self.sent_to = {r: Stage(region, f"sent:{r}") for r in self.others}  # per destination
 
     def reach(self, kind: int, key: str) -> tuple[str, ...]:
         """The regions a label reaches (as the serializers route it): an update's, those that
@@ -112,6 +115,7 @@ class LabelSink(LabelPump):
         labels = [label for label in labels if self.wanted(label)]
         if labels:
             self.sent_stage.labels(labels)
+            self.observe_sent(labels)
             self.link.send(labels)
             update = saturn_pb2.TREE_UPDATE
             for kind, key in {(x.type, x.group if x.type == update else x.target) for x in labels}:
@@ -120,6 +124,16 @@ class LabelSink(LabelPump):
             for name, count in kinds.items():  # one metric update per kind and batch: they cost
                 metrics.LABELS_SENT.labels(self.region, name).inc(count)
             self.messages_sent.inc()
+
+    def observe_sent(self, labels: list[saturn_pb2.TreeLabel]) -> None:
+        """The sampled update labels' ages as they leave, per region they go to (stages.py): a
+        pair's budget compares its own labels, not all of the origin's."""
+        now = 0.0
+        for label in labels:
+            if sampled(label.ts) and label.type == saturn_pb2.TREE_UPDATE:
+                now = now or time.time()
+                for region in self.reach(label.type, label.group):
+                    self.sent_to[region].at(label.src, label.ts, now)
 
     def send_heartbeat(self, ts: int, regions: tuple[str, ...]) -> None:
         """The serializers route a heartbeat towards the regions it names (all: none named)."""
