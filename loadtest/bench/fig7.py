@@ -242,6 +242,8 @@ def run(args: argparse.Namespace) -> int:
     print(visibility_figure.summary_table(FIGURE, rows))
     print()
     print(visibility_figure.per_pair(rows))
+    print()
+    print(budget.summary(budgets))
     saturn = [b for b in budgets if b.protocol == "saturn"]
     if saturn:
         print()

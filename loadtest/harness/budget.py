@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,14 @@ def tree_path(topology: Topology, origin: str, destination: str) -> list[str]:
     return path[::-1]
 
 
+Value = Callable[["Budget"], float | None]  # a column of a budget's table
+
+
+def less(a: float | None, b: float | None) -> float | None:
+    """a - b, or None where either is missing (a stage no sampled update passed)."""
+    return None if a is None or b is None else a - b
+
+
 @dataclass
 class Hop:
     """One tree link on the path: written at ``a`` after the link's lag, taken at ``b``."""
@@ -93,17 +102,15 @@ class Budget:
 
     @property
     def tree_own_ms(self) -> float | None:
-        if None in (self.label_ms, self.sent_ms, self.tree_lag_ms):
-            return None
-        return self.label_ms - self.sent_ms - self.tree_lag_ms  # type: ignore[operator]
+        return less(less(self.label_ms, self.sent_ms), self.tree_lag_ms)
 
     @property
     def after_label_ms(self) -> float | None:
-        return None if self.visible_ms is None or self.label_ms is None else self.visible_ms - self.label_ms
+        return less(self.visible_ms, self.label_ms)
 
     @property
     def extra_ms(self) -> float | None:
-        return None if self.visible_ms is None else self.visible_ms - self.bulk_lag_ms
+        return less(self.visible_ms, self.bulk_lag_ms)
 
     @property
     def overhead_ms(self) -> float | None:
@@ -153,7 +160,7 @@ def budgets(topology: Topology, stages: Stages) -> list[Budget]:
     return out
 
 
-def over_updates(rows: list[Budget], value) -> float | None:
+def over_updates(rows: list[Budget], value: Value) -> float | None:
     """The mean of ``value`` over the pairs, each weighing its sampled updates."""
     weighed = [(row.sampled, v) for row in rows if row.sampled and (v := value(row)) is not None]
     total = sum(n for n, _ in weighed)
@@ -163,7 +170,7 @@ def over_updates(rows: list[Budget], value) -> float | None:
 def table(protocol: str, rows: list[Budget]) -> str:
     """The budget of every pair that made a sampled update visible, and the mean over updates."""
     shown = sorted((r for r in rows if r.sampled), key=lambda r: (r.origin, r.region))
-    columns: list[tuple[str, object]] = [
+    columns: list[tuple[str, Value]] = [
         ("sink", lambda r: r.sent_ms),
         ("tree lag", lambda r: r.tree_lag_ms),
         ("tree own", lambda r: r.tree_own_ms),
@@ -174,16 +181,37 @@ def table(protocol: str, rows: list[Budget]) -> str:
         ("extra", lambda r: r.extra_ms),
         ("overhead", lambda r: r.overhead_ms),
     ]
-    body = [
-        [f"{r.origin}→{r.region}", str(r.sampled), *(num(get(r)) for _, get in columns)]  # type: ignore[operator]
-        for r in shown
-    ]
+    body = [[f"{r.origin}→{r.region}", str(r.sampled), *(num(get(r)) for _, get in columns)] for r in shown]
     body.append(["over updates", str(sum(r.sampled for r in shown)),
                  *(num(over_updates(shown, get)) for _, get in columns)])  # fmt: skip
     return render_table(
         f"{protocol}: where the visibility of sampled updates went (mean ms from the write; "
         "overhead = visible - the later of bulk lag and tree lag)",
         ["pair", "sampled", *(name for name, _ in columns)],
+        body,
+    )
+
+
+def summary(rows: list[Budget]) -> str:
+    """Per protocol, over updates: how late the payload came (over its bulk lag), how late the
+    label came (over the sink's send and the tree's lag, a tree's protocol only), how long the
+    update then waited to be visible, and its extra visibility."""
+    protocols = list(dict.fromkeys(r.protocol for r in rows))
+    columns: list[tuple[str, Value]] = [
+        ("sink", lambda r: r.sent_ms),
+        ("tree own", lambda r: r.tree_own_ms),
+        ("payload over bulk lag", lambda r: less(r.payload_ms, r.bulk_lag_ms)),
+        ("visible after payload", lambda r: less(r.visible_ms, r.payload_ms)),
+        ("extra", lambda r: r.extra_ms),
+    ]
+    body = []
+    for protocol in protocols:
+        mine = [r for r in rows if r.protocol == protocol and r.sampled]
+        sampled = str(sum(r.sampled for r in mine))
+        body.append([protocol, sampled, *(num(over_updates(mine, get)) for _, get in columns)])
+    return render_table(
+        "where the time went, mean ms over sampled updates",
+        ["protocol", "sampled", *(n for n, _ in columns)],
         body,
     )
 
