@@ -247,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
     saturn = [b for b in budgets if b.protocol == "saturn"]
     if saturn:
         print()
-        print(budget.table("saturn", saturn))
+        print(budget.table("saturn", saturn, [b for b in budgets if b.protocol == "eventual"]))
     write_rows(str(out), "fig7", rows)
     write_rows(str(out), "fig7-load", loads)
     write_rows(str(out), "fig7-budget", budgets)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,9 +167,12 @@ def over_updates(rows: list[Budget], value: Value) -> float | None:
     return sum(n * v for n, v in weighed) / total if total else None
 
 
-def table(protocol: str, rows: list[Budget]) -> str:
-    """The budget of every pair that made a sampled update visible, and the mean over updates."""
+def table(protocol: str, rows: list[Budget], baseline: Sequence[Budget] = ()) -> str:
+    """The budget of every pair that made a sampled update visible, and the mean over updates.
+    With ``baseline`` (eventual's budgets from the same run), the overhead beyond the baseline's
+    own extra on that pair: what the protocol adds to a system that orders nothing."""
     shown = sorted((r for r in rows if r.sampled), key=lambda r: (r.origin, r.region))
+    base = {(b.origin, b.region): b.extra_ms for b in baseline if b.sampled}
     columns: list[tuple[str, Value]] = [
         ("sink", lambda r: r.sent_ms),
         ("tree lag", lambda r: r.tree_lag_ms),
@@ -181,12 +184,15 @@ def table(protocol: str, rows: list[Budget]) -> str:
         ("extra", lambda r: r.extra_ms),
         ("overhead", lambda r: r.overhead_ms),
     ]
+    if base:
+        columns.append(("over eventual's", lambda r: less(r.overhead_ms, base.get((r.origin, r.region)))))
     body = [[f"{r.origin}→{r.region}", str(r.sampled), *(num(get(r)) for _, get in columns)] for r in shown]
     body.append(["over updates", str(sum(r.sampled for r in shown)),
                  *(num(over_updates(shown, get)) for _, get in columns)])  # fmt: skip
     return render_table(
         f"{protocol}: where the visibility of sampled updates went (mean ms from the write; "
-        "overhead = visible - the later of bulk lag and tree lag)",
+        "overhead = visible - the later of bulk lag and tree lag"
+        + ("; over eventual's: overhead - eventual's extra on the pair)" if base else ")"),
         ["pair", "sampled", *(name for name, _ in columns)],
         body,
     )
