@@ -108,17 +108,14 @@ def test_the_paper_command_runs_fig7_and_sets_the_papers_numbers_beside_ours(tmp
     tree = Topology.load(Path(__file__).resolve().parents[1] / "topologies" / "ec2-7region-mx.toml")
     for b in saturn:
         assert b["tree_lag_ms"] == pytest.approx(tree.tree_path_ms(b["origin"], b["region"]))
-        assert b["hops"] and all(h["taken_ms"] is not None for h in b["hops"])
-        assert b["read_ms"] is not None and b["sent_ms"] is not None
-
-    def over_updates(value) -> float:  # a pair's few updates may straddle the window's edges
-        return sum(b["sampled"] * value(b) for b in saturn) / sum(b["sampled"] for b in saturn)
-
-    assert over_updates(lambda b: b["label_ms"] - b["sent_ms"] - b["tree_lag_ms"]) > -1.0  # the lag is paid
-    assert over_updates(lambda b: b["visible_ms"] - b["label_ms"]) > -1.0
-    assert all(
-        b["label_ms"] is None and b["payload_ms"] is not None for b in budgets if b["protocol"] == "cure"
-    )
+        assert [h["a"] for h in b["hops"]][:1] == [b["origin"]] and b["hops"][-1]["b"] == b["region"]
+    # Every stage of a pair is timed for the same sampled updates, but a quick window sees few
+    # of them, and a pair's may straddle its edges (visible inside, sent before it: far regions'
+    # clients spend seconds migrating): some pair has every stage, and its label paid the lag.
+    whole = [b for b in saturn if b["sent_ms"] is not None and None not in [h["taken_ms"] for h in b["hops"]]]
+    assert whole and all(b["label_ms"] > b["tree_lag_ms"] for b in whole)
+    cure = [b for b in budgets if b["protocol"] == "cure"]
+    assert cure and all(b["label_ms"] is None and b["payload_ms"] is not None for b in cure)
 
 
 def test_fig7_keeps_its_probe_writes_as_an_option(tmp_path):
