@@ -6,6 +6,7 @@ Everything (launcher, services, tests, benchmark, compose) reads the same TOML f
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -543,23 +544,25 @@ class Topology(StrictModel):
         host = self.node_host(node)
         return [f"{host}:{self.serializer_port(node, r)}" for r in range(self.replicas(node))]
 
-    def tree_path_ms(self, a: str, b: str) -> float:
-        """Label travel time from region a to region b along the tree (links plus delays)."""
+    def tree_path(self, a: str, b: str) -> list[str]:
+        """The tree's nodes from region a to region b, both included."""
 
-        def walk(node: str, previous: str | None, spent: float) -> float | None:
+        def walk(node: str, previous: str | None) -> list[str] | None:
             if node == b:
-                return spent
+                return [node]
             for nxt in self.tree_neighbours.get(node, ()):
-                if nxt != previous:
-                    found = walk(nxt, node, spent + self.link_latency_ms(node, nxt))
-                    if found is not None:
-                        return found
+                if nxt != previous and (rest := walk(nxt, node)) is not None:
+                    return [node, *rest]
             return None
 
-        found = walk(a, None, 0.0)
+        found = walk(a, None)
         if found is None:
             raise TopologyError(f"{self.source}: no tree path {a} → {b}")
         return found
+
+    def tree_path_ms(self, a: str, b: str) -> float:
+        """Label travel time from region a to region b along the tree (links plus delays)."""
+        return sum(self.link_latency_ms(x, y) for x, y in itertools.pairwise(self.tree_path(a, b)))
 
     def all_addresses(self) -> list[tuple[str, str, int]]:
         """(owner, host, port) of every port a deployment of this topology listens on."""

@@ -4,7 +4,6 @@ No process is started (the fig7 bench test runs it on a real cluster)."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from pathlib import Path
 
@@ -22,12 +21,9 @@ def ages(*seconds: float) -> Histogram:
 
 
 def test_a_pairs_path_runs_through_the_serializers_between_its_regions():
-    assert budget.tree_path(TREE, "ireland", "frankfurt") == ["ireland", "s-i", "frankfurt"]
-    path = budget.tree_path(TREE, "ireland", "sydney")
-    assert path[0] == "ireland" and path[-1] == "sydney" and len(path) > 3
-    assert sum(TREE.link_latency_ms(a, b) for a, b in itertools.pairwise(path)) == pytest.approx(
-        TREE.tree_path_ms("ireland", "sydney")
-    )
+    assert TREE.tree_path("ireland", "frankfurt") == ["ireland", "s-i", "frankfurt"]
+    path = TREE.tree_path("ireland", "sydney")
+    assert path[:2] == ["ireland", "s-i"] and path[-1] == "sydney" and len(path) > 3
 
 
 def test_a_budget_splits_visibility_into_sink_tree_lag_tree_own_and_after_label():

@@ -20,7 +20,6 @@ have ``payload`` and ``visible`` only (the wait for stabilization is their diffe
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,28 +44,12 @@ def since(now: Stages, then: Stages) -> Stages:
     return {key: histogram.minus(then.get(key)) for key, histogram in now.items()}
 
 
-def tree_path(topology: Topology, origin: str, destination: str) -> list[str]:
-    """The tree's nodes from ``origin`` to ``destination``, both included ([] without a tree)."""
-    neighbours = topology.tree_neighbours
-    if origin not in neighbours:
-        return []
-    previous: dict[str, str | None] = {origin: None}
-    queue = deque([origin])
-    while queue:
-        node = queue.popleft()
-        for n in neighbours.get(node, ()):
-            if n not in previous:
-                previous[n] = node
-                queue.append(n)
-    if destination not in previous:
-        return []
-    path = [destination]
-    while (step := previous[path[-1]]) is not None:
-        path.append(step)
-    return path[::-1]
-
-
 Value = Callable[["Budget"], float | None]  # a column of a budget's table
+
+
+def first(*values: float | None) -> float | None:
+    """The first value that is there (a stage per destination, else the stage for all)."""
+    return next((v for v in values if v is not None), None)
 
 
 def less(a: float | None, b: float | None) -> float | None:
@@ -134,7 +117,7 @@ def budgets(topology: Topology, stages: Stages) -> list[Budget]:
         for region in topology.region_names:
             if origin == region:
                 continue
-            path = tree_path(topology, origin, region)
+            path = topology.tree_path(origin, region) if topology.traits.tree else []
             hops = [
                 Hop(a, b, topology.link_latency_ms(a, b), mean(a, origin, f"out:{b}"),
                     mean(b, origin, "label" if b == region else "in"))
@@ -150,7 +133,7 @@ def budgets(topology: Topology, stages: Stages) -> list[Budget]:
                     bulk_lag_ms=topology.region_latency_ms(origin, region),
                     tree_lag_ms=sum(h.lag_ms for h in hops) if hops else None,
                     read_ms=mean(origin, origin, "read"),
-                    sent_ms=mean(origin, origin, f"sent:{region}") or mean(origin, origin, "sent"),
+                    sent_ms=first(mean(origin, origin, f"sent:{region}"), mean(origin, origin, "sent")),
                     label_ms=mean(region, origin, "label") if hops else None,
                     payload_ms=mean(region, origin, "payload"),
                     visible_ms=mean(region, origin, "visible"),

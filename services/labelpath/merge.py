@@ -20,6 +20,7 @@ asked, and the heartbeat sent is the least of what they promised.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Callable
 
@@ -61,9 +62,7 @@ class ShardMerge:
         fresh = [(ts, fields[LABEL]) for ts, fields in entries if ts > self.read_to[k]]
         if fresh:
             src = self.shards[k].gear_id
-            for ts, raw in fresh:
-                if raw[:1] in UPDATE_KINDS:
-                    self.read.at(src, ts)
+            self.read.each((src, ts) for ts, raw in fresh if raw[:1] in UPDATE_KINDS)
             self.held[k].extend(fresh)
             self.read_to[k] = fresh[-1][0]
             self.news.set()
@@ -110,13 +109,8 @@ class ShardMerge:
                 self.ingest(k, entries, entries[-1][0])
 
     async def wait_news(self, stop: asyncio.Event, timeout_s: float) -> None:
-        await runtime.first_or_stop(stop, _until(self.news, timeout_s), None)
+        """Until a tail brings labels, the process stops, or ``timeout_s`` (a heartbeat is due)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                await runtime.first_or_stop(stop, self.news.wait(), None)
         self.news.clear()
-
-
-async def _until(event: asyncio.Event, timeout_s: float) -> None:
-    try:
-        async with asyncio.timeout(max(0.0, timeout_s)):
-            await event.wait()
-    except TimeoutError:
-        pass

@@ -63,23 +63,21 @@ class Stage:
 
     def at(self, src: str, ts: int, now: float | None = None) -> None:
         """One update (its label's src and ts), if it is sampled."""
-        if (ts >> SAMPLE_SHIFT) & SAMPLE_MASK == 0:
+        if sampled(ts):
             self._child(src).observe(max(0.0, (now or time.time()) - ts / 1e6))
 
-    def labels(self, labels: Iterable[saturn_pb2.TreeLabel]) -> None:
-        """The sampled update labels among ``labels`` (one clock reading for all)."""
+    def each(self, updates: Iterable[tuple[str, int]]) -> None:
+        """Every sampled one of ``updates`` ((src, ts) each), with one clock reading for all."""
         now = 0.0
-        for label in labels:
-            ts = label.ts
-            if (ts >> SAMPLE_SHIFT) & SAMPLE_MASK == 0 and label.type == UPDATE:
+        for src, ts in updates:
+            if (ts >> SAMPLE_SHIFT) & SAMPLE_MASK == 0:
                 now = now or time.time()
-                self._child(label.src).observe(max(0.0, now - ts / 1e6))
+                self._child(src).observe(max(0.0, now - ts / 1e6))
+
+    def labels(self, labels: Iterable[saturn_pb2.TreeLabel]) -> None:
+        """The sampled update labels among ``labels``."""
+        self.each((label.src, label.ts) for label in labels if label.type == UPDATE)
 
     def updates(self, updates: Iterable) -> None:
         """The sampled ones of remote updates (``RemoteUpdate``: ts and src)."""
-        now = 0.0
-        for update in updates:
-            ts = update.ts
-            if (ts >> SAMPLE_SHIFT) & SAMPLE_MASK == 0:
-                now = now or time.time()
-                self._child(update.src).observe(max(0.0, now - ts / 1e6))
+        self.each((update.src, update.ts) for update in updates)

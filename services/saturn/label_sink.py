@@ -128,10 +128,9 @@ class LabelSink(LabelPump):
     def observe_sent(self, labels: list[saturn_pb2.TreeLabel]) -> None:
         """The sampled update labels' ages as they leave, per region they go to (stages.py): a
         pair's budget compares its own labels, not all of the origin's."""
-        now = 0.0
+        now = time.time()
         for label in labels:
-            if sampled(label.ts) and label.type == saturn_pb2.TREE_UPDATE:
-                now = now or time.time()
+            if label.type == saturn_pb2.TREE_UPDATE and sampled(label.ts):
                 for region in self.reach(label.type, label.group):
                     self.sent_to[region].at(label.src, label.ts, now)
 
