@@ -28,7 +28,7 @@ from causal_client import CausalClient
 from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, client_op, preload_replicated, write_topology
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
 from loadtest.harness.comparison import mean, rows_of
-from loadtest.harness.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
+from loadtest.harness.cpu import CLIENT_ROLE, CpuByProcess, CpuMeter, by_role, used_between
 from loadtest.harness.experiment import FAILED, PASSED, BenchError, Experiment, Paper
 from loadtest.harness.loop import run_closed_loop
 from loadtest.harness.metrics import scrape_visibility
@@ -154,13 +154,18 @@ def _measure_point(
         for r, region in enumerate(topology.region_names)
         for c in range(settings.clients)
     ]
-    edges: dict[str, tuple] = {}
-
-    def at_edge(edge: str) -> None:
-        edges[edge] = (scrape_visibility(topology), meter.snapshot())
-
-    stats = run_closed_loop(ops, settings.warmup, settings.duration, at_edge)
-    (seen_then, cpu_then), (seen_now, cpu_now) = edges["open"], edges["close"]
+    cpu_at: dict[str, CpuByProcess] = {}
+    # The visibility histograms are read before the clients start and after they stop, not at the
+    # window's edges: a scrape costs every region's metrics process (and this one) up to a second
+    # of CPU under Saturn, which taken inside a 3 s window cost Saturn a quarter of its throughput
+    # and hid the CPU of the window's first seconds. Visibility then counts the warm-up's updates
+    # too, and every update of the window however late it arrives.
+    seen_then = scrape_visibility(topology)
+    stats = run_closed_loop(
+        ops, settings.warmup, settings.duration, lambda edge: cpu_at.update({edge: meter.snapshot()})
+    )
+    seen_now = scrape_visibility(topology)
+    cpu_then, cpu_now = cpu_at["open"], cpu_at["close"]
     remote_updates, over_bulk = extra(topology, seen_now, seen_then)
     visible = merged(seen_now, seen_then)
     cpu = used_between(cpu_then, cpu_now)

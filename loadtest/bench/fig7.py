@@ -32,7 +32,7 @@ from pathlib import Path
 from loadtest.bench import visibility_figure
 from loadtest.bench.synthetic import Buckets, Mix, client_op, preload_replicated, write_topology
 from loadtest.bench.visibility_figure import TOPOLOGIES, Configuration, Figure, PairRow
-from loadtest.harness import budget
+from loadtest.harness import budget, metrics
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides, with_shards
 from loadtest.harness.comparison import (
     extra_by_configuration,
@@ -42,7 +42,6 @@ from loadtest.harness.comparison import (
 from loadtest.harness.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
 from loadtest.harness.experiment import FAILED, PASSED, BenchError, Experiment, Paper
 from loadtest.harness.loop import paced, run_closed_loop
-from loadtest.harness.metrics import scrape_visibility
 from loadtest.harness.options import positive
 from loadtest.harness.plots import PROTOCOL_COLOURS
 from loadtest.harness.report import num, render_table, say, write_rows
@@ -122,16 +121,12 @@ def measure_at_load(
             f"measuring at {share:.0%} of it ({per_client:.1f} ops/s a client) ..."
         )
         rng = random.Random(7)
-        edges: dict[str, dict] = {}
-        stages: dict[str, budget.Stages] = {}
-
-        def at_edge(edge: str) -> None:
-            edges[edge] = scrape_visibility(running)
-            stages[edge] = budget.scrape_stages(running)
-
-        stats = run_closed_loop(
-            [paced(op, per_client, rng) for op in ops], phases.warmup, phases.measured, at_edge
-        )
+        # Read before the clients start and after they stop, not at the window's edges: a scrape
+        # costs each region's metrics process a good part of a second under Saturn, and taken
+        # inside the window it queued the paced load behind it (fig5.py says more).
+        before = metrics.pages(running)
+        stats = run_closed_loop([paced(op, per_client, rng) for op in ops], phases.warmup, phases.measured)
+        after = metrics.pages(running)
         errors = [s.first_error for s in stats if s.first_error]
         load = Load(
             protocol=protocol,
@@ -144,8 +139,10 @@ def measure_at_load(
             first_error=errors[0] if errors else None,
             cpu_us_by_role={role: 1e6 * seconds / done for role, seconds in cpu.items()} if done else {},
         )
-        rows = visibility_figure.rows_for(protocol, running, edges["close"], edges["open"])
-        return load, rows, budget.budgets(running, budget.since(stages["close"], stages["open"]))
+        seen_then, seen_now = (metrics.parsed(texts, metrics.parse_visibility) for texts in (before, after))
+        stages_then, stages_now = (metrics.parsed(texts, budget.parse_stages) for texts in (before, after))
+        rows = visibility_figure.rows_for(protocol, running, seen_now, seen_then)
+        return load, rows, budget.budgets(running, budget.since(stages_now, stages_then))
 
 
 LOAD_COLUMNS = ["protocol", "shards", "clients", "capacity ops/s", "offered ops/s", "measured ops/s"]

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadtest.harness.metrics import parse_histograms, scrape
+from loadtest.harness.metrics import parse_histograms
 from loadtest.harness.plots import plt, save
 from loadtest.harness.report import num, render_table
 from loadtest.harness.stats import Histogram, to_ms
@@ -35,9 +35,10 @@ Key = tuple[str, str, str]  # (node, origin, stage)
 Stages = dict[Key, Histogram]
 
 
-def scrape_stages(topology: Topology) -> Stages:
-    """Every region's stage histograms (a serializer's are served by the region at its site)."""
-    return scrape(topology, lambda text: parse_histograms(text, STAGE_METRIC, ("node", "origin", "stage")))
+def parse_stages(text: str) -> Stages:
+    """The stage histograms in one region's /metrics page (a serializer's are served by the
+    region at its site)."""
+    return parse_histograms(text, STAGE_METRIC, ("node", "origin", "stage"))  # type: ignore[return-value]
 
 
 def since(now: Stages, then: Stages) -> Stages:

@@ -17,12 +17,23 @@ VISIBILITY_METRIC = "causal_visibility_seconds"
 Pair = tuple[str, str]  # (origin region, region where the update became visible)
 
 
+def lines_of(text: str, metric: str) -> str:
+    """The lines of one /metrics page that are about ``metric``. A region's page also holds its
+    label stages' histograms and its serializers' (thousands of lines): parsing all of it at a
+    window's edge took seconds on two loaded cores, so the window's CPU was read late."""
+    return "\n".join(
+        line
+        for line in text.splitlines()
+        if line.startswith(metric) or (line.startswith("#") and line.split(" ", 3)[2:3] == [metric])
+    )
+
+
 def parse_histograms(text: str, metric: str, keys: Sequence[str]) -> dict[tuple[str, ...], Histogram]:
     """The histograms of ``metric`` in one /metrics page, keyed by the values of label ``keys``."""
     buckets: dict[tuple[str, ...], list[tuple[float, float]]] = {}
     sums: dict[tuple[str, ...], float] = {}
     counts: dict[tuple[str, ...], float] = {}
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(lines_of(text, metric) + "\n"):
         if family.name != metric:
             continue
         for sample in family.samples:
@@ -44,14 +55,27 @@ def parse_visibility(text: str) -> dict[Pair, Histogram]:
     return parse_histograms(text, VISIBILITY_METRIC, ("origin", "region"))  # type: ignore[return-value]
 
 
-def scrape(topology: Topology, parse: Callable[[str], dict]) -> dict:
-    """``parse`` applied to every region's /metrics page, merged (each region reports its own)."""
-    snapshot: dict = {}
+def pages(topology: Topology) -> list[str]:
+    """Every region's /metrics page (one read each: several parsers may share them)."""
+    texts = []
     for region in topology.region_names:
         url = topology.metrics_url(region)
         with urllib.request.urlopen(urllib.request.Request(url, headers=http_headers()), timeout=10) as reply:
-            snapshot.update(parse(reply.read().decode()))
+            texts.append(reply.read().decode())
+    return texts
+
+
+def parsed(texts: Sequence[str], parse: Callable[[str], dict]) -> dict:
+    """``parse`` applied to every region's page, merged (each region reports its own)."""
+    snapshot: dict = {}
+    for text in texts:
+        snapshot.update(parse(text))
     return snapshot
+
+
+def scrape(topology: Topology, parse: Callable[[str], dict]) -> dict:
+    """``parse`` applied to every region's /metrics page, merged."""
+    return parsed(pages(topology), parse)
 
 
 def scrape_visibility(topology: Topology) -> dict[Pair, Histogram]:
