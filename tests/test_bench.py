@@ -13,7 +13,8 @@ from prometheus_client import Histogram as PromHistogram
 
 from loadtest.bench.compare import comparison
 from loadtest.harness import registry
-from loadtest.harness.metrics import parse_visibility
+from loadtest.harness.budget import STAGE_METRIC, parse_stages
+from loadtest.harness.metrics import lines_of, parse_visibility
 from loadtest.harness.results import OPS, PhaseResult, ProtocolRun, VisibilityRow
 from loadtest.harness.stats import Histogram, percentile
 from services import metrics
@@ -81,6 +82,26 @@ def test_parses_the_services_visibility_histogram_from_metrics_text():
     assert to_ireland.mean == pytest.approx(0.0425, abs=1e-4)
     assert 0.040 < to_ireland.quantile(0.5) <= 0.045  # inside the (40, 45 ms] bucket
     assert parsed["ireland", "virginia"].count == 1
+
+
+def test_a_page_with_other_histograms_parses_to_each_metrics_own():
+    """A region's page also holds the label stages' histograms (thousands of lines): each parser
+    reads only its metric's lines, and finds all of them."""
+    registry = CollectorRegistry()
+    (family,) = metrics.VISIBILITY.describe()
+    buckets = (0.01, 0.1)
+    visibility = PromHistogram(family.name, "v", ["region", "origin"], buckets=buckets, registry=registry)
+    stage = PromHistogram(STAGE_METRIC, "s", ["node", "origin", "stage"], buckets=buckets, registry=registry)
+    visibility.labels("ireland", "virginia").observe(0.05)
+    for node in ("ireland", "s-i", "s-nv"):
+        stage.labels(node, "virginia", "in").observe(0.005)
+    page = generate_latest(registry).decode()
+
+    assert lines_of(page, family.name).count("\n") < page.count("\n") // 2
+    assert parse_visibility(page)["virginia", "ireland"].count == 1
+    stages = parse_stages(page)
+    assert set(stages) == {(node, "virginia", "in") for node in ("ireland", "s-i", "s-nv")}
+    assert all(h.count == 1 for h in stages.values())
 
 
 def test_bench_runs_end_to_end_on_two_regions(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
