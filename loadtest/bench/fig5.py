@@ -20,6 +20,7 @@ and each figure is the median over the rounds (the machine is shared and noisy).
 from __future__ import annotations
 
 import argparse
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,7 +36,7 @@ from loadtest.harness.metrics import scrape_visibility
 from loadtest.harness.options import positive
 from loadtest.harness.plots import colour, plt, save
 from loadtest.harness.probes import extra, merged
-from loadtest.harness.report import num, publish, render_table, say
+from loadtest.harness.report import cpu_role_table, num, publish, render_table, say
 from loadtest.harness.stats import median_present, to_ms
 from services.topology import Topology
 
@@ -259,7 +260,17 @@ def table(points: list[Point]) -> str:
             ],
         )
     )
+    lines += ["", cpu_role_table("CPU µs per operation at the defaults, by role, median over rounds", [
+        (p, role_medians([x.cpu_us_by_role for x in points if x.protocol == p and x.mix == DEFAULT]))
+        for p in protocols
+    ])]  # fmt: skip
     return "\n".join(lines)
+
+
+def role_medians(by_round: list[dict[str, float]]) -> dict[str, float]:
+    """Each role's median over the rounds that measured it."""
+    roles = {r for cpu in by_round for r in cpu}
+    return {r: statistics.median(cpu[r] for cpu in by_round if r in cpu) for r in roles}
 
 
 def plot(points: list[Point], path: Path) -> None:

@@ -24,7 +24,6 @@ all-replicated group, on the equal-weights tree (ec2-7region-m.toml).
 from __future__ import annotations
 
 import argparse
-import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,12 +38,12 @@ from loadtest.harness.comparison import (
     pair,
     rows_of,
 )
-from loadtest.harness.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
+from loadtest.harness.cpu import CpuMeter, by_role, used_between
 from loadtest.harness.experiment import FAILED, PASSED, BenchError, Experiment, Paper
 from loadtest.harness.loop import paced, run_closed_loop
 from loadtest.harness.options import positive
 from loadtest.harness.plots import PROTOCOL_COLOURS
-from loadtest.harness.report import num, render_table, say, write_rows
+from loadtest.harness.report import cpu_role_table, num, render_table, say, write_rows
 from services.topology import Topology
 
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
@@ -172,22 +171,8 @@ def load_table(loads: list[Load]) -> str:
 
 
 def cpu_table(loads: list[Load]) -> str:
-    """CPU per operation at capacity, by role: on shared cores, a protocol's capacity is the
-    inverse of what its whole path costs."""
-    roles = sorted({r for x in loads for r in x.cpu_us_by_role if r != CLIENT_ROLE})
-    rows = [
-        [
-            x.protocol,
-            num(sum(v for r, v in x.cpu_us_by_role.items() if r != CLIENT_ROLE), 0),
-            *(num(x.cpu_us_by_role.get(r), 0) for r in roles),
-            num(x.cpu_us_by_role.get(CLIENT_ROLE), 0),
-        ]
-        for x in loads
-    ]
-    return render_table(
-        f"CPU µs per operation at capacity, by role ({os.cpu_count()} cores)",
-        ["protocol", "cluster", *roles, CLIENT_ROLE],
-        rows,
+    return cpu_role_table(
+        "CPU µs per operation at capacity, by role", [(x.protocol, x.cpu_us_by_role) for x in loads]
     )
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from loadtest.harness.cpu import by_role, of_region
+from loadtest.harness.cpu import CLIENT_ROLE, by_role, of_region
 from loadtest.harness.results import OP_TITLES, OPS, ProtocolRun, VisibilityRow
 
 
@@ -54,6 +55,27 @@ def render_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([title, line(headers), rule, *(line(r) for r in rows)])
+
+
+def cpu_role_table(title: str, rows: Sequence[tuple[str, Mapping[str, float]]]) -> str:
+    """CPU µs per operation by role, one row per (name, µs by role): on shared cores a
+    protocol's throughput is the inverse of what its whole path costs, and the roles say where.
+    The cluster's total leaves the benchmark's clients out; they have a column of their own
+    where they were measured."""
+    roles = sorted({r for _, cpu in rows for r in cpu if r != CLIENT_ROLE})
+    clients = [CLIENT_ROLE] if any(CLIENT_ROLE in cpu for _, cpu in rows) else []
+    return render_table(
+        f"{title} ({os.cpu_count()} cores)",
+        ["protocol", "cluster", *roles, *clients],
+        [
+            [
+                name,
+                num(sum(v for r, v in cpu.items() if r != CLIENT_ROLE), 0),
+                *(num(cpu.get(r), 0) for r in [*roles, *clients]),
+            ]
+            for name, cpu in rows
+        ],
+    )
 
 
 def visibility_table(title: str, rows: Sequence[VisibilityRow]) -> str:
