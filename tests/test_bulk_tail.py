@@ -8,12 +8,16 @@ import asyncio
 
 import pytest
 import redis
+from helpers.topologies import load_topology
 
 from causal_client import wire
+from causal_client.data import Mutation
+from causal_client.label import Label
 from services.bulk import tail as tail_module
+from services.bulk.sender import Trimmer
 from services.bulk.tail import GearTail
 from services.region import gears
-from services.region.store import Shard
+from services.region.store import RegionStore, Shard
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
@@ -37,8 +41,8 @@ async def take(tail: GearTail, shipper: object, position: int, until: int) -> li
         found = await tail.after(shipper, position, 0.5)
         entries, through = found if found is not None else await tail.catch_up(position)
         assert through >= position, "a tail never goes back"
-        assert all(ts > position for ts, _, _ in entries)
-        seen += [ts for ts, _, _ in entries]
+        assert all(ts > position for ts, *_ in entries)
+        seen += [ts for ts, *_ in entries]
         position = through
     return seen
 
@@ -172,3 +176,36 @@ def test_a_store_that_restarts_is_read_again_where_the_tail_was(tmp_path):
     finally:
         server.kill()
         server.wait(10)
+
+
+def test_the_bulk_stream_keeps_what_the_label_sink_has_not_passed(redis_url: str):
+    """Saturn's labels ride in the bulk entries, and the sink reads them there: the trimmer
+    trims below what every destination acknowledged *and* below the sink's saved cursor, so a
+    restarted sink still finds every label it had not forwarded."""
+    topology = load_topology("demo-3region.toml", protocol="saturn")
+    assert gears.labels_stream(topology.traits) == gears.BULK_STREAM
+
+    async def scenario() -> None:
+        store = RegionStore(topology, "virginia", urls=[redis_url])
+        await store.install()
+        shard = store.shards[0]
+        rows = [[Mutation("all", f"r{i}", [("s", "c", b"v")])] for i in range(6)]
+        made = [(await store.write(Label.zero(), row)).ts for row in rows]
+        trimmer = Trimmer(topology, "virginia", ["ireland"])
+        trimmer.shards = {shard.gear_id: shard}
+        trimmer.positions = {shard.gear_id: {}}
+        trimmer.acked(shard.gear_id, "ireland", made[-1])  # every destination has everything
+        await shard.save_sink_cursor(made[2])  # the sink has passed the first three labels
+        stop = asyncio.Event()
+        trimming = asyncio.create_task(trimmer.run(stop, period_s=0.05))
+        await asyncio.sleep(0.3)
+        left = [ts for ts, _ in await shard.stream_after(gears.BULK_STREAM, 0, 100)]
+        assert left == made[3:], "what the sink has not passed stays"
+        await shard.save_sink_cursor(made[-1])
+        await asyncio.sleep(0.3)
+        stop.set()
+        await trimming
+        assert await shard.stream_after(gears.BULK_STREAM, 0, 100) == []
+        await store.close()
+
+    asyncio.run(scenario())

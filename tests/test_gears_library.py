@@ -26,6 +26,7 @@ from causal_client.errors import (
 )
 from causal_client.label import Label
 from causal_client.transactions import read_args, write_args
+from services.labelpath.sources import labels_of
 from services.region import gears
 from services.region.store import RegionStore
 
@@ -134,9 +135,10 @@ def test_labels_say_when_the_region_applies_outside_the_trees_order(redis_url: s
     async def labels_made(store: RegionStore) -> list[bytes]:
         await store.write(Label.zero(), [mutation("all", "r", ("s", "c", b"v"))])
         await store.migrate(Label.zero(), "ireland")
-        entries = await store.shards[0].stream_after(gears.LABEL_STREAM, 0, 1000)
-        await store.shards[0].trim_stream(gears.LABEL_STREAM, entries[-1][0])
-        return [fields[gears.LABEL_FIELD.encode()].split(b"|", 1)[0] for _, fields in entries]
+        stream = gears.labels_stream(store.topology.traits)  # Saturn's: the bulk stream
+        entries = await store.shards[0].stream_after(stream, 0, 1000)
+        await store.shards[0].trim_stream(stream, entries[-1][0])
+        return [raw.split(b"|", 1)[0] for _, raw in labels_of(entries)]
 
     async def scenario() -> None:
         store = await installed(redis_url)

@@ -15,6 +15,7 @@ from helpers.topologies import load_topology
 
 from causal_client.data import Mutation
 from causal_client.label import Label
+from services.bulk.tail import GearTail, TailLabels
 from services.labelpath.pump import LabelPump
 from services.proto import saturn_pb2
 from services.region.store import RegionStore
@@ -95,12 +96,22 @@ async def pumping(pump: RecordingPump, stop: asyncio.Event) -> asyncio.Task:
     return asyncio.create_task(pump.pump_merged(cursors, stop))
 
 
-def test_labels_of_two_shards_go_once_in_order_and_no_heartbeat_is_passed_by_a_later_label(redis_url: str):
+@pytest.mark.parametrize("reader", ["pump", "bulk tail"])
+def test_labels_of_two_shards_go_once_in_order_and_no_heartbeat_is_passed_by_a_later_label(
+    redis_url: str, reader: str
+):
+    """Read by the pump itself, or from the bulk sender's tails (the sink in the sender's
+    process: one read of the one stream for a write's payload and label)."""
+
     async def scenario() -> None:
         topology, store = two_shard_store(redis_url)
         await store.install()
         pump = RecordingPump(topology, store)
         stop = asyncio.Event()
+        tails = [GearTail(shard, heartbeat_s=0.05) for shard in store.shards]
+        if reader == "bulk tail":
+            pump.sources = [TailLabels(tail) for tail in tails]
+        tailing = [asyncio.create_task(tail.run(stop)) for tail in tails if reader == "bulk tail"]
         task = await pumping(pump, stop)
         by_shard = rows_by_shard(topology)
         rng = random.Random(7)
@@ -116,7 +127,7 @@ def test_labels_of_two_shards_go_once_in_order_and_no_heartbeat_is_passed_by_a_l
                 await asyncio.sleep(rng.choice([0.0005, 0.002, 0.01]))
         await asyncio.sleep(0.5)
         stop.set()
-        await task
+        await asyncio.gather(task, *tailing)
         labels = [ts for kind, ts in pump.out if kind == "label"]
         assert sorted(labels) == sorted(made), "every label goes out exactly once"
         assert labels == sorted(labels), "in ts order across the shards"

@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from services import metrics, runtime
 from services.bulk.receiver import BULK
-from services.bulk.tail import GearTail
+from services.bulk.tail import GearTail, TailLabels
 from services.proto import bulk_pb2
 from services.protocols import protocol_class
 from services.region import gears
@@ -159,7 +159,7 @@ class GearShipper:
             wait_s = max(0.0, last_sent + quiet_s - time.monotonic()) if cursor > sent_through else quiet_s
             found = await self.tail.after(self, cursor, wait_s)
             entries, through = found if found is not None else await self.tail.catch_up(cursor)
-            mine = [(ts, payload) for ts, group, payload in entries if self.wants(group)]
+            mine = [(ts, payload) for ts, group, payload, _ in entries if self.wants(group)]
             due = through > sent_through and time.monotonic() - last_sent >= quiet_s
             cursor = through
             if not mine and not due:
@@ -178,12 +178,15 @@ class GearShipper:
 
 
 class Trimmer:
-    """Trims each gear's stream below what every destination has acknowledged."""
+    """Trims each gear's stream below what every destination has acknowledged, and, where the
+    label sink reads the bulk stream (``gears.labels_stream``), below the sink's saved cursor:
+    a restarted sink resends from there."""
 
     def __init__(self, topology: Topology, region: str, destinations: list[str]):
         self.destinations = set(destinations)
         self.positions: dict[str, dict[str, int]] = {g: {} for g in topology.gear_ids(region)}
         self.shards = {shard.gear_id: shard for shard in region_shards(topology, region)}
+        self.sink_reads_here = gears.labels_stream(topology.traits) == gears.BULK_STREAM
 
     def acked(self, gear: str, destination: str, ts: int) -> None:
         known = self.positions[gear]
@@ -196,13 +199,15 @@ class Trimmer:
             for gear, known in self.positions.items():
                 if set(known) != self.destinations:
                     continue  # a destination has not told us its position yet
-                floor = min(known.values())
-                if floor > trimmed.get(gear, 0):
-                    try:
-                        await self.shards[gear].trim_stream(gears.BULK_STREAM, floor)
+                shard = self.shards[gear]
+                try:
+                    sink = [await shard.sink_cursor()] if self.sink_reads_here else []
+                    floor = min([*known.values(), *sink], default=0)
+                    if floor > trimmed.get(gear, 0):
+                        await shard.trim_stream(gears.BULK_STREAM, floor)
                         trimmed[gear] = floor
-                    except (RedisError, OSError) as exc:
-                        log.warning("trim %s: %s", gear, exc)
+                except (RedisError, OSError) as exc:
+                    log.warning("trim %s: %s", gear, exc)
 
 
 def _encode_batches(batches: list[bulk_pb2.PayloadBatch]) -> list[bytes]:
@@ -233,7 +238,8 @@ async def serve(topology: Topology, region: str, index: int, stop: asyncio.Event
     log.info("bulk sender %s → %s", region, ", ".join(destinations) or "(nobody)")
     work = [trimmer.run(stop), *(t.run(stop) for t in tails), *(s.run(stop) for s in shippers)]
     if topology.traits.tree and topology.saturn.sink_in_bulk_sender:
-        work.append(LabelSink(topology, region).run(stop))  # one loop for both streams (tuning.py)
+        # One loop for both (tuning.py), and one read: the sink takes the labels from the tails.
+        work.append(LabelSink(topology, region, [TailLabels(tail) for tail in tails]).run(stop))
     await asyncio.gather(*work)
 
 

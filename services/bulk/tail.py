@@ -24,18 +24,20 @@ from collections.abc import Callable
 from redis.exceptions import RedisError
 
 from services import runtime
+from services.labelpath.sources import LabelEntry, StreamLabels
 from services.region import gears
 from services.region.store import Shard
 
 log = logging.getLogger("bulk-tail")
 
-GROUP, PAYLOAD = gears.GROUP_FIELD.encode(), gears.PAYLOAD_FIELD.encode()  # a bulk entry's fields
+# A bulk entry's fields (a label-only entry has no payload, and a group no region is sent: write.lua)
+GROUP, PAYLOAD, LABEL = (f.encode() for f in (gears.GROUP_FIELD, gears.PAYLOAD_FIELD, gears.LABEL_FIELD))
 READ_COUNT = 512  # stream entries per read at most
 HELD_MAX = 50_000  # entries kept in memory at most (beyond: the slowest shipper reads Redis)
 IDLE_BLOCK_S = 0.5  # without heartbeats: how long a read of an idle stream blocks
 STORE_RETRY_S = 0.2  # after a store error (its Redis restarting), the next read
 
-Entry = tuple[int, bytes, bytes]  # (ts, group, payload)
+Entry = tuple[int, bytes, bytes, bytes]  # (ts, group, payload, label): b"" where the entry has none
 
 
 class GearTail:
@@ -80,7 +82,7 @@ class GearTail:
                 continue
             for ts, fields in raw:
                 self.ts.append(ts)
-                self.entries.append((ts, fields[GROUP], fields[PAYLOAD]))
+                self.entries.append(_entry(ts, fields))
             self.through = max(self.through, through)
             self._let_go()
             async with self.changed:
@@ -130,8 +132,30 @@ class GearTail:
         the floor rose, so it was in Redis when this read ran."""
         floor = self.floor
         raw = await self.shard.stream_after(gears.BULK_STREAM, position, READ_COUNT)
-        entries = [(ts, fields[GROUP], fields[PAYLOAD]) for ts, fields in raw]
+        entries = [_entry(ts, fields) for ts, fields in raw]
         through = entries[-1][0] if entries else position
         if len(entries) < READ_COUNT:
             through = max(through, floor)
         return entries, through
+
+
+def _entry(ts: int, fields: dict[bytes, bytes]) -> Entry:
+    return ts, fields[GROUP], fields.get(PAYLOAD, b""), fields.get(LABEL, b"")
+
+
+class TailLabels:
+    """A shard's labels as its ``GearTail`` reads them (the label sink in the bulk sender's
+    process, under ``gears.labels_stream``'s one stream): the sink is one more reader of the
+    tail, so a write costs the process one read for its payload and its label together."""
+
+    def __init__(self, tail: GearTail) -> None:
+        self.tail = tail
+        self.own = StreamLabels(tail.shard, gears.BULK_STREAM)  # heartbeats, in one round trip
+
+    async def labels_after(self, after_ts: int, block_s: float) -> tuple[list[LabelEntry], int]:
+        found = await self.tail.after(self, after_ts, block_s)
+        entries, through = found if found is not None else await self.tail.catch_up(after_ts)
+        return [(ts, label) for ts, _, _, label in entries if label], through
+
+    async def heartbeat_after(self, after_ts: int) -> tuple[int, list[LabelEntry]]:
+        return await self.own.heartbeat_after(after_ts)

@@ -25,15 +25,13 @@ from collections import deque
 from collections.abc import Callable
 
 from services import runtime
+from services.labelpath.sources import LabelEntry, LabelSource
 from services.labelpath.stages import Stage
 from services.proto import saturn_pb2
-from services.region import gears
 from services.region.store import Shard
 
 MERGE_TICK_S = 0.001  # the shards behind held labels are asked once this often at most
 TAIL_BLOCK_S = 1.0  # a tail's blocking read returns this often when its shard is idle
-READ_COUNT = 1000
-LABEL = gears.LABEL_FIELD.encode()  # a label entry's field
 UPDATE_KINDS = (b"u", b"U", b"t", b"T")  # an update's label entry starts so (pump.parse_entry)
 
 Parse = Callable[[bytes], saturn_pb2.TreeLabel]
@@ -46,8 +44,10 @@ class ShardMerge:
     ``read_to[k]``: the last entry read from shard k; ``known[k]``: shard k makes no new label at
     or below it (never below ``read_to[k]``); ``held[k]``: labels read and not yet sent."""
 
-    def __init__(self, shards: list[Shard], cursors: list[int], parse: Parse, read: Stage) -> None:
+    def __init__(self, shards: list[Shard], sources: list[LabelSource], cursors: list[int], parse: Parse,
+                 read: Stage) -> None:  # fmt: skip
         self.shards = shards
+        self.sources = sources  # where each shard's labels are read (sources.py)
         self.read = read  # where the time a label is read is observed (stages.py)
         self.cursors = cursors
         self.parse = parse
@@ -56,17 +56,19 @@ class ShardMerge:
         self.held: list[deque[tuple[int, bytes]]] = [deque() for _ in shards]
         self.news = asyncio.Event()
 
-    def ingest(self, k: int, entries: list[tuple[int, dict[bytes, bytes]]], covered: int) -> None:
-        """Entries read from shard k (a blocking read's or a heartbeat's: the two may overlap)
+    def ingest(self, k: int, labels: list[LabelEntry], covered: int) -> None:
+        """Labels read from shard k (a blocking read's or a heartbeat's: the two may overlap)
         and the time they cover."""
-        fresh = [(ts, fields[LABEL]) for ts, fields in entries if ts > self.read_to[k]]
+        fresh = [(ts, raw) for ts, raw in labels if ts > self.read_to[k]]
         if fresh:
             src = self.shards[k].gear_id
             self.read.each((src, ts) for ts, raw in fresh if raw[:1] in UPDATE_KINDS)
             self.held[k].extend(fresh)
-            self.read_to[k] = fresh[-1][0]
             self.news.set()
-        self.known[k] = max(self.known[k], covered, self.read_to[k])
+        # Nothing unread is left at or below what was covered (entries without a label included):
+        # the next read starts after it.
+        self.read_to[k] = max(self.read_to[k], covered, fresh[-1][0] if fresh else 0)
+        self.known[k] = max(self.known[k], self.read_to[k])
 
     def stable(self) -> int:
         return min(self.known)
@@ -93,20 +95,18 @@ class ShardMerge:
 
     async def ask(self, shards: list[int]) -> None:
         """A heartbeat of each of ``shards``, with the entries it covers, in one round trip each."""
-        replies = await asyncio.gather(
-            *(self.shards[k].heartbeat_after(gears.LABEL_STREAM, self.read_to[k], READ_COUNT) for k in shards)
-        )
-        for k, (covered, entries) in zip(shards, replies, strict=True):
-            self.ingest(k, entries, covered)
+        replies = await asyncio.gather(*(self.sources[k].heartbeat_after(self.read_to[k]) for k in shards))
+        for k, (covered, labels) in zip(shards, replies, strict=True):
+            self.ingest(k, labels, covered)
 
     async def tail(self, k: int, stop: asyncio.Event) -> None:
         """Shard k's stream as it grows: a blocking read returns every label written since the
         last one (an entry's ts covers its shard up to it: a gear's labels only grow)."""
-        shard, stream = self.shards[k], gears.LABEL_STREAM
+        source = self.sources[k]
         while not stop.is_set():
-            entries = await shard.stream_after(stream, self.read_to[k], READ_COUNT, block_s=TAIL_BLOCK_S)
-            if entries:
-                self.ingest(k, entries, entries[-1][0])
+            labels, covered = await source.labels_after(self.read_to[k], TAIL_BLOCK_S)
+            if labels or covered > self.read_to[k]:
+                self.ingest(k, labels, covered)
 
     async def wait_news(self, stop: asyncio.Event, timeout_s: float) -> None:
         """Until a tail brings labels, the process stops, or ``timeout_s`` (a heartbeat is due)."""

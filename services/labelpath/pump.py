@@ -1,7 +1,9 @@
 """The label pump that Saturn's label sink and C3's sender share: it streams a region's labels in
 timestamp order to whatever a subclass sends them through.
 
-Gears append every label to their shard's ``labels`` stream inside the write script. With one
+Gears append every label to a stream of their shard inside the write script (Saturn's ride in the
+bulk entries, C3's have a stream of their own: ``gears.labels_stream``; where they are read:
+sources.py). With one
 shard the stream is already in timestamp order and the pump forwards it as it grows. With several
 shards it merges them: every tick it asks each gear for a heartbeat (a time below which that gear
 will make no new label), and forwards, in (ts, src) order, the labels at or below the smallest.
@@ -23,13 +25,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from redis.exceptions import RedisError
 
 from services import metrics, runtime
-from services.labelpath.merge import LABEL, MERGE_TICK_S, READ_COUNT, ShardMerge
+from services.labelpath.merge import MERGE_TICK_S, ShardMerge
+from services.labelpath.sources import LabelSource, StreamLabels
 from services.labelpath.stages import Stage
 from services.proto import saturn_pb2
 from services.region import gears
@@ -71,16 +74,23 @@ class LabelPump:
     streams trimmed every second (the module's doc); where labels go is a subclass's: the Saturn
     sink's tree link, or C3's direct links (services/c3/sender.py)."""
 
-    def __init__(self, topology: Topology, region: str):
+    def __init__(self, topology: Topology, region: str, sources: Sequence[LabelSource] = ()):
+        """``sources``: where each shard's labels are read (by default, by the pump itself)."""
         self.region = region
         self.topology = topology
         self.sent_through = 0  # the greatest ts sent on (labels and heartbeats)
         self.gears = region_shards(topology, region)
+        self.stream = gears.labels_stream(topology.traits)  # where the gears append labels
+        self.sources = list(sources)
         self.others = tuple(r for r in topology.region_names if r != region)
         self.last_reached = dict.fromkeys(self.others, 0.0)  # region → when a label for it last left
         self.messages_sent = metrics.LABEL_MESSAGES_SENT.labels(region)
         self.read_stage = Stage(region, "read")
         self.sent_stage = Stage(region, "sent")
+
+    def label_sources(self) -> list[LabelSource]:
+        """Where each shard's labels are read: as given, or by the pump itself."""
+        return self.sources or [StreamLabels(gear, self.stream) for gear in self.gears]
 
     def send(self, labels: list[saturn_pb2.TreeLabel]) -> None:
         """Sends labels read from the streams on, in (ts, src) order."""
@@ -160,27 +170,26 @@ class LabelPump:
         every label written since the last one), with a heartbeat every sink_heartbeat_s even
         when busy (regions that get none of these labels still need to hear that time has passed
         here)."""
-        gear = self.gears[0]
+        (source,) = self.label_sources()
         while not stop.is_set():
-            wait_s = max(0.001, self.heartbeat_in())
-            entries = await gear.stream_after(gears.LABEL_STREAM, cursors[0], READ_COUNT, block_s=wait_s)
+            entries, covered = await source.labels_after(cursors[0], max(0.001, self.heartbeat_in()))
             if entries:
-                labels = [parse_entry(fields[LABEL]) for _, fields in entries]
+                labels = [parse_entry(raw) for _, raw in entries]
                 self.read_stage.labels(labels)
                 self.send(labels)
-                cursors[0] = entries[-1][0]
+            cursors[0] = max(cursors[0], covered)  # (entries without a label cover time too)
             if self.heartbeat_due():  # with the labels written since the read, which it covers
-                stable, late = await self.gears[0].heartbeat_after(gears.LABEL_STREAM, cursors[0], READ_COUNT)
+                stable, late = await source.heartbeat_after(cursors[0])
                 if late:
-                    self.send([parse_entry(fields[LABEL]) for _, fields in late])
-                    cursors[0] = late[-1][0]
+                    self.send([parse_entry(raw) for _, raw in late])
+                cursors[0] = max(cursors[0], stable)
                 self.beat(stable)
 
     async def pump_merged(self, cursors: list[int], stop: asyncio.Event) -> None:
         """Several shards: forward, in (ts, src) order, what every shard has passed (merge.py:
         each shard tailed, a heartbeat asked only of the shards that hold labels back, once a
         tick at most, and of every shard once a heartbeat is due)."""
-        merge = ShardMerge(self.gears, cursors, parse_entry, self.read_stage)
+        merge = ShardMerge(self.gears, self.label_sources(), cursors, parse_entry, self.read_stage)
         tails = [merge.tail(k, stop) for k in range(len(self.gears))]
         await runtime.until_first_ends(self.merging(merge, stop), *tails)  # a store error ends all
 
@@ -217,5 +226,6 @@ class LabelPump:
             for k, (gear, cursor) in enumerate(zip(self.gears, list(cursors), strict=True)):
                 if cursor != saved[k]:  # idle: nothing to save, nothing to trim
                     await gear.save_sink_cursor(cursor)
-                    await gear.trim_stream(gears.LABEL_STREAM, cursor)
+                    if self.stream == gears.LABEL_STREAM:  # (the bulk stream's trimmer keeps
+                        await gear.trim_stream(self.stream, cursor)  # what the sink has not passed)
                     saved[k] = cursor

@@ -1,10 +1,11 @@
 """The gears: a Redis Functions library that every shard's Redis runs, one call per operation.
 
-Generating the label, writing the cells, and appending to the bulk and label streams happen in
-one function so they are atomic (a crash can never leave a write without its payload), and the
-checks a client's call must pass happen there too, before anything is written, so that no
-caller can skip them. Key names, limits and error codes are defined here (and in
-``causal_client``) and handed to the Lua as constants: one definition for both languages.
+Generating the label, writing the cells, and appending the payload and the label
+(``labels_stream``) happen in one function so they are atomic (a crash can never leave a write
+without its payload), and the checks a client's call must pass happen there too, before
+anything is written, so that no caller can skip them. Key names, limits and error codes are
+defined here (and in ``causal_client``) and handed to the Lua as constants: one definition for
+both languages.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from causal_client import wire
 from causal_client.errors import GEAR_ERRORS
 from causal_client.label import MAX_TARGET_BYTES
+from services.traits import Traits
 
 LUA_DIR = Path(__file__).with_name("lua")
 LIBRARY = "saturn"
@@ -38,7 +40,7 @@ POSITION_KEY = "pos"
 WATERMARK_KEY = "wm"  # saturn: origin region → greatest label ts delivered here in Saturn's order
 #                       (on shard 0; other shards keep the greatest ts applied there, for exactly-once)
 CLAIM_PREFIX = "claim:"  # strongly consistent claims decided here (never replicated): key → holder
-SINK_POSITION_KEY = "sink_pos"  # saturn: the label sink's durable cursor in the label stream
+SINK_POSITION_KEY = "sink_pos"  # saturn: the label sink's durable cursor in the stream it reads
 TREE_KEY = "saturn:tree"  # saturn: the tree this region uses, and how far it has moved to it (epochs.py)
 TREE_SEND_FIELD = "send"  # in TREE_KEY: the epoch whose tree the label sink must send on
 TREE_EVENTS = "saturn:tree:events"  # a capped stream, an entry per change of TREE_KEY: the sink blocks on it
@@ -75,6 +77,15 @@ SHARD_KEYS = {
     "STRONG_PREFIX": STRONG_PREFIX, "RED_TOKEN": RED_TOKEN, "RED_LOG": RED_LOG, "RED_PREFIX": RED_PREFIX,
 }  # fmt: skip
 ROW_KEY_PREFIXES = ("d:", "i:", "c:")  # a row's data hash, column index, counter hash (common.lua)
+
+
+def labels_stream(traits: Traits) -> str:
+    """The stream a region's labels are appended to. Under a tree (Saturn) each label rides in
+    its write's bulk entry (a write that ships nothing, and a migration, get an entry of no
+    group): the sink then reads what the bulk sender reads, one entry and one read per write
+    (``labels_in_bulk`` in the gears' settings). C3's labels (attaches among them) keep a stream
+    of their own."""
+    return BULK_STREAM if traits.tree else LABEL_STREAM
 
 
 def shard_key(name: str, tag: str) -> str:

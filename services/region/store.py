@@ -518,6 +518,7 @@ class RegionStore:
             # what the gears do differently by protocol: its traits, never its name
             "emits": int(t.traits.emits_labels), "vectors": int(t.traits.vectors), "attach": t.traits.attach,
             "migration_label": int(t.traits.migration_label),
+            "labels_in_bulk": int(gears.labels_stream(t.traits) == gears.BULK_STREAM),
             "regions": " ".join(t.region_names),
             # the regions that ship something here (share a group with it): Cure's attach waits
             # for no other region, which can have nothing it must show

@@ -14,12 +14,14 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 
 from redis.exceptions import RedisError
 
 from services import metrics, runtime
 from services.labelpath.links import OutgoingLink
 from services.labelpath.pump import STORE_RETRY_S, LabelPump, any_of
+from services.labelpath.sources import LabelSource
 from services.labelpath.stages import Stage, sampled
 from services.proto import saturn_pb2
 from services.saturn import epochs
@@ -33,8 +35,8 @@ TREE_WAIT_S = 5.0  # the tree record is read when it changes (an event wakes the
 class LabelSink(LabelPump):
     """Saturn's label sink: the pump, sending up the tree (and across to a new one, §6.2)."""
 
-    def __init__(self, topology: Topology, region: str):
-        super().__init__(topology, region)
+    def __init__(self, topology: Topology, region: str, sources: Sequence[LabelSource] = ()):
+        super().__init__(topology, region, sources)
         self.link = self.link_on(topology)
         self.link_tasks: list[asyncio.Task] = []
         self.noted_epoch = -1  # the epoch last reported in the tree record

@@ -3,7 +3,8 @@
 -- raises {err = '<CODE> <message>'} (see fail); `guarded` turns it into an error reply.
 -- The region's settings are in CONFIG_KEY (a hash written at start from the topology):
 -- region, gear, shard, shards, protocol, max_value, regions (space-separated, in order), and the
--- protocol's traits (services/traits.py) the gears act on: emits, vectors, attach, migration_label;
+-- protocol's traits (services/traits.py) the gears act on: emits, vectors, attach, migration_label,
+-- labels_in_bulk (a label rides in its write's bulk entry: gears.labels_stream);
 -- GROUPS_KEY maps each group to its replicas (space-separated); GEARS_KEY is every gear's id.
 
 local function fail(code, message) error({err = code .. ' ' .. message}) end

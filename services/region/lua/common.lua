@@ -22,7 +22,7 @@ local function own_ts(cfg, at_least)
   return at_least + (tonumber(cfg.shard) - at_least % shards) % shards
 end
 
--- A label-stream entry's kind: 'u' update, 'm' migration; in capitals while the region's proxy
+-- A label's kind: 'u' update, 'm' migration; in capitals while the region's proxy
 -- has applied remote updates outside the tree's order whose labels have not all reached it yet
 -- (the gear's OUTSIDE_ORDER_FIELD is set, services/saturn/proxy.py): such a label could overtake
 -- the labels of what its client saw, so its receivers wait until it is stable in timestamp order.

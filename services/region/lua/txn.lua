@@ -134,10 +134,9 @@ local function gear_commit(keys, args)
       if not seen[group] then groups[#groups + 1] = group; seen[group] = true end
     end
   end
-  if #shipped > 0 then ship(cfg, ts, cfg.gear, now, groups, shipped, vector) end
-  if cfg.emits == '1' then
-    emit_label(label_kind('u', outside), ts, cfg.gear, all_groups, mutations[1][1] .. '/' .. mutations[1][2])
-  end
+  local label = cfg.emits == '1'
+    and label_text(label_kind('u', outside), ts, cfg.gear, all_groups, mutations[1][1] .. '/' .. mutations[1][2])
+  ship_and_label(cfg, ts, cfg.gear, now, groups, shipped, vector, label)
   redis.call('HSET', GEAR_KEY, 'last_ts', I(ts))
   keep_decision(txid, 'c|' .. I(ts) .. '|' .. cfg.gear)
   return ts

@@ -1,4 +1,4 @@
--- Gear UPDATE (paper Alg. 2): label generation, write, bulk and label stream appends, atomically.
+-- Gear UPDATE (paper Alg. 2): label generation, write, the payload's and label's appends, atomically.
 -- args: api, label (5), atomic ('1'/'0'), n_mutations, then per mutation: group, row, n_ops,
 --       then per op: kind ('s' set, 'd' delete, 'i' increment), column, arg.
 -- Returns the label's ts: an atomic write's one ts; else the last mutation's (each mutation gets
@@ -81,24 +81,45 @@ local function gear_check_write(keys, args)
 end
 
 -- One bulk entry: the label's ts and source, the origin's time, the rows ([group, row, ops]),
--- and under cure the writer's vector. GROUP_FIELD names every group the rows are of.
-local function ship(cfg, ts, src, now, groups, rows, vector)
+-- and under cure the writer's vector. GROUP_FIELD names every group the rows are of. With
+-- `label` (labels_in_bulk: the sink reads the bulk stream) the write's label rides in it.
+local function ship(cfg, ts, src, now, groups, rows, vector, label)
   local body
   if cfg.vectors == '1' then
     body = cmsgpack.pack({ts, src, now, rows, vector})
   else
     body = cmsgpack.pack({ts, src, now, rows})
   end
-  redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, table.concat(groups, ' '), PAYLOAD_FIELD, body)
+  if label then
+    redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, table.concat(groups, ' '), PAYLOAD_FIELD, body,
+      LABEL_FIELD, label)
+  else
+    redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, table.concat(groups, ' '), PAYLOAD_FIELD, body)
+  end
 end
 
--- One label: 'u' for rows of one group, 't' (with the groups) for several (label_sink.py).
-local function emit_label(kind, ts, src, groups, target)
+-- One label's text: 'u' for rows of one group, 't' (with the groups) for several (pump.py).
+local function label_text(kind, ts, src, groups, target)
   if #groups > 1 then
     kind = (kind == 'U') and 'T' or 't'
     target = table.concat(groups, ' ') .. '|' .. target
   end
-  redis.call('XADD', LABEL_STREAM, I(ts) .. '-0', LABEL_FIELD, kind .. '|' .. I(ts) .. '|' .. src .. '|' .. target)
+  return kind .. '|' .. I(ts) .. '|' .. src .. '|' .. target
+end
+
+-- A write's shipping and its label: the label rides in the bulk entry under labels_in_bulk
+-- (one stream, one read for the sink and the bulk sender); a write that ships nothing (its rows
+-- are replicated here only) still has its label, in an entry of no group that no region is sent.
+local function ship_and_label(cfg, ts, src, now, groups, rows, vector, label)
+  local in_bulk = label and cfg.labels_in_bulk == '1'
+  if #rows > 0 then
+    ship(cfg, ts, src, now, groups, rows, vector, in_bulk and label or nil)
+  elseif in_bulk then
+    redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, '', LABEL_FIELD, label)
+  end
+  if label and not in_bulk then
+    redis.call('XADD', LABEL_STREAM, I(ts) .. '-0', LABEL_FIELD, label)
+  end
 end
 
 -- The mutations' writes at ts (and stamp ts), each row's versions folded; returns the row's
@@ -152,15 +173,13 @@ local function gear_write(keys, args)
         if not seen[group] then groups[#groups + 1] = group; seen[group] = true end
       end
     end
-    if #shipped > 0 then ship(cfg, ts, src, now, groups, shipped, vector) end
-    if emits then
-      emit_label(kind, ts, src, all_groups, mutations[1][1] .. '/' .. mutations[1][2])
-    end
+    local label = emits and label_text(kind, ts, src, all_groups, mutations[1][1] .. '/' .. mutations[1][2])
+    ship_and_label(cfg, ts, src, now, groups, shipped, vector, label)
   else
     for m = 1, n do
       local row = write_mutation(cfg, args, mutations[m], ts, vector)
-      if mutations[m][3] then ship(cfg, ts, src, now, {row[1]}, {row}, vector) end
-      if emits then emit_label(kind, ts, src, {row[1]}, row[1] .. '/' .. row[2]) end
+      local label = emits and label_text(kind, ts, src, {row[1]}, row[1] .. '/' .. row[2])
+      ship_and_label(cfg, ts, src, now, {row[1]}, mutations[m][3] and {row} or {}, vector, label)
       if m < n then ts = own_ts(cfg, ts + 1) end
     end
   end
