@@ -14,12 +14,7 @@ local function gear_migrate(keys, args)
   local ts = own_ts(cfg, math.max(client_ts + 1, now_us(), tonumber(last or '0') + 1))
   redis.call('HSET', GEAR_KEY, 'last_ts', I(ts))
   if cfg.emits == '1' then
-    local label = label_kind('m', outside) .. '|' .. I(ts) .. '|' .. cfg.gear .. '|' .. target
-    if cfg.labels_in_bulk == '1' then  -- an entry of no group: no region is sent it (write.lua)
-      redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, '', LABEL_FIELD, label)
-    else
-      redis.call('XADD', LABEL_STREAM, I(ts) .. '-0', LABEL_FIELD, label)
-    end
+    append_label(cfg, ts, label_kind('m', outside) .. '|' .. I(ts) .. '|' .. cfg.gear .. '|' .. target)
   end
   return ts
 end

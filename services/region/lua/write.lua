@@ -90,11 +90,19 @@ local function ship(cfg, ts, src, now, groups, rows, vector, label)
   else
     body = cmsgpack.pack({ts, src, now, rows})
   end
-  if label then
-    redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, table.concat(groups, ' '), PAYLOAD_FIELD, body,
-      LABEL_FIELD, label)
+  local fields = {GROUP_FIELD, table.concat(groups, ' '), PAYLOAD_FIELD, body}
+  if label then fields[5], fields[6] = LABEL_FIELD, label end
+  redis.call('XADD', BULK_STREAM, I(ts) .. '-0', unpack(fields))
+end
+
+-- A label without a payload to ride in (a write that ships nothing: its rows are replicated here
+-- only; a migration's): under labels_in_bulk an entry of no group, which no region is sent, else
+-- an entry of the label stream (C3's).
+local function append_label(cfg, ts, label)
+  if cfg.labels_in_bulk == '1' then
+    redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, '', LABEL_FIELD, label)
   else
-    redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, table.concat(groups, ' '), PAYLOAD_FIELD, body)
+    redis.call('XADD', LABEL_STREAM, I(ts) .. '-0', LABEL_FIELD, label)
   end
 end
 
@@ -107,19 +115,12 @@ local function label_text(kind, ts, src, groups, target)
   return kind .. '|' .. I(ts) .. '|' .. src .. '|' .. target
 end
 
--- A write's shipping and its label: the label rides in the bulk entry under labels_in_bulk
--- (one stream, one read for the sink and the bulk sender); a write that ships nothing (its rows
--- are replicated here only) still has its label, in an entry of no group that no region is sent.
+-- A write's shipping and its label: the label rides in the bulk entry under labels_in_bulk (one
+-- stream, one read for the sink and the bulk sender), else goes on its own (append_label).
 local function ship_and_label(cfg, ts, src, now, groups, rows, vector, label)
-  local in_bulk = label and cfg.labels_in_bulk == '1'
-  if #rows > 0 then
-    ship(cfg, ts, src, now, groups, rows, vector, in_bulk and label or nil)
-  elseif in_bulk then
-    redis.call('XADD', BULK_STREAM, I(ts) .. '-0', GROUP_FIELD, '', LABEL_FIELD, label)
-  end
-  if label and not in_bulk then
-    redis.call('XADD', LABEL_STREAM, I(ts) .. '-0', LABEL_FIELD, label)
-  end
+  local rides = label and #rows > 0 and cfg.labels_in_bulk == '1'
+  if #rows > 0 then ship(cfg, ts, src, now, groups, rows, vector, rides and label or nil) end
+  if label and not rides then append_label(cfg, ts, label) end
 end
 
 -- The mutations' writes at ts (and stamp ts), each row's versions folded; returns the row's
