@@ -270,3 +270,18 @@ def test_resume_bench_times_every_path_and_counts_lost_writes(protocol, capsys):
         assert status == 0 and set(rows.values()) == {"0/2"}
     else:
         assert rows["elsewhere, token, x in flight"] != "0/2"
+
+
+def test_fig8_gives_the_median_over_rounds_and_the_ratio_of_medians():
+    from loadtest.bench import fig8
+
+    def point(protocol: str, ops: float, seen: float, round_: int) -> fig8.Point:
+        return fig8.Point(2, protocol, ops, None, seen, None, 0, {}, round_)
+
+    rounds = [point("eventual", 100, 80, 1), point("saturn", 90, 95, 1),
+              point("eventual", 120, 82, 2), point("saturn", 100, 97, 2),
+              point("eventual", 110, 81, 3), point("saturn", 99, 96, 3)]  # fmt: skip
+    eventual, saturn = fig8.medians(rounds)
+    assert (eventual.ops_per_s, eventual.throughput_ratio, eventual.extra_ms) == (110, 1.0, 0.0)
+    assert saturn.ops_per_s == 99 and saturn.throughput_ratio == 0.9 and saturn.extra_ms == 15
+    assert "median over 3 rounds" in fig8.table(rounds)

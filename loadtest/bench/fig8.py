@@ -202,11 +202,14 @@ def plot(points: list[Point], path: Path) -> None:
             right.plot(xs, [p.extra_ms for p in mine], "o-", label=protocol, color=colour(protocol))
     left.set_ylabel("throughput / eventual")
     right.set_ylabel("extra visibility over eventual (ms)")
+    maxima = sorted({p.max_replicas for p in points})
     for ax in (left, right):
         ax.set_xlabel("maximum replicas of a user's data")
+        ax.set_xticks(maxima)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("Fig. 8: the Facebook workload under the four protocols", fontsize=10)
+    protocols = ", ".join(dict.fromkeys(p.protocol for p in points))
+    fig.suptitle(f"Fig. 8: the Facebook workload ({protocols})", fontsize=10)
     save(fig, path, dpi=120)
 
 
