@@ -65,6 +65,12 @@ class Connection(asyncio.Protocol):
         self._ended = False  # the transport is closing or closed: nothing more is written
         self._on_messages: Callable[[list[bytes]], None] | None = None
 
+    @property
+    def greeted(self) -> bool:
+        """Whether the other end has said anything yet (a server that refuses a client's
+        certificate ends the connection after the TLS handshake without a word)."""
+        return self._handshaken or bool(self._raw)
+
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream protocol's transport has asyncio.Transport's methods (uvloop's is not of its class).

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 
+from causal_client import tls
 from services.transport import handshake
 from services.transport.frames import FrameDecoder, Kind, open_frame
 
@@ -15,10 +16,13 @@ SERVING, NOT_SERVING = b"SERVING", b"NOT_SERVING"
 
 def health(endpoint: str, service: str = "", secret: str | None = None, timeout_s: float = 0.5) -> bool:
     """Whether the link server at ``endpoint`` reports ``service`` SERVING ("" is the process:
-    serving once it listens). Any failure, a port of another kind included, is "not healthy"."""
+    serving once it listens). Any failure, a port of another kind included, is "not healthy".
+    Under the deployment's TLS the check is TLS too (a node's certificate names loopback)."""
     host, port = endpoint.rsplit(":", 1)
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        context = tls.process_context(server=False)
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as raw:
+            sock = raw if context is None else context.wrap_socket(raw, server_hostname=host)
             sock.settimeout(timeout_s)
             received = b""
             while len(received) < handshake.GREETING_BYTES:
@@ -32,6 +36,6 @@ def health(endpoint: str, service: str = "", secret: str | None = None, timeout_
             while chunk := sock.recv(1024):
                 for kind, body in decoder.feed(chunk):
                     return kind == Kind.ACCEPT and body == SERVING
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # ssl.SSLError and tls.TlsError are OSErrors too
         return False
     return False

@@ -1,0 +1,241 @@
+"""TLS with a deployment's own certificates: where they are, the contexts made from them, and
+what a failed handshake means, as a type.
+
+A deployment has its own certificate authority (``services/certs.py`` makes it): every node
+(a region's services and stores, a serializer) has a certificate for the names and addresses it
+is reached by, signed by that CA, and clients have one too. Both ends verify: a client checks
+the server's certificate against the CA and the name it meant to reach; a server asks the client
+for a certificate of the same CA (mutual TLS).
+
+Where the files are comes from the environment, as the deployment's secret does
+(``$SATURN_SECRET``): ``$SATURN_TLS_DIR`` holds ``ca.pem`` and, for each identity, ``NAME.pem``
+and ``NAME.key``; ``$SATURN_TLS_IDENTITY`` names this process's (a node's name; clients use
+``client``, the default). Without ``$SATURN_TLS_DIR`` there is no TLS (the loopback demo).
+
+This module is the standard library only: the client library imports it, and so does every
+service (``causal_client`` never imports ``services``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TLS_DIR_ENV = "SATURN_TLS_DIR"
+IDENTITY_ENV = "SATURN_TLS_IDENTITY"
+CLIENT_IDENTITY = "client"
+CA_FILE = "ca.pem"
+HANDSHAKE_TIMEOUT_S = 5.0  # a peer that does not finish a handshake in this long is not one
+
+
+class TlsError(ConnectionError):
+    """A TLS connection could not be made; the subclass names why, the message where."""
+
+
+class TlsMisconfigured(TlsError):
+    """This side's certificates are missing or unreadable (a path, a key that does not match)."""
+
+
+class UnknownAuthority(TlsError):
+    """A certificate was not signed by the deployment's CA (the peer's, or ours as the peer saw it)."""
+
+
+class CertificateExpired(TlsError):
+    """A certificate's validity ended (the peer's, or ours as the peer saw it)."""
+
+
+class CertificateNotYetValid(TlsError):
+    """A certificate's validity has not begun (a clock behind, or a certificate dated ahead)."""
+
+
+class WrongServerName(TlsError):
+    """The server's certificate is valid but for another name: not the node meant."""
+
+
+class PlaintextPeer(TlsError):
+    """The other end does not speak TLS (a plaintext server at a TLS client, or the reverse)."""
+
+
+class CertificateRefused(UnknownAuthority):
+    """The server ended the connection after the handshake: it did not accept our certificate,
+    whose dates are fine (so most likely not of its CA)."""
+
+
+class CertificateRequired(TlsError):
+    """The server asked for a client certificate and got none it accepts."""
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """One identity's certificate and key, and the deployment's CA (PEM files)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+    identity: str
+
+    @classmethod
+    def of(cls, directory: str | Path, identity: str = CLIENT_IDENTITY) -> TlsFiles:
+        """The files of ``identity`` in ``directory``; raises TlsMisconfigured if one is missing."""
+        folder = Path(directory)
+        files = cls(folder / CA_FILE, folder / f"{identity}.pem", folder / f"{identity}.key", identity)
+        missing = [str(p) for p in (files.ca, files.cert, files.key) if not p.is_file()]
+        if missing:
+            raise TlsMisconfigured(f"TLS identity {identity!r}: missing {', '.join(missing)}")
+        return files
+
+    def pem(self) -> tuple[bytes, bytes, bytes]:
+        """(CA, certificate, key) as bytes, for gRPC's credentials."""
+        return self.ca.read_bytes(), self.cert.read_bytes(), self.key.read_bytes()
+
+
+def from_env(environ: os._Environ[str] | dict[str, str] | None = None) -> TlsFiles | None:
+    """This process's TLS files, or None when the deployment runs without TLS."""
+    env = os.environ if environ is None else environ
+    directory = env.get(TLS_DIR_ENV)
+    if not directory:
+        return None
+    return TlsFiles.of(directory, env.get(IDENTITY_ENV) or CLIENT_IDENTITY)
+
+
+def _context(purpose: ssl.Purpose, files: TlsFiles) -> ssl.SSLContext:
+    protocol = ssl.PROTOCOL_TLS_SERVER if purpose is ssl.Purpose.CLIENT_AUTH else ssl.PROTOCOL_TLS_CLIENT
+    context = ssl.SSLContext(protocol)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_verify_locations(cafile=str(files.ca))
+        context.load_cert_chain(str(files.cert), str(files.key))
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsMisconfigured(f"TLS identity {files.identity!r} ({files.cert}): {exc}") from None
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def server_context(files: TlsFiles) -> ssl.SSLContext:
+    """A server's: presents ``files``' certificate, requires a client certificate of the CA."""
+    return _context(ssl.Purpose.CLIENT_AUTH, files)
+
+
+def client_context(files: TlsFiles) -> ssl.SSLContext:
+    """A client's: verifies the server against the CA and the name asked for (``server_hostname``
+    where it connects), and presents ``files``' certificate when asked."""
+    context = _context(ssl.Purpose.SERVER_AUTH, files)
+    context.check_hostname = True
+    return context
+
+
+@functools.lru_cache(maxsize=16)
+def _cached(server: bool, directory: str, identity: str) -> ssl.SSLContext:
+    files = TlsFiles.of(directory, identity)
+    return server_context(files) if server else client_context(files)
+
+
+def process_files() -> TlsFiles | None:
+    """This process's TLS files (``from_env``), None without TLS."""
+    return from_env()
+
+
+def process_context(server: bool) -> ssl.SSLContext | None:
+    """This process's server or client context, from the environment (made once: certificates
+    rotated on disk are taken up by a restart); None without TLS."""
+    directory = os.environ.get(TLS_DIR_ENV)
+    if not directory:
+        return None
+    return _cached(server, directory, os.environ.get(IDENTITY_ENV) or CLIENT_IDENTITY)
+
+
+# OpenSSL's verification codes (x509_vfy.h) and the alert texts a peer's refusal arrives as.
+_VERIFY_CODES: dict[int, type[TlsError]] = {
+    9: CertificateNotYetValid,  # X509_V_ERR_CERT_NOT_YET_VALID
+    10: CertificateExpired,  # X509_V_ERR_CERT_HAS_EXPIRED
+    18: UnknownAuthority,  # X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT
+    19: UnknownAuthority,  # X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN
+    20: UnknownAuthority,  # X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY
+    21: UnknownAuthority,  # X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE
+    62: WrongServerName,  # X509_V_ERR_HOSTNAME_MISMATCH
+    64: WrongServerName,  # X509_V_ERR_IP_ADDRESS_MISMATCH
+}
+_ALERTS: tuple[tuple[str, type[TlsError], str], ...] = (
+    ("UNKNOWN_CA", UnknownAuthority, "the peer does not know the CA of our certificate"),
+    ("BAD_CERTIFICATE", UnknownAuthority, "the peer refused our certificate"),
+    ("CERTIFICATE_EXPIRED", CertificateExpired, "the peer found our certificate expired"),
+    ("CERTIFICATE_REQUIRED", CertificateRequired, "the server requires a client certificate"),
+    ("PEER_DID_NOT_RETURN_A_CERTIFICATE", CertificateRequired, "the client sent no certificate"),
+    ("WRONG_VERSION_NUMBER", PlaintextPeer, "the peer does not speak TLS"),
+    ("HTTP_REQUEST", PlaintextPeer, "a plaintext HTTP client at a TLS port"),
+    ("RECORD_LAYER_FAILURE", PlaintextPeer, "the peer does not speak TLS"),
+    ("PACKET_LENGTH_TOO_LONG", PlaintextPeer, "the peer does not speak TLS"),
+)
+
+
+def explain(exc: BaseException, where: str) -> TlsError:
+    """The typed error for a failed handshake with ``where`` (an address, a node's name)."""
+    if isinstance(exc, TlsError):
+        return exc
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        kind = _VERIFY_CODES.get(exc.verify_code, UnknownAuthority)
+        return kind(f"TLS with {where}: {exc.verify_message} ({kind.__name__})")
+    text = f"{getattr(exc, 'reason', None) or ''} {exc}".upper()
+    for marker, kind, meaning in _ALERTS:
+        if marker in text:
+            return kind(f"TLS with {where}: {meaning} ({kind.__name__}: {exc})")
+    if isinstance(exc, ssl.SSLError):
+        return TlsError(f"TLS with {where}: {exc}")
+    # The connection ended in the handshake without an alert: a plaintext server closes on the
+    # client's hello, and a server that refused our certificate may close before its alert is read.
+    ended = exc or type(exc).__name__
+    return PlaintextPeer(
+        f"TLS with {where}: the connection ended during the handshake ({ended}): a server without TLS, "
+        "or one that refused our certificate"
+    )
+
+
+def own_certificate_problem(files: TlsFiles, now: float | None = None) -> TlsError | None:
+    """What is wrong with our own certificate's dates, if anything (a peer refuses it silently:
+    a server ends the connection after the handshake without an alert the client can read)."""
+    try:
+        decoded = ssl._ssl._test_decode_cert(str(files.cert))  # type: ignore[attr-defined]
+        start, end = (ssl.cert_time_to_seconds(decoded[k]) for k in ("notBefore", "notAfter"))
+    except (AttributeError, KeyError, OSError, ValueError):
+        return None
+    moment = time.time() if now is None else now
+    if moment > end:
+        return CertificateExpired(f"our certificate ({files.cert}) expired on {decoded['notAfter']}")
+    if moment < start:
+        return CertificateNotYetValid(
+            f"our certificate ({files.cert}) is not valid before {decoded['notBefore']}"
+        )
+    return None
+
+
+def refused_by_peer(where: str) -> TlsError:
+    """The typed error for a server that ended the connection right after the TLS handshake,
+    before its first word: it refused our certificate; its dates say why, else its CA."""
+    files = process_files()
+    problem = own_certificate_problem(files) if files else None
+    if problem is not None:
+        return type(problem)(f"TLS with {where}: the server refused us: {problem}")
+    return CertificateRefused(
+        f"TLS with {where}: the server ended the connection after the handshake: it does not accept our "
+        "certificate (signed by a CA it does not trust?)"
+    )
+
+
+def speaks_tls(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """Whether a TLS server answers at ``host:port`` (its certificate unchecked: only to tell a
+    client without TLS why a server says nothing to it)."""
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    probe.check_hostname = False
+    probe.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as raw, probe.wrap_socket(raw):
+            return True
+    except ssl.SSLError as exc:
+        return "ALERT" in str(exc).upper()  # it answered in TLS: a refusal (our missing certificate)
+    except OSError:
+        return False
