@@ -24,7 +24,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from causal_client import peers, transactions, wire
+from causal_client import peers, tls, transactions, wire
 from causal_client.credentials import CLIENT_USER
 from causal_client.data import Mutation, ReadSpec
 from causal_client.errors import (
@@ -259,6 +259,7 @@ def connect(address: str, password: str | None, timeout: float, single: bool = F
         socket_timeout=timeout,
         socket_connect_timeout=min(timeout, 5.0), retry=Retry(NoBackoff(), 0),
         health_check_interval=IDLE_CHECK_S, single_connection_client=single, **NO_SETINFO,
+        **tls.redis_options(),  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -400,6 +401,8 @@ def _describe_at(address: str, shard: int, password: str | None, timeout: float,
     except (ServerError, RegionUnavailable) as exc:
         if not first or isinstance(exc, _OutOfReach):
             raise
+        if (tls_failure := _tls_failure(address, exc)) is not None:
+            raise tls_failure from exc
         probed = peers.probe(address)
         if not probed or probed[:1] in b"*+-$:":  # nothing there, or a Redis: the error stands
             raise
@@ -412,6 +415,20 @@ def _describe_at(address: str, shard: int, password: str | None, timeout: float,
     finally:
         if store is not None:
             store.close()
+
+
+def _tls_failure(address: str, exc: Exception) -> tls.TlsError | None:
+    """What TLS has to do with a store that could not be reached, if anything: a TLS port and
+    this client without TLS, or a handshake that failed for a cause its text names."""
+    if tls.process_files() is None:
+        host, _, port = address.rpartition(":")
+        if port.isdigit() and tls.speaks_tls(host, int(port)):
+            return tls.PlaintextPeer(
+                f"store {address} speaks TLS and this client runs without it: give it the deployment's "
+                f"certificates (${tls.TLS_DIR_ENV}, with ca.pem, client.pem and client.key)"
+            )
+        return None
+    return tls.recognise(str(exc), f"store {address}")
 
 
 def _replica_reading(

@@ -23,6 +23,7 @@ import os
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,9 +117,30 @@ def _context(purpose: ssl.Purpose, files: TlsFiles) -> ssl.SSLContext:
     return context
 
 
-def server_context(files: TlsFiles) -> ssl.SSLContext:
-    """A server's: presents ``files``' certificate, requires a client certificate of the CA."""
-    return _context(ssl.Purpose.CLIENT_AUTH, files)
+def server_context(files: TlsFiles, on_failure: Callable[[TlsError], None] | None = None) -> ssl.SSLContext:
+    """A server's: presents ``files``' certificate, requires a client certificate of the CA.
+    ``on_failure`` hears of every handshake that fails, with its cause (asyncio's servers drop
+    those without a word)."""
+    context = _context(ssl.Purpose.CLIENT_AUTH, files)
+    if on_failure is not None:
+        context.sslobject_class = _reporting(on_failure)
+    return context
+
+
+def _reporting(on_failure: Callable[[TlsError], None]) -> type[ssl.SSLObject]:
+    """An SSLObject (what asyncio's and uvloop's TLS run on) that reports a failed handshake."""
+
+    class Reporting(ssl.SSLObject):
+        def do_handshake(self) -> None:
+            try:
+                super().do_handshake()
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                raise
+            except ssl.SSLError as exc:
+                on_failure(explain(exc, "a client"))
+                raise
+
+    return Reporting
 
 
 def client_context(files: TlsFiles) -> ssl.SSLContext:
@@ -160,17 +182,39 @@ _VERIFY_CODES: dict[int, type[TlsError]] = {
     62: WrongServerName,  # X509_V_ERR_HOSTNAME_MISMATCH
     64: WrongServerName,  # X509_V_ERR_IP_ADDRESS_MISMATCH
 }
-_ALERTS: tuple[tuple[str, type[TlsError], str], ...] = (
+# What a failure says of itself, in OpenSSL's words: verification messages (our check of the
+# peer, as a library that wraps the error passes them on) and alerts (the peer's check of us).
+_TEXTS: tuple[tuple[str, type[TlsError], str], ...] = (
+    ("UNABLE TO GET LOCAL ISSUER", UnknownAuthority, "the peer's certificate is not of our CA"),
+    ("SELF-SIGNED CERTIFICATE", UnknownAuthority, "the peer's certificate is not of our CA"),
+    ("CERTIFICATE HAS EXPIRED", CertificateExpired, "the peer's certificate has expired"),
+    ("CERTIFICATE IS NOT YET VALID", CertificateNotYetValid, "the peer's certificate is not yet valid"),
+    ("HOSTNAME MISMATCH", WrongServerName, "the peer's certificate is for another name"),
+    ("IP ADDRESS MISMATCH", WrongServerName, "the peer's certificate is for another address"),
     ("UNKNOWN_CA", UnknownAuthority, "the peer does not know the CA of our certificate"),
+    ("UNKNOWN CA", UnknownAuthority, "the peer does not know the CA of our certificate"),
     ("BAD_CERTIFICATE", UnknownAuthority, "the peer refused our certificate"),
     ("CERTIFICATE_EXPIRED", CertificateExpired, "the peer found our certificate expired"),
+    ("CERTIFICATE EXPIRED", CertificateExpired, "the peer found our certificate expired"),
     ("CERTIFICATE_REQUIRED", CertificateRequired, "the server requires a client certificate"),
+    ("CERTIFICATE REQUIRED", CertificateRequired, "the server requires a client certificate"),
     ("PEER_DID_NOT_RETURN_A_CERTIFICATE", CertificateRequired, "the client sent no certificate"),
     ("WRONG_VERSION_NUMBER", PlaintextPeer, "the peer does not speak TLS"),
+    ("WRONG VERSION NUMBER", PlaintextPeer, "the peer does not speak TLS"),
     ("HTTP_REQUEST", PlaintextPeer, "a plaintext HTTP client at a TLS port"),
     ("RECORD_LAYER_FAILURE", PlaintextPeer, "the peer does not speak TLS"),
+    ("RECORD LAYER FAILURE", PlaintextPeer, "the peer does not speak TLS"),
     ("PACKET_LENGTH_TOO_LONG", PlaintextPeer, "the peer does not speak TLS"),
 )
+
+
+def recognise(text: str, where: str) -> TlsError | None:
+    """The typed error a failure's text names (a library's wrapping of an SSL error), if any."""
+    upper = text.upper()
+    for marker, kind, meaning in _TEXTS:
+        if marker in upper:
+            return kind(f"TLS with {where}: {meaning} ({kind.__name__}: {text})")
+    return None
 
 
 def explain(exc: BaseException, where: str) -> TlsError:
@@ -180,10 +224,9 @@ def explain(exc: BaseException, where: str) -> TlsError:
     if isinstance(exc, ssl.SSLCertVerificationError):
         kind = _VERIFY_CODES.get(exc.verify_code, UnknownAuthority)
         return kind(f"TLS with {where}: {exc.verify_message} ({kind.__name__})")
-    text = f"{getattr(exc, 'reason', None) or ''} {exc}".upper()
-    for marker, kind, meaning in _ALERTS:
-        if marker in text:
-            return kind(f"TLS with {where}: {meaning} ({kind.__name__}: {exc})")
+    found = recognise(f"{getattr(exc, 'reason', None) or ''} {exc}", where)
+    if found is not None:
+        return found
     if isinstance(exc, ssl.SSLError):
         return TlsError(f"TLS with {where}: {exc}")
     # The connection ended in the handshake without an alert: a plaintext server closes on the
@@ -193,6 +236,31 @@ def explain(exc: BaseException, where: str) -> TlsError:
         f"TLS with {where}: the connection ended during the handshake ({ended}): a server without TLS, "
         "or one that refused our certificate"
     )
+
+
+def redis_options(for_url: bool = False) -> dict[str, str | bool]:
+    """redis-py's options for this process's TLS ({} without): a client built from a host and a
+    port needs ``ssl``; one built from a URL has it from the scheme (``rediss://``, which the
+    topology's URLs take under TLS) and takes the rest."""
+    files = process_files()
+    if files is None:
+        return {}
+    options: dict[str, str | bool] = {
+        "ssl_ca_certs": str(files.ca), "ssl_certfile": str(files.cert), "ssl_keyfile": str(files.key),
+        "ssl_cert_reqs": "required", "ssl_check_hostname": True,
+    }  # fmt: skip
+    return options if for_url else {"ssl": True, **options}
+
+
+def redis_url_options(url: str) -> dict[str, str | bool]:
+    """What redis-py's ``from_url(url, ...)`` needs besides the URL: the certificates for a
+    ``rediss://`` one."""
+    return redis_options(for_url=True) if url.startswith("rediss:") else {}
+
+
+def redis_scheme() -> str:
+    """A store's URL scheme in this process: rediss under TLS."""
+    return "rediss" if os.environ.get(TLS_DIR_ENV) else "redis"
 
 
 def own_certificate_problem(files: TlsFiles, now: float | None = None) -> TlsError | None:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
+from causal_client.tls import CA_FILE
 from services import auth
 from services.probes import READY_HEALTH, grpc_serving, http_ok, link_serving, redis_ping
 from services.topology import Topology
@@ -27,6 +28,7 @@ class Layout:
     redis_server: str  # the redis-server binary
     redis_module: str  # the stores' gateway module (services/region/calls_module.py)
     django_secret_key: str | None = None  # None: the process's environment has DJANGO_SECRET_KEY
+    tls_dir: PurePath | None = None  # the deployment's certificates (services/certs.py); None: no TLS
 
 
 @dataclass
@@ -217,14 +219,31 @@ def _redis(
             lines.append(auth.client_user_acl())
             if t.store.engine == "cluster":
                 lines.append(f'masterauth "{_quoted(secret)}"')  # a replica logs in to its master
+    if layout.tls_dir is not None:
+        lines += _tls_lines(layout.tls_dir, region, cluster=store is not None and t.store.engine == "cluster")
     files = {str(path): "".join(f"{line}\n" for line in lines)} if lines else {}
+    ports = ["--port", "0", "--tls-port", str(port)] if layout.tls_dir is not None else ["--port", str(port)]
     argv = [
-        layout.redis_server, *([str(path)] if lines else []), "--port", str(port),
+        layout.redis_server, *([str(path)] if lines else []), *ports,
         "--bind", t.bind_host(region),
         "--protected-mode", "no", "--daemonize", "no", "--dir", str(layout.data_dir / data), "--save", "",
         "--appendonly", "yes", "--appendfsync", t.appendfsync,
     ]  # fmt: skip
     return ProcessSpec(name, argv, "redis", port, region, files=files)
+
+
+def _tls_lines(tls_dir: PurePath, node: str, cluster: bool) -> list[str]:
+    """TLS only, with the node's certificate: clients must present one of the deployment's CA
+    (every service and client has one, services/certs.py), and so must a replica to its master
+    and the cluster bus's peers."""
+    lines = [
+        f'tls-cert-file "{_quoted(str(tls_dir / f"{node}.pem"))}"',
+        f'tls-key-file "{_quoted(str(tls_dir / f"{node}.key"))}"',
+        f'tls-ca-cert-file "{_quoted(str(tls_dir / CA_FILE))}"',
+        "tls-auth-clients yes",
+        "tls-replication yes",
+    ]
+    return [*lines, "tls-cluster yes"] if cluster else lines
 
 
 # What Redis accepts as a cluster node's hostname (cluster-announce-hostname).

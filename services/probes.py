@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import sys
 import urllib.request
 
@@ -20,10 +21,19 @@ SECRET_ENV = "SATURN_SECRET"  # causal_client.errors.SECRET_ENV, not imported: i
 READY_HEALTH = "proxy"
 
 
+def tls_context() -> ssl.SSLContext | None:
+    """This process's TLS client context (causal_client/tls.py), None without TLS."""
+    from causal_client.tls import process_context  # the standard library only: fast to import
+
+    return process_context(server=False)
+
+
 def redis_ping(host: str, port: int | None, password: str | None = None) -> bool:
     """PING (after AUTH with the password, if any) answers PONG: up, and its data loaded."""
     try:
-        with socket.create_connection((host, port), timeout=0.5) as sock:
+        context = tls_context()
+        with socket.create_connection((host, port), timeout=0.5) as raw:
+            sock = raw if context is None else context.wrap_socket(raw, server_hostname=host)
             if password:
                 secret = password.encode()
                 sock.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(secret), secret))
@@ -37,7 +47,8 @@ def redis_ping(host: str, port: int | None, password: str | None = None) -> bool
 
 def http_ok(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2) as reply:
+        context = tls_context() if url.startswith("https:") else None
+        with urllib.request.urlopen(url, timeout=2, context=context) as reply:
             return reply.status == 200
     except (OSError, ValueError):
         return False

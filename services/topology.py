@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from causal_client.tls import redis_scheme
 from causal_client.wire import shard_of, shard_tag
 from services.auth import redis_credentials
 from services.topology_parts import (
@@ -61,6 +62,11 @@ class Topology(StrictModel):
     bind: str | None = Field(default=None, pattern=HOST_PATTERN)
     base_port: int = Field(default=7100, ge=1024, le=60000)
     max_value_bytes: int = Field(default=1 << 20, ge=1, le=64 << 20)
+    # Every connection under TLS with the deployment's own certificates (causal_client/tls.py;
+    # made by the launcher and the compose generator, services/certs.py).
+    tls: bool = False
+    # Services may listen beyond loopback without TLS: said in so many words, logged at every start.
+    insecure: bool = False
     # Redis's AOF fsync policy for every store and broker: "always" loses no acknowledged write
     # when a store is killed; "everysec" (Redis's advice for speed) up to a second of them.
     appendfsync: Literal["always", "everysec", "no"] = "always"
@@ -397,7 +403,9 @@ class Topology(StrictModel):
         return f"http://{self.node_host(region)}:{self.web_port(region)}"
 
     def broker_url(self, region: str) -> str:
-        return f"redis://{redis_credentials()}{self.node_host(region)}:{self.broker_port(region)}/0"
+        return (
+            f"{redis_scheme()}://{redis_credentials()}{self.node_host(region)}:{self.broker_port(region)}/0"
+        )
 
     def metrics_url(self, region: str) -> str:
         return f"http://{self.node_host(region)}:{self.metrics_port(region)}/metrics"
@@ -468,14 +476,14 @@ class Topology(StrictModel):
         """Every Redis process of the region's store, as the services reach them."""
         host = self.node_host(region)
         return [
-            f"redis://{redis_credentials()}{host}:{self.redis_port(region, k)}/0"
+            f"{redis_scheme()}://{redis_credentials()}{host}:{self.redis_port(region, k)}/0"
             for k in range(self.store_nodes(region))
         ]
 
     def redis_url(self, region: str, shard: int = 0) -> str:
         """Where the services reach one of the region's shards (its node: ``shard_node``)."""
         port = self.redis_port(region, self.shard_node(region, shard))
-        return f"redis://{redis_credentials()}{self.node_host(region)}:{port}/0"
+        return f"{redis_scheme()}://{redis_credentials()}{self.node_host(region)}:{port}/0"
 
     # -- the serializer tree (paper §5.3) ----------------------------------------------------
     @cached_property

@@ -26,7 +26,7 @@ from django.conf import settings
 from django.core import signing
 from django.http import HttpRequest
 
-from causal_client import Label
+from causal_client import Label, tls
 from webapp.causal import CausalRequest
 from webapp.context import RegionContext
 
@@ -113,7 +113,12 @@ class Nonces:
         self.broker_url = broker_url
 
     def _call(self, command: str, *args: object):
-        client = redis.Redis.from_url(self.broker_url, socket_timeout=5, socket_connect_timeout=5)
+        client = redis.Redis.from_url(
+            self.broker_url,
+            socket_timeout=5,
+            socket_connect_timeout=5,
+            **tls.redis_url_options(self.broker_url),
+        )
         try:
             return client.execute_command(command, *args)
         except redis.RedisError as exc:

@@ -18,7 +18,7 @@ import time
 
 import redis
 
-from causal_client import CausalError, LabelType, SessionToken
+from causal_client import CausalError, LabelType, SessionToken, tls
 
 log = logging.getLogger("webapp.label_marks")
 
@@ -56,7 +56,7 @@ class LabelMarks:
     _lock = threading.Lock()
 
     def __init__(self, broker_url: str):
-        self.client = redis.Redis.from_url(broker_url, **OPTIONS)
+        self.client = redis.Redis.from_url(broker_url, **OPTIONS, **tls.redis_url_options(broker_url))
         self.paused_until = 0.0
 
     @classmethod

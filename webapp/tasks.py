@@ -14,6 +14,7 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
+from causal_client import tls
 from causal_client.errors import retryable_errors
 from webapp import fanout
 from webapp.context import current
@@ -29,6 +30,9 @@ app.conf.update(
     task_acks_late=True,  # a worker that dies mid-task leaves it to another: writes are idempotent
     worker_prefetch_multiplier=1,
     worker_hijack_root_logger=False,
+    # Under the deployment's TLS the brokers' URLs are rediss:// (without these, kombu would not
+    # check the broker's certificate at all).
+    broker_use_ssl=tls.redis_options(for_url=True) or None,
 )
 
 

@@ -95,7 +95,9 @@ class GearShipper:
             self.site, self.topology.bulk_endpoint(self.destination), "ship"
         )
         hello = bulk_pb2.Hello(origin_gear=self.gear, origin_region=self.region)
-        connection, answer = await open_link(endpoint, BULK, hello.SerializeToString())
+        connection, answer = await open_link(
+            endpoint, BULK, hello.SerializeToString(), server_name=self.destination
+        )
         try:
             start = bulk_pb2.Position.FromString(answer)
             self.connected_at = time.monotonic()

@@ -35,7 +35,7 @@ from services.topology import Topology
 from services.transport.client import open_link
 from services.transport.connection import Connection
 from services.transport.delayed import DelayedWrites
-from services.transport.errors import LinkClosed, LinkError
+from services.transport.errors import LINK_FAILURES, LinkClosed
 from services.tuning import SaturnTuning
 from services.wan import Link
 
@@ -177,7 +177,7 @@ class OutgoingLink:
             try:
                 await runtime.unless_stopped(stop, self._stream(stop))
                 backoff.reset()
-            except LinkError as exc:
+            except LINK_FAILURES as exc:
                 if self.retired:
                     log.info("%s → %s: the tree of epoch %d is gone", self.node, self.neighbour, self.epoch)
                     return
@@ -202,7 +202,9 @@ class OutgoingLink:
         one moment goes as one message."""
         hello = saturn_pb2.Hello(node=self.node, epoch=self.epoch, resumable=self.resumable,
                                  incarnation=self.incarnation)  # fmt: skip
-        connection, answer = await open_link(self.endpoint, TREE, hello.SerializeToString())
+        connection, answer = await open_link(
+            self.endpoint, TREE, hello.SerializeToString(), server_name=self.neighbour
+        )
         try:
             if self.resumable:
                 self._resume_after(saturn_pb2.LinkAccepted.FromString(answer).last_seq)

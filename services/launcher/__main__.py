@@ -37,6 +37,8 @@ def _load(args: argparse.Namespace) -> Topology:
         overrides["base_port"] = args.base_port
     if args.protocol:
         overrides["protocol"] = args.protocol
+    if getattr(args, "tls", False):
+        overrides["tls"] = True
     if overrides:
         topology = Topology.from_dict({**topology.model_dump(), **overrides}, source=topology.source)
     return topology
@@ -171,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         "--web", action="store_true", help="also the web app: per region gunicorn, a Celery worker and broker"
     )
     up.add_argument("--fresh", action="store_true", help="discard the stores' data from an earlier run")
+    up.add_argument(
+        "--tls", action="store_true", help="every connection over TLS, with certificates made in RUN_DIR/tls"
+    )
     sub.add_parser("status", help="report the processes of the running topology")
     sub.add_parser("down", help="stop the running topology")
     reconf = sub.add_parser(

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from redis.exceptions import RedisError
 
-from services import auth, plan
+from causal_client import tls
+from services import auth, certs, plan
 from services.launcher import spawner, store_cluster
 from services.launcher.redis_binary import find_redis_server
 from services.launcher.supervisor import Supervisor
@@ -75,6 +76,7 @@ class Cluster:
         self.specs: dict[str, ProcessSpec] = {}
         self.held: set[str] = set()  # stopped on purpose: not restarted by the supervisor
         self.supervisor: Supervisor | None = None
+        self._outer_tls: dict[str, str | None] = {}  # this process's TLS settings before start
         self._lock = threading.RLock()  # the processes, between callers and the supervisor
 
     # -- plan --------------------------------------------------------------------------------
@@ -88,6 +90,7 @@ class Cluster:
         return plan.Layout(
             python=sys.executable, topology_file=self.topology_file, data_dir=self.data_dir,
             redis_server=find_redis_server(), redis_module=module, django_secret_key=self.secret_key,
+            tls_dir=self.tls_dir if self.topology.tls else None,
         )  # fmt: skip
 
     def plan(self) -> list[ProcessSpec]:
@@ -116,6 +119,43 @@ class Cluster:
         return path.read_text().strip()
 
     @property
+    def tls_dir(self) -> Path:
+        """The deployment's CA and certificates (services/certs.py), kept from one start to the
+        next (``python -m services.certs rotate`` re-issues them)."""
+        return self.run_dir / "tls"
+
+    def _prepare_tls(self) -> None:
+        """Under ``tls``: every certificate there and valid, and this process a client of the
+        deployment (its probes, the store clusters' forming, a test's clients) until it stops."""
+        if not self.topology.tls:
+            return
+        made = certs.ensure(self.tls_dir, self.topology.name, certs.identities_of(self.topology))
+        if made:
+            log.info("TLS: made %s in %s", ", ".join(f"{name} ({why})" for name, why in made), self.tls_dir)
+        self._outer_tls = {k: os.environ.get(k) for k in (tls.TLS_DIR_ENV, tls.IDENTITY_ENV)}
+        os.environ[tls.TLS_DIR_ENV] = str(self.tls_dir)
+        os.environ.pop(tls.IDENTITY_ENV, None)  # this process is a client
+
+    def _restore_tls(self) -> None:
+        for key, value in self._outer_tls.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._outer_tls = {}
+
+    def _tls_env(self, spec: ProcessSpec) -> dict[str, str]:
+        """A process's TLS identity: its node's certificate (one of a tree being started is made
+        now), else the clients'."""
+        if not self.topology.tls:
+            return {}
+        identity = spec.owner or tls.CLIENT_IDENTITY
+        if not (self.tls_dir / f"{identity}.pem").is_file():
+            names = (plan.host_of(self.topology, spec), *certs.LOOPBACK)
+            certs.ensure(self.tls_dir, self.topology.name, [certs.Identity(identity, names)])
+        return {tls.TLS_DIR_ENV: str(self.tls_dir), tls.IDENTITY_ENV: identity}
+
+    @property
     def wan_control_file(self) -> Path:
         return self.run_dir / "wan.json"
 
@@ -135,6 +175,7 @@ class Cluster:
         self._check_ports_free()
         self._check_credentials()
         self._prepare_data(fresh)
+        self._prepare_tls()
         self.topology_file.write_text(self.topology.model_dump_json(indent=2))
         for region in self.topology.region_names:
             shutil.rmtree(self.metrics_dir(region), ignore_errors=True)
@@ -216,7 +257,7 @@ class Cluster:
     def _spawn(self, spec: ProcessSpec) -> None:
         plan.prepare(spec)
         log_path = self.run_dir / "logs" / f"{spec.name}.log"
-        env = {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **spec.env, **self._tls_env(spec), "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
         if metrics_region := plan.metrics_region(self.topology, spec):
             env["PROMETHEUS_MULTIPROC_DIR"] = str(self.metrics_dir(metrics_region))
@@ -284,6 +325,7 @@ class Cluster:
             self.processes.clear()
             self.held.clear()
         (self.run_dir / STATE_FILE).unlink(missing_ok=True)
+        self._restore_tls()
 
     # -- changing the set of processes (reconfiguration) -------------------------------------
     def add(self, specs: list[ProcessSpec], timeout: float = 30.0) -> None:

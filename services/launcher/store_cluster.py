@@ -24,7 +24,7 @@ from redis.backoff import NoBackoff
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.retry import Retry
 
-from causal_client import wire
+from causal_client import tls, wire
 from services.plan import ANNOUNCEABLE_HOST
 from services.region import gears
 from services.topology import Topology
@@ -68,11 +68,12 @@ def _nodes(
 
     def client(k: int) -> redis.Redis:
         port = topology.redis_port(region, k)
+        secure = tls.redis_options()
         if retries:
-            return redis.Redis(host=host, port=port, password=password, socket_timeout=10)
+            return redis.Redis(host=host, port=port, password=password, socket_timeout=10, **secure)  # type: ignore[arg-type]
         return redis.Redis(
             host=host, port=port, password=password, socket_timeout=10, socket_connect_timeout=2,
-            retry=Retry(NoBackoff(), 0),
+            retry=Retry(NoBackoff(), 0), **secure,  # type: ignore[arg-type]
         )  # fmt: skip
 
     with ExitStack() as stack:

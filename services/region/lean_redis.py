@@ -17,6 +17,7 @@ times out closes its connection: the server is stuck, or its reply would come to
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections import deque
 from typing import Any, cast
 from urllib.parse import unquote, urlparse
@@ -26,6 +27,8 @@ from redis._parsers.base import BaseParser  # redis-py's own mapping of error re
 from redis.exceptions import AuthenticationError, ResponseError
 from redis.exceptions import ConnectionError as StoreConnectionError
 from redis.exceptions import TimeoutError as StoreTimeoutError
+
+from causal_client import tls
 
 CONNECT_TIMEOUT_S = 5.0
 IDLE_BLOCKING_KEPT = 4  # connections kept for blocking reads once they are done
@@ -102,6 +105,8 @@ class LeanRedis:
 
     def __init__(self, url: str, timeout_s: float = 30.0) -> None:
         parsed = urlparse(url)
+        # rediss://: under the deployment's TLS (the store verified as the host named here)
+        self.tls = tls.process_context(server=False) if parsed.scheme == "rediss" else None
         self.host = parsed.hostname or "127.0.0.1"
         self.port = parsed.port or 6379
         self.username = unquote(parsed.username) if parsed.username else None
@@ -170,7 +175,15 @@ class LeanRedis:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):  # not wait_for: see services/bulk/tail.py
-                _, connection = await loop.create_connection(_Connection, self.host, self.port)
+                _, connection = await loop.create_connection(
+                    _Connection,
+                    self.host,
+                    self.port,
+                    ssl=self.tls,
+                    server_hostname=self.host if self.tls else None,
+                )
+        except ssl.SSLError as exc:  # the cause named (tls.explain), as a store this side cannot reach
+            raise StoreUnreachable(str(tls.explain(exc, f"the store at {self.host}:{self.port}"))) from None
         except (OSError, TimeoutError) as exc:
             raise StoreUnreachable(f"cannot reach the store at {self.host}:{self.port}: {exc}") from None
         try:

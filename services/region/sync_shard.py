@@ -22,7 +22,7 @@ from redis.exceptions import ConnectionError as StoreConnectionError
 from redis.exceptions import MovedError
 from redis.exceptions import TimeoutError as StoreTimeoutError
 
-from causal_client import wire
+from causal_client import tls, wire
 from services.topology import Topology
 
 T = TypeVar("T")
@@ -73,8 +73,9 @@ class SyncShard:
     def _connection(self) -> redis.Redis:
         if self._store is None:
             self._store = redis.Redis.from_url(
-                self.url, socket_timeout=self.timeout, socket_connect_timeout=self.timeout
-            )
+                self.url, socket_timeout=self.timeout, socket_connect_timeout=self.timeout,
+                **tls.redis_url_options(self.url),
+            )  # fmt: skip
         return self._store
 
     def _reach(self, url: str) -> None:

@@ -36,7 +36,7 @@ from services.proto import saturn_pb2
 from services.topology import Topology
 from services.transport.client import open_link
 from services.transport.connection import Connection
-from services.transport.errors import LinkClosed, LinkError
+from services.transport.errors import LINK_FAILURES, LinkClosed
 
 log = logging.getLogger("replica")
 
@@ -82,11 +82,14 @@ class ReplicaLog:
             self.sources.note(source.source, source.incarnation, source.seq)
 
 
-async def role_of(endpoint: str, timeout_s: float = ROLE_TIMEOUT_S) -> bool | None:
-    """Whether the replica at ``endpoint`` is its group's primary (None: it does not answer)."""
+async def role_of(
+    endpoint: str, timeout_s: float = ROLE_TIMEOUT_S, server_name: str | None = None
+) -> bool | None:
+    """Whether the replica at ``endpoint`` (of serializer ``server_name``) is its group's primary
+    (None: it does not answer)."""
     try:
-        connection, answer = await open_link(endpoint, ROLE, timeout_s=timeout_s)
-    except LinkError:
+        connection, answer = await open_link(endpoint, ROLE, timeout_s=timeout_s, server_name=server_name)
+    except LINK_FAILURES:
         return None
     connection.end()
     return saturn_pb2.RoleReply.FromString(answer).primary
@@ -199,7 +202,7 @@ class Replica:
 
     async def ask_role(self, replica: int) -> bool | None:
         """Whether ``replica`` is primary (None: it does not answer)."""
-        return await role_of(self.peers[replica])
+        return await role_of(self.peers[replica], server_name=self.name)
 
     async def find_primary(self) -> int | None:
         for replica in sorted(self.peers):
@@ -219,8 +222,8 @@ class Replica:
         is gone (its connection ends)."""
         hello = saturn_pb2.FollowRequest(replica=self.index, acked=0).SerializeToString()
         try:
-            connection, answer = await open_link(self.peers[primary], FOLLOW, hello)
-        except LinkError:
+            connection, answer = await open_link(self.peers[primary], FOLLOW, hello, server_name=self.name)
+        except LINK_FAILURES:
             return
         try:
             start = saturn_pb2.FollowStart.FromString(answer)

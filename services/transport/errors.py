@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from causal_client.tls import TlsError
+
 
 class LinkError(ConnectionError):
     """A link connection could not be opened or ended; retrying later may help."""
@@ -27,3 +29,8 @@ class LinkClosed(LinkError):
     def __init__(self, reason: str = "") -> None:
         super().__init__(reason or "the link closed")
         self.reason = reason
+
+
+#: What a link's caller retries on: the link's errors, and a failed TLS handshake (the other
+#: end's certificate may be fixed or rotated meanwhile; each attempt logs why it failed).
+LINK_FAILURES: tuple[type[ConnectionError], ...] = (LinkError, TlsError)

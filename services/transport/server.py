@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import cast
 
 from causal_client import tls
 from services import auth
@@ -41,14 +40,16 @@ class LinkServer:
     """Listens on ``host:port`` (refusing to go beyond loopback without the deployment's secret)
     and runs each accepted connection's service in a task of its own. With the deployment's TLS
     (``causal_client/tls.py``) a connection is TLS first, the client's certificate required, and
-    the handshake below runs inside it; a failed TLS handshake ends that connection only."""
+    the handshake below runs inside it; a failed TLS handshake ends that connection only, and is
+    logged with its cause."""
 
     def __init__(self, name: str, host: str, port: int):
         auth.require_for(host, f"{name}'s link server on port {port}")
         self.name = name
         self.host, self.port = host, port
         self.key = link_key(auth.secret())
-        self.tls = tls.process_context(server=True)
+        files = tls.process_files()
+        self.tls = None if files is None else tls.server_context(files, on_failure=self._handshake_failed)
         self.handlers: dict[str, Handler] = {}
         self.health = Health()
         self.tasks: set[asyncio.Task] = set()
@@ -59,9 +60,12 @@ class LinkServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        factory: Callable[[], asyncio.Protocol] = self._connection if self.tls is None else self._tls_first
+        handshake_s = HANDSHAKE_TIMEOUT_S if self.tls else None
         try:
-            self.server = await loop.create_server(factory, self.host, self.port, reuse_address=True)
+            self.server = await loop.create_server(
+                self._connection, self.host, self.port, reuse_address=True, ssl=self.tls,
+                ssl_handshake_timeout=handshake_s,
+            )  # fmt: skip
         except OSError as exc:
             raise OSError(f"{self.name}: cannot listen on {self.host}:{self.port}: {exc}") from exc
         self.health.set("", True)
@@ -69,31 +73,8 @@ class LinkServer:
     def _connection(self) -> Connection:
         return Connection(self.key, server=True, on_open=self._opened)
 
-    def _tls_first(self) -> asyncio.Protocol:
-        return _TlsHandshake(self)
-
-    async def _secure(self, transport: asyncio.Transport) -> None:
-        """TLS over an accepted connection, then the link's own handshake inside it. Done here
-        rather than by ``create_server(ssl=...)``, which drops a failed handshake without a word:
-        this way the server logs why (a certificate of another CA, expired, a plaintext client)."""
-        peer = transport.get_extra_info("peername")
-        where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        connection = self._connection()
-        assert self.tls is not None
-        try:
-            secured = await asyncio.get_running_loop().start_tls(
-                transport, connection, self.tls, server_side=True, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S
-            )
-        except (OSError, TimeoutError, asyncio.CancelledError) as exc:
-            transport.abort()
-            if not isinstance(exc, asyncio.CancelledError):
-                log.warning(
-                    "%s: link from %s refused: %s", self.name, where, tls.explain(exc, f"a client at {where}")
-                )
-            return
-        if secured is None:  # the client left during the handshake
-            return
-        connection.connection_made(secured)
+    def _handshake_failed(self, failure: tls.TlsError) -> None:
+        log.warning("%s: a link's TLS handshake failed: %s", self.name, failure)
 
     async def stop(self, grace_s: float = 1.0) -> None:
         if self.server is not None:
@@ -131,21 +112,3 @@ class LinkServer:
             return
         with contextlib.suppress(LinkClosed):
             connection.end()
-
-
-class _TlsHandshake(asyncio.Protocol):
-    """An accepted connection before its TLS handshake: holds its bytes back (reading paused)
-    until ``start_tls`` takes the transport over."""
-
-    def __init__(self, server: LinkServer) -> None:
-        self.server = server
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        stream = cast("asyncio.Transport", transport)
-        stream.pause_reading()
-        task = asyncio.get_running_loop().create_task(self.server._secure(stream))
-        self.server.tasks.add(task)
-        task.add_done_callback(self.server.tasks.discard)
-
-    def data_received(self, data: bytes) -> None:  # never: reading is paused until start_tls
-        raise AssertionError("bytes before the TLS handshake")
