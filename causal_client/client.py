@@ -26,7 +26,7 @@ from typing import TypeVar
 
 import grpc
 
-from causal_client import direct, peers
+from causal_client import direct, peers, tls
 from causal_client.claims import owner_region
 from causal_client.commands import Command
 from causal_client.credentials import CLIENT_SECRET_ENV, client_password
@@ -196,7 +196,7 @@ class CausalClient:
     ) -> CausalClient:
         """Builds a client that calls the regions' gRPC gateways (for clients that cannot reach
         the stores), from any one region's gateway. ``endpoints``: gateways, as in ``connect``."""
-        with grpc.insecure_channel(endpoint, options=OPTIONS) as channel:
+        with tls.grpc_channel(endpoint, OPTIONS) as channel:
             try:
                 reply = store_pb2_grpc.StoreStub(channel).Describe(
                     store_pb2.DescribeRequest(), timeout=timeout, metadata=_credentials(secret)

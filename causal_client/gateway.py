@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
+from causal_client import tls
 from causal_client.data import Mutation, ReadSpec, Row
 from causal_client.errors import from_rpc_error
 from causal_client.label import Label
@@ -32,7 +33,7 @@ class GatewayTransport(Transport):
     def _stub(self, region: str) -> store_pb2_grpc.StoreStub:
         with self._lock:
             if region not in self._stubs:
-                channel = grpc.insecure_channel(self.endpoint_of(region), options=OPTIONS)
+                channel = tls.grpc_channel(self.endpoint_of(region), OPTIONS)
                 self._channels.append(channel)
                 self._stubs[region] = store_pb2_grpc.StoreStub(channel)
             return self._stubs[region]

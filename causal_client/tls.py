@@ -23,9 +23,10 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 TLS_DIR_ENV = "SATURN_TLS_DIR"
 IDENTITY_ENV = "SATURN_TLS_IDENTITY"
@@ -252,10 +253,40 @@ def redis_options(for_url: bool = False) -> dict[str, str | bool]:
     return options if for_url else {"ssl": True, **options}
 
 
+def grpc_channel(endpoint: str, options: Sequence[tuple[str, Any]] = ()) -> Any:
+    """A gRPC channel to ``endpoint``: under this process's TLS a secure one (the server checked
+    against the CA and the endpoint's host, our certificate presented), else a plaintext one."""
+    import grpc  # here, not above: a health check of a store or a link imports this module fast
+
+    files = process_files()
+    if files is None:
+        return grpc.insecure_channel(endpoint, options=list(options))
+    ca, cert, key = files.pem()
+    credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+    return grpc.secure_channel(endpoint, credentials, options=list(options))
+
+
+def grpc_server_credentials() -> Any:
+    """gRPC's server credentials for this process's TLS (the client's certificate required), None
+    without TLS."""
+    import grpc
+
+    files = process_files()
+    if files is None:
+        return None
+    ca, cert, key = files.pem()
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+
+
 def redis_url_options(url: str) -> dict[str, str | bool]:
     """What redis-py's ``from_url(url, ...)`` needs besides the URL: the certificates for a
     ``rediss://`` one."""
     return redis_options(for_url=True) if url.startswith("rediss:") else {}
+
+
+def http_scheme() -> str:
+    """A web page's or a metrics page's URL scheme in this process: https under TLS."""
+    return "https" if os.environ.get(TLS_DIR_ENV) else "http"
 
 
 def redis_scheme() -> str:

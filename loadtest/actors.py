@@ -23,7 +23,7 @@ from typing import Any
 
 import requests
 
-from causal_client import CausalError
+from causal_client import CausalError, tls
 from loadtest.mix import Action, Mix, Op, draw
 from loadtest.plan import Plan
 from loadtest.population import BODIES, PASSWORD, username
@@ -157,6 +157,8 @@ class WebActor(Actor):
         super().__init__(plan, user, mix, record, rng)
         self.base_url = plan.topology.web_url(self.home).rstrip("/")
         self.http = requests.Session()
+        if (files := tls.process_files()) is not None:  # https: the deployment's CA, not the system's
+            self.http.verify = str(files.ca)
         self.timeout = timeout
         self.page("GET", "/login/", "log in (form)")
         self.page("POST", "/login/", "log in", data={"username": self.name, "password": PASSWORD}, expect=302)

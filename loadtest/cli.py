@@ -155,6 +155,9 @@ def parser() -> argparse.ArgumentParser:
         "--priority", action="store_true", help="with --bandwidth-mbit: critical metadata ahead of bulk data"
     )
     checked.add_argument(
+        "--tls", action="store_true", help="every connection over TLS, the deployment's own certificates"
+    )
+    checked.add_argument(
         "--nemesis",
         default="none",
         help=f"comma-separated faults, 'all' or 'none' (default: none); known: {', '.join(FAULTS)}",
@@ -286,7 +289,7 @@ def check_command(args: argparse.Namespace) -> int:
         sessions=args.sessions, keys_per_group=args.keys, faults=faults, interval_s=args.interval,
         fault_s=args.fault_seconds, seed=args.seed, out=out, mix=Mix(atomic=not args.non_atomic),
         shards=args.shards, cluster_store=args.cluster_store, bandwidth_mbit=args.bandwidth_mbit,
-        priority=args.priority,
+        priority=args.priority, tls=args.tls,
         running=Path(args.running) if args.running else None, strong_sessions=max(0, args.strong_sessions),
         strong_mode=args.strong_mode,
     )  # fmt: skip

@@ -13,10 +13,12 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
+import urllib.request
 from urllib.parse import quote
 
 import grpc
 
+from causal_client import tls
 from causal_client.credentials import CLIENT_USER, client_password
 from causal_client.errors import SECRET_ENV
 from services.region import gears
@@ -75,6 +77,15 @@ def http_headers() -> dict[str, str]:
     """Headers that authenticate a scrape of a region's /metrics (none without a secret)."""
     value = secret()
     return {"Authorization": f"Bearer {value}"} if value else {}
+
+
+def fetch_metrics(url: str, timeout_s: float) -> str:
+    """A region's /metrics page (``Topology.metrics_url``), with the deployment's credentials and,
+    for an https URL, its TLS. Raises OSError (urllib's errors among them) if it cannot."""
+    context = tls.process_context(server=False) if url.startswith("https:") else None
+    request = urllib.request.Request(url, headers=http_headers())
+    with urllib.request.urlopen(request, timeout=timeout_s, context=context) as reply:
+        return reply.read().decode()
 
 
 def call_metadata(value: str | None = None) -> tuple[tuple[str, str], ...]:

@@ -12,8 +12,10 @@ import collections
 import glob
 import hmac
 import itertools
+import logging
 import os
 import re
+import ssl
 import threading
 from collections.abc import Sequence
 from wsgiref.simple_server import WSGIRequestHandler, make_server
@@ -32,10 +34,14 @@ from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
+from causal_client import tls
+from causal_client.tls import HANDSHAKE_TIMEOUT_S
 from services import auth
 from services.pids import pid_alive
 from services.region import gears
 from services.region.sync_shard import SyncShard
+
+log = logging.getLogger("metrics")
 
 # Fine buckets: the benchmark estimates percentiles of visibility latency from them.
 VISIBILITY_BUCKETS = tuple(
@@ -189,6 +195,25 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
+class _TlsWSGIServer(ThreadingWSGIServer):
+    """The metrics server under the deployment's TLS: each connection's handshake runs in its
+    own thread (a slow or wrong client holds no one else up), and one that fails is logged
+    with its cause and dropped."""
+
+    context: ssl.SSLContext
+
+    def finish_request(self, request, client_address) -> None:
+        request.settimeout(HANDSHAKE_TIMEOUT_S)
+        try:
+            secured = self.context.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError) as exc:
+            where = f"a client at {client_address[0]}:{client_address[1]}"
+            log.warning("metrics: a TLS handshake failed: %s", tls.explain(exc, where))
+            return
+        secured.settimeout(None)
+        super().finish_request(secured, client_address)
+
+
 def _with_secret(app, secret: str):
     """The WSGI app, answering 401 to a scrape without ``Authorization: Bearer <secret>``
     (Prometheus sends one with ``authorization: {credentials: ...}`` in its scrape config)."""
@@ -218,5 +243,10 @@ def serve(port: int, host: str = "127.0.0.1", collectors: Sequence[Collector] = 
     secret = auth.secret()
     if secret:
         app = _with_secret(app, secret)
-    server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+    files = tls.process_files()
+    if files is None:
+        server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+    else:
+        secured = type("MetricsOverTls", (_TlsWSGIServer,), {"context": tls.server_context(files)})
+        server = make_server(host, port, app, secured, handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
-from causal_client.tls import CA_FILE
+from causal_client.tls import CA_FILE, http_scheme
 from services import auth
 from services.probes import READY_HEALTH, grpc_serving, http_ok, link_serving, redis_ping
 from services.topology import Topology
@@ -157,7 +157,7 @@ def _web(t: Topology, layout: Layout) -> list[ProcessSpec]:
             f"{r.name}.web",
             [layout.python, "-m", "gunicorn", "webapp.wsgi:application",
              "--bind", f"{t.bind_host(r.name)}:{t.web_port(r.name)}", "--workers", "2", "--threads", "4",
-             "--access-logfile", "-", "--graceful-timeout", "5"],
+             "--access-logfile", "-", "--graceful-timeout", "5", *_gunicorn_tls(layout, r.name)],
             "http", t.web_port(r.name), r.name, env,
         ))  # fmt: skip
         specs.append(ProcessSpec(
@@ -167,6 +167,19 @@ def _web(t: Topology, layout: Layout) -> list[ProcessSpec]:
             "worker", None, r.name, env,
         ))  # fmt: skip
     return specs
+
+
+def _gunicorn_tls(layout: Layout, region: str) -> list[str]:
+    """https only, with the region's certificate (browsers verify it against the deployment's
+    CA, which a person adds to theirs: docs/OPERATIONS.md)."""
+    if layout.tls_dir is None:
+        return []
+    return [
+        "--certfile",
+        str(layout.tls_dir / f"{region}.pem"),
+        "--keyfile",
+        str(layout.tls_dir / f"{region}.key"),
+    ]
 
 
 def web_env(t: Topology, layout: Layout, region: str) -> dict[str, str]:
@@ -289,7 +302,7 @@ def is_healthy(topology: Topology, spec: ProcessSpec) -> bool:
     if spec.kind == "link":
         return link_serving(f"{host}:{spec.port}")
     if spec.kind == "http":
-        return http_ok(f"http://{host}:{spec.port}/healthz")
+        return http_ok(f"{http_scheme()}://{host}:{spec.port}/healthz")
     return True
 
 

@@ -58,8 +58,10 @@ def grpc_serving(endpoint: str, service: str = "") -> bool:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+    from causal_client.tls import grpc_channel
+
     try:
-        with grpc.insecure_channel(endpoint) as channel:
+        with grpc_channel(endpoint) as channel:
             request = health_pb2.HealthCheckRequest(service=service)
             reply = health_pb2_grpc.HealthStub(channel).Check(request, timeout=0.5)
             return reply.status == health_pb2.HealthCheckResponse.SERVING
@@ -82,7 +84,9 @@ def main(argv: list[str]) -> int:
     elif kind == "link":
         healthy = link_serving(f"127.0.0.1:{port}", *rest[:1])
     elif kind == "http":
-        healthy = http_ok(f"http://127.0.0.1:{port}{rest[0] if rest else '/'}")
+        from causal_client.tls import http_scheme
+
+        healthy = http_ok(f"{http_scheme()}://127.0.0.1:{port}{rest[0] if rest else '/'}")
     else:
         print(f"unknown check {kind!r}: redis, grpc, link or http", file=sys.stderr)
         return 2

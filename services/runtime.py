@@ -15,6 +15,7 @@ from typing import TypeVar
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from causal_client import tls
 from services import auth
 from services.topology import Topology, load_topology
 
@@ -46,7 +47,14 @@ def new_server(port: int, host: str = "127.0.0.1") -> tuple[grpc.aio.Server, hea
     server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=auth.server_interceptors())
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    if server.add_insecure_port(f"{host}:{port}") == 0:
+    credentials = tls.grpc_server_credentials()
+    address = f"{host}:{port}"
+    added = (
+        server.add_insecure_port(address)
+        if credentials is None
+        else server.add_secure_port(address, credentials)
+    )
+    if added == 0:
         raise OSError(f"cannot listen on {host}:{port}")
     return server, health_servicer
 

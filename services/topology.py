@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from causal_client.tls import redis_scheme
+from causal_client.tls import http_scheme, redis_scheme
 from causal_client.wire import shard_of, shard_tag
 from services.auth import redis_credentials
 from services.topology_parts import (
@@ -400,7 +400,7 @@ class Topology(StrictModel):
         return self.bind or self.node_host(node)
 
     def web_url(self, region: str) -> str:
-        return f"http://{self.node_host(region)}:{self.web_port(region)}"
+        return f"{http_scheme()}://{self.node_host(region)}:{self.web_port(region)}"
 
     def broker_url(self, region: str) -> str:
         return (
@@ -408,7 +408,7 @@ class Topology(StrictModel):
         )
 
     def metrics_url(self, region: str) -> str:
-        return f"http://{self.node_host(region)}:{self.metrics_port(region)}/metrics"
+        return f"{http_scheme()}://{self.node_host(region)}:{self.metrics_port(region)}/metrics"
 
     def relay_base_port(self) -> int:
         """Relays' ports (services/wan/routes.py) start above both epochs' serializer blocks."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import http.client
 import math
 import time
-import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.auth import http_headers
+from services.auth import fetch_metrics
 from services.topology import Topology
 
 SCRAPE_TIMEOUT_S = 1.0
@@ -55,10 +54,8 @@ def parse(text: str) -> Counts:
 
 
 def scrape(topology: Topology, region: str) -> Counts:
-    request = urllib.request.Request(topology.metrics_url(region), headers=http_headers())
     try:
-        with urllib.request.urlopen(request, timeout=SCRAPE_TIMEOUT_S) as reply:
-            return parse(reply.read().decode())
+        return parse(fetch_metrics(topology.metrics_url(region), SCRAPE_TIMEOUT_S))
     except (OSError, ValueError, http.client.HTTPException):  # down, or not answering as it should
         return Counts(up=False)
 

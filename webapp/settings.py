@@ -86,6 +86,11 @@ PASSWORD_HASHERS = [
 ]
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Under the deployment's TLS (gunicorn serves https only: services/plan.py) cookies go over TLS
+# only, and browsers are told to come back over it (HSTS: a year, as its checkers advise).
+SERVED_OVER_TLS = bool(os.environ.get("SATURN_TLS_DIR"))  # causal_client.tls.TLS_DIR_ENV
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SERVED_OVER_TLS
+SECURE_HSTS_SECONDS = 365 * 24 * 3600 if SERVED_OVER_TLS else 0
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "webapp" / "static"  # whitenoise serves from here; no collectstatic

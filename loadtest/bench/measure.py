@@ -10,7 +10,7 @@ from functools import partial
 
 import redis
 
-from causal_client import CausalClient
+from causal_client import CausalClient, tls
 from loadtest.harness.cpu import CLIENT_ROLE, CpuByProcess, CpuMeter, used_between
 from loadtest.harness.loop import Op, run_closed_loop, summarize
 from loadtest.harness.metrics import Pair, scrape_visibility
@@ -187,6 +187,7 @@ def bench_protocol(
         port=topology.redis_port(region, 0),
         password=auth.secret(),
         max_connections=settings.clients,
+        **tls.redis_options(),  # type: ignore[arg-type]
     )
     try:
         say(f"[{protocol}] preloading {work.keys:,} keys ({settings.value_size}-byte values) at {region} ...")

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import redis
 
+from causal_client import tls
 from services import auth
 from services.launcher import store_cluster
 from services.launcher.cluster import Cluster
@@ -239,7 +240,8 @@ def _masters(topology: Topology, region: str) -> list[int]:
 def _role(host: str, port: int) -> str | None:
     """A store node's replication role ("master", "slave"; None: unreachable)."""
     try:
-        with redis.Redis(host=host, port=port, password=auth.secret(), socket_timeout=2) as node:
+        secure = tls.redis_options()
+        with redis.Redis(host=host, port=port, password=auth.secret(), socket_timeout=2, **secure) as node:  # type: ignore[arg-type]
             return node.info("replication").get("role")
     except redis.RedisError:
         return None

@@ -52,6 +52,7 @@ class CheckSettings:
     strong_sessions: int = 0  # sessions of strong operations beside the causal ones
     registers: int = 4  # the registers they work on
     strong_mode: str | None = None  # "vivace" or "token", instead of the topology's
+    tls: bool = False  # every connection over TLS (the launcher makes the certificates)
 
 
 def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
@@ -73,6 +74,8 @@ def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
         topology = with_overrides(
             topology, strong={**topology.strong.model_dump(), "mode": settings.strong_mode}
         )
+    if settings.tls:
+        topology = with_overrides(topology, tls=True)
     topology = with_overrides(topology, base_port=find_base_port(topology))
     out = settings.out
     cluster = Cluster(topology, out / "cluster", wan_control=True)

@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 
 from loadtest.harness.metrics import parse_visibility
-from services.auth import http_headers
+from services.auth import fetch_metrics
 from services.topology import Topology
 
 PERIOD_S = 1.0
@@ -26,10 +26,7 @@ class VisibilitySampler(threading.Thread):
     def totals(self, region: str) -> tuple[float, float] | None:
         url = self.topology.metrics_url(region)
         try:
-            with urllib.request.urlopen(
-                urllib.request.Request(url, headers=http_headers()), timeout=2
-            ) as reply:
-                histograms = parse_visibility(reply.read().decode())
+            histograms = parse_visibility(fetch_metrics(url, 2))
         except (OSError, urllib.error.URLError, ValueError):
             return None
         mine = [h for (_, at), h in histograms.items() if at == region]

@@ -3,13 +3,12 @@ it receives, which is where remote-update latency is measured (not in the benchm
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Callable, Sequence
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtest.harness.stats import Histogram
-from services.auth import http_headers
+from services.auth import fetch_metrics
 from services.topology import Topology
 
 VISIBILITY_METRIC = "causal_visibility_seconds"
@@ -59,9 +58,7 @@ def pages(topology: Topology) -> list[str]:
     """Every region's /metrics page (one read each: several parsers may share them)."""
     texts = []
     for region in topology.region_names:
-        url = topology.metrics_url(region)
-        with urllib.request.urlopen(urllib.request.Request(url, headers=http_headers()), timeout=10) as reply:
-            texts.append(reply.read().decode())
+        texts.append(fetch_metrics(topology.metrics_url(region), 10))
     return texts
 
 

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.cookiejar import CookieJar
 
+from causal_client import tls
+
 PASSWORD = "pw-12345678"
 HTTP_TIMEOUT_S = 60.0  # an attach may wait (saturn) on a loaded machine
 ANOMALY = 'data-anomaly="missing-original"'  # a reply shown before its original
@@ -45,7 +47,13 @@ class Browser:
         self.topology = getattr(deployment, "topology", deployment)  # a Cluster, or a Topology
         self.user_agent = user_agent or f"test-browser/{secrets.token_hex(4)}"  # hand-offs are bound to it
         self.jar = CookieJar()
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect())
+        handlers: list[urllib.request.BaseHandler] = [
+            urllib.request.HTTPCookieProcessor(self.jar),
+            _NoRedirect(),
+        ]
+        if (context := tls.process_context(server=False)) is not None:  # https: the deployment's CA
+            handlers.append(urllib.request.HTTPSHandler(context=context))
+        self.opener = urllib.request.build_opener(*handlers)
 
     def url(self, region: str, path: str) -> str:
         return self.topology.web_url(region) + path
