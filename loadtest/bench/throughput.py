@@ -81,6 +81,8 @@ VARIANTS: dict[str, Variant] = {
     # checks), and one with a replica that has every write before it is acknowledged (WAIT)
     "cluster": Variant(topology={"store": {"engine": "cluster", "masters": 1, "replicas": 0}}),
     "cluster-replica": Variant(topology={"store": {"engine": "cluster", "masters": 1, "replicas": 1}}),
+    # every connection under TLS with the deployment's certificates (docs/OPERATIONS.md, "TLS")
+    "tls": Variant(topology={"tls": True}),
 }
 # What makes one protocol's run fail without stopping the others.
 RUN_FAILURES = (BenchError, LaunchError, RedisNotFound, CausalError, redis.RedisError, OSError)

