@@ -18,6 +18,7 @@ from loadtest.bench import (
     redblue,
     serializer,
     store_scaling,
+    transport,
     vivace_strong,
 )
 from loadtest.bench import synthetic as fig5_synthetic
@@ -28,6 +29,16 @@ from loadtest.harness.report import write_rows
 from services.topology import Topology
 
 pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # starts processes; measures: runs alone
+
+
+def test_the_transport_bench_runs_its_pairs_with_and_without_tls():
+    """Each pair a receiver and a sender process of their own (the receiver's "ready" comes after
+    the header every experiment prints); under TLS with certificates made for the run."""
+    rows = transport.measure(["link-uvloop", "link-uvloop-tls"], ["one", "pipelined"], 300, 1)
+    assert {(r.transport, r.mode) for r in rows} == {
+        (t, m) for t in ("link-uvloop", "link-uvloop-tls") for m in ("one", "pipelined")
+    }
+    assert all(r.median > 0 for r in rows)
 
 
 def test_the_serializer_bench_counts_every_label_through_a_real_serializer():
