@@ -111,8 +111,9 @@ def run_locust(
     with log_path.open("w") as log:
         if options.workers:
             port = _free_port()
-            master = [*command, "--master", "--master-bind-port", str(port), "--expect-workers",
-                      str(options.workers), "--expect-workers-max-wait", "60", *outputs]  # fmt: skip
+            master = [*command, "--master", "--master-bind-host", "127.0.0.1",  # its workers are here
+                      "--master-bind-port", str(port), "--expect-workers", str(options.workers),
+                      "--expect-workers-max-wait", "60", *outputs]  # fmt: skip
             main = subprocess.Popen(master, stdout=log, stderr=subprocess.STDOUT)
             for _ in range(options.workers):
                 worker = [*command, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 import os
 import urllib.request
 from urllib.parse import quote
@@ -26,8 +27,18 @@ from services.region import gears
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
 
+INSECURE_ENV = "SATURN_INSECURE"  # "1": the topology says insecure = true (launcher, compose set it)
+
+log = logging.getLogger("auth")
+
+
 class CredentialsRequired(RuntimeError):
     """A service would listen beyond loopback without the deployment's secret."""
+
+
+class TlsRequired(CredentialsRequired):
+    """A service would listen beyond loopback without TLS, and the topology does not say
+    ``insecure = true``."""
 
 
 def secret() -> str | None:
@@ -58,13 +69,27 @@ def is_loopback(host: str) -> bool:
         return False  # a DNS name: it may face a network
 
 
-def require_for(host: str, what: str) -> None:
-    """Refuses to listen on ``host`` beyond loopback without a secret."""
-    if not is_loopback(host) and secret() is None:
+def require_for(host: str, what: str, insecure: bool | None = None) -> None:
+    """Refuses to listen on ``host`` beyond loopback without a secret, or without TLS unless the
+    topology says ``insecure = true`` (``insecure``; None: ``$SATURN_INSECURE``), which is
+    logged at every start."""
+    if is_loopback(host):
+        return
+    if secret() is None:
         raise CredentialsRequired(
             f"{what} would listen on {host}, beyond loopback, without credentials: set {SECRET_ENV} "
             f"(the same secret for every service and client of the deployment)"
         )
+    if tls.process_files() is not None:
+        return
+    if insecure if insecure is not None else os.environ.get(INSECURE_ENV) == "1":
+        log.warning("%s listens on %s without TLS: the topology says insecure = true", what, host)
+        return
+    raise TlsRequired(
+        f"{what} would listen on {host}, beyond loopback, without TLS: give it the deployment's "
+        f"certificates (${tls.TLS_DIR_ENV}; `up --tls` and the compose generator make them), or say "
+        "insecure = true in the topology"
+    )
 
 
 def redis_credentials() -> str:

@@ -66,10 +66,14 @@ def _now() -> datetime.datetime:
 
 
 def _write_private(path: Path, data: bytes) -> None:
+    """A key: the owner's only, or the owner's group's too where the directory is (a container's
+    user is given the group: services/compose)."""
     path.unlink(missing_ok=True)
+    mode = 0o640 if path.parent.stat().st_mode & 0o050 else 0o600
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as out:
         out.write(data)
+    path.chmod(mode)
 
 
 def _key_bytes(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -134,8 +138,12 @@ class Authority:
             raise ValueError(f"{directory / CA_KEY_FILE}: not an EC key")
         return cls(cert, key)
 
+    @property
+    def pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
     def save(self, directory: Path) -> None:
-        (directory / CA_FILE).write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
+        (directory / CA_FILE).write_bytes(self.pem)
         _write_private(directory / CA_KEY_FILE, _key_bytes(self.key))
 
     def issue(
@@ -191,13 +199,30 @@ def _needs_issue(directory: Path, authority: Authority, identity: Identity) -> s
     return ""
 
 
-def ensure(directory: Path, deployment: str, identities: Iterable[Identity]) -> list[tuple[str, str]]:
+def ensure(
+    directory: Path,
+    deployment: str,
+    identities: Iterable[Identity],
+    authority: Authority | None = None,
+    group_readable: bool = False,
+) -> list[tuple[str, str]]:
     """The directory holds a CA and a valid certificate for every identity: makes what is
-    missing, re-issues what expires soon or lacks a name. Returns (identity, why) for each made."""
+    missing, re-issues what expires soon or lacks a name. Returns (identity, why) for each made.
+    ``authority``: one kept elsewhere (a deployment over several hosts: each host's directory
+    gets its own certificates and the CA's, never its key). ``group_readable``: keys readable by
+    the owner's group too (0640 in a 0750 directory), for containers given that group."""
+    if authority is None and (directory / CA_FILE).is_file() and not (directory / CA_KEY_FILE).is_file():
+        raise ValueError(
+            f"{directory} holds a CA certificate without its key: name the directory that has the key "
+            "(--ca), or a new CA would make every certificate of the deployment untrusted"
+        )
     directory.mkdir(parents=True, exist_ok=True)
-    directory.chmod(0o700)
+    directory.chmod(0o750 if group_readable else 0o700)
     made: list[tuple[str, str]] = []
-    if (directory / CA_FILE).is_file() and (directory / CA_KEY_FILE).is_file():
+    if authority is not None:
+        if not (directory / CA_FILE).is_file() or (directory / CA_FILE).read_bytes() != authority.pem:
+            (directory / CA_FILE).write_bytes(authority.pem)
+    elif (directory / CA_FILE).is_file() and (directory / CA_KEY_FILE).is_file():
         authority = Authority.load(directory)
     else:
         authority = Authority.make(deployment)
@@ -248,7 +273,7 @@ def describe(directory: Path) -> list[tuple[str, str, str, str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from services.topology import Topology  # the command's only: the library needs no topology
+    from services.topology import TopologyError, load_topology  # the command's only
 
     parser = argparse.ArgumentParser(prog="python -m services.certs", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("ensure", "rotate", "show"),
@@ -258,6 +283,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--topology", help="the topology file (ensure, rotate)")
     parser.add_argument("--name", action="append", default=[], help="one more name every node is reached by")
     parser.add_argument("--new-ca", action="store_true", help="rotate: a new CA too")
+    parser.add_argument(
+        "--ca", type=Path, help="where the CA's key is, if not in DIRECTORY (a compose project's ca/)"
+    )
+    parser.add_argument(
+        "--group-readable",
+        action="store_true",
+        help="keys 0640 (a compose project's tls/: see compose/README.md)",
+    )
     args = parser.parse_args(argv)
     if args.action == "show":
         for row in describe(args.directory):
@@ -265,10 +298,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if not args.topology:
         parser.error(f"{args.action} needs --topology")
-    topology = Topology.load(args.topology)
+    try:
+        topology = load_topology(args.topology)  # a .toml, or a deployment's topology.json
+    except TopologyError as exc:
+        parser.error(str(exc))
     identities = identities_of(topology, args.name)
     if args.action == "ensure":
-        made = ensure(args.directory, topology.name, identities)
+        authority = Authority.load(args.ca) if args.ca else None
+        try:
+            made = ensure(args.directory, topology.name, identities, authority, args.group_readable)
+        except ValueError as exc:
+            parser.error(str(exc))
         print("\n".join(f"made {name} ({why})" for name, why in made) or "every certificate is valid")
     else:
         print(f"re-issued {', '.join(rotate(args.directory, topology.name, identities, args.new_ca))}")

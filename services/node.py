@@ -19,6 +19,7 @@ from pathlib import Path
 
 from redis.exceptions import RedisError
 
+from causal_client.tls import TLS_DIR_ENV
 from services import auth, plan
 from services.launcher import store_cluster
 from services.region.calls_module import MODULE_ENV
@@ -37,6 +38,7 @@ def container_layout() -> plan.Layout:
         python=sys.executable, topology_file=TOPOLOGY_FILE, data_dir=DATA_DIR,
         redis_server=shutil.which("redis-server") or "redis-server",
         redis_module=os.environ.get(MODULE_ENV, "/opt/saturn/saturn_calls.so"),
+        tls_dir=Path(tls_dir) if (tls_dir := os.environ.get(TLS_DIR_ENV)) else None,
     )  # fmt: skip
 
 

@@ -5,6 +5,8 @@ while the deployment itself (replication, the tree, clients given the secret) wo
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import urllib.error
 import urllib.request
 
@@ -13,8 +15,8 @@ import redis
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 
-from causal_client import AccessDenied, CausalClient
-from services import auth
+from causal_client import AccessDenied, CausalClient, tls
+from services import auth, certs
 from services.labelpath.links import TREE
 from services.launcher.cluster import Cluster, LaunchError
 from services.proto import saturn_pb2
@@ -32,12 +34,24 @@ SECRET = 's3cret with spaces & "symbols":/@\\'  # quoted for Redis's config file
     [("127.0.0.1", False), ("127.0.0.2", False), ("::1", False), ("localhost", False),
      ("0.0.0.0", True), ("10.0.0.7", True), ("virginia", True)],
 )  # fmt: skip
-def test_listening_beyond_loopback_needs_a_secret(monkeypatch, host, needs):
+def test_listening_beyond_loopback_needs_a_secret_and_tls(monkeypatch, host, needs, tmp_path, caplog):
     monkeypatch.delenv(auth.SECRET_ENV, raising=False)
+    monkeypatch.delenv(tls.TLS_DIR_ENV, raising=False)
+    monkeypatch.delenv(auth.INSECURE_ENV, raising=False)
     if needs:
-        with pytest.raises(auth.CredentialsRequired, match="beyond loopback"):
+        with pytest.raises(auth.CredentialsRequired, match="beyond loopback, without credentials"):
             auth.require_for(host, "x")
         monkeypatch.setenv(auth.SECRET_ENV, SECRET)
+        with pytest.raises(auth.TlsRequired, match="beyond loopback, without TLS"):
+            auth.require_for(host, "x")
+        with caplog.at_level(logging.WARNING, logger="auth"):
+            auth.require_for(host, "x", insecure=True)  # said in so many words: logged
+        assert "insecure = true" in caplog.text
+        monkeypatch.setenv(auth.INSECURE_ENV, "1")
+        auth.require_for(host, "x")
+        monkeypatch.delenv(auth.INSECURE_ENV)
+        certs.ensure(tmp_path / "tls", "t", [certs.Identity("client")])
+        monkeypatch.setenv(tls.TLS_DIR_ENV, str(tmp_path / "tls"))
     auth.require_for(host, "x")
 
 
@@ -83,3 +97,12 @@ def test_the_health_probes_read_the_same_secret_variable():
     from services import probes
 
     assert probes.SECRET_ENV == SECRET_ENV
+
+
+def test_the_launcher_refuses_an_open_deployment_without_tls_unless_it_says_insecure(tmp_path, monkeypatch):
+    monkeypatch.setenv(auth.SECRET_ENV, SECRET)
+    monkeypatch.delenv(tls.TLS_DIR_ENV, raising=False)
+    monkeypatch.delenv(auth.INSECURE_ENV, raising=False)
+    with pytest.raises(LaunchError, match=r"beyond loopback, without TLS.*insecure = true"):
+        Cluster(load_topology("two-region.toml", bind="0.0.0.0"), tmp_path / "a").start()
+    assert tls.TLS_DIR_ENV not in os.environ  # nothing of the failed start is left

@@ -93,3 +93,23 @@ def test_the_command_makes_and_shows_them(tmp_path, capsys):
 def test_missing_files_are_a_typed_error_naming_them(tmp_path):
     with pytest.raises(tls.TlsMisconfigured, match=r"ireland\.pem"):
         tls.TlsFiles.of(tmp_path, "ireland")
+
+
+def test_a_directory_without_the_cas_key_is_issued_from_the_ca_named_never_a_new_one(tmp_path, capsys):
+    topology = Topology.load(TOPOLOGY)
+    ca_dir, tls_dir = tmp_path / "ca", tmp_path / "tls"
+    certs.ensure(ca_dir, topology.name, [])
+    authority = certs.Authority.load(ca_dir)
+    certs.ensure(tls_dir, topology.name, [certs.Identity("client")], authority=authority, group_readable=True)
+    assert not (tls_dir / certs.CA_KEY_FILE).exists()
+    with pytest.raises(SystemExit):
+        certs.main(["ensure", str(tls_dir), "--topology", str(TOPOLOGY)])
+    assert "without its key" in capsys.readouterr().err
+    assert (
+        certs.main(
+            ["ensure", str(tls_dir), "--ca", str(ca_dir), "--group-readable", "--topology", str(TOPOLOGY)]
+        )
+        == 0
+    )
+    assert (tls_dir / tls.CA_FILE).read_bytes() == (ca_dir / tls.CA_FILE).read_bytes()
+    assert oct(tls_dir.stat().st_mode & 0o777) == "0o750"

@@ -41,8 +41,13 @@ def say(message: str) -> None:
 
 
 def env_file(project: Path) -> dict[str, str]:
+    """A host client's environment for ``project``: its .env, and its certificates (the
+    containers run TLS: docs/OPERATIONS.md)."""
     pairs = (line.split("=", 1) for line in (project / ".env").read_text().splitlines() if "=" in line)
-    return {k: v for k, v in pairs if not k.startswith("#")}
+    env = {k: v for k, v in pairs if not k.startswith("#")}
+    if (project / "tls").is_dir():
+        env["SATURN_TLS_DIR"] = str(project / "tls")
+    return env
 
 
 def short_root(name: str) -> Path:

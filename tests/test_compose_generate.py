@@ -194,7 +194,7 @@ def test_per_region_projects_group_nodes_by_address(tmp_path):
         assert len({HOSTS[owners[p]] for p in here}) == 1, f"{d} runs nodes of several hosts"
         run += here
         example = env_file(files[f"{d}/.env.example"])
-        assert example == {"SATURN_SECRET": "", "DJANGO_SECRET_KEY": ""} | {
+        assert example == {"SATURN_SECRET": "", "DJANGO_SECRET_KEY": "", "TLS_GID": ""} | {
             host_variable(n): a for n, a in HOSTS.items()
         }
         inside = Topology.from_dict(json.loads(files[f"{d}/topology.json"]))
@@ -451,3 +451,41 @@ def test_serializer_replica_groups_are_refused_with_a_reason(tmp_path):
     (tmp_path / "t.toml").write_text(text)
     with pytest.raises(TopologyError, match="replica groups"):
         generate([str(tmp_path / "t.toml"), "--out", str(tmp_path / "p")])
+
+
+def test_containers_run_tls_with_certificates_made_beside_the_env(tmp_path):
+    """Every service mounts its project's tls/ read-only, names its node's identity and gets the
+    group that may read the keys; each host's tls/ holds its own nodes' certificates and the
+    clients', and the CA's key stays in the first project's ca/, in no container."""
+    out = tmp_path / "per-region"
+    hosts = ["virginia=192.0.2.1", "ireland=192.0.2.2", "frankfurt=192.0.2.3", "s-eu=192.0.2.2"]
+    assert main([str(DEMO), "--per-region", *(f"--host={h}" for h in hosts), "--out", str(out)]) == 0
+    for d, nodes in (
+        ("virginia", {"virginia"}),
+        ("ireland-s-eu", {"ireland", "s-eu"}),
+        ("frankfurt", {"frankfurt"}),
+    ):
+        tls_dir = out / d / "tls"
+        assert {p.stem for p in tls_dir.glob("*.key")} == {*nodes, "client"}, d
+        assert not (tls_dir / "ca.key").exists()
+        assert (tls_dir / "ca.pem").read_bytes() == (out / "virginia" / "ca" / "ca.pem").read_bytes()
+        assert oct(tls_dir.stat().st_mode & 0o777) == "0o750"
+        assert all(oct(k.stat().st_mode & 0o777) == "0o640" for k in tls_dir.glob("*.key"))
+        compose = yaml.safe_load((out / d / "compose.yaml").read_text())
+        for name, service in compose["services"].items():
+            if service["command"][-1] == "pause":
+                continue
+            assert service["environment"]["SATURN_TLS_DIR"] == "/etc/saturn/tls", name
+            assert service["environment"]["SATURN_TLS_IDENTITY"] in nodes, name
+            assert "./tls:/etc/saturn/tls:ro" in service["volumes"] and service["group_add"], name
+        assert "TLS_GID=" in (out / d / ".env").read_text()
+        assert json.loads((out / d / "topology.json").read_text())["tls"] is True
+    assert oct((out / "virginia" / "ca").stat().st_mode & 0o777) == "0o700"
+
+
+def test_no_tls_says_insecure_in_so_many_words(tmp_path):
+    out = tmp_path / "plain"
+    assert main([str(DEMO), "--no-tls", "--out", str(out)]) == 0
+    inside = json.loads((out / "topology.json").read_text())
+    assert not inside.get("tls") and inside["insecure"] is True  # (a default is left out)
+    assert not (out / "tls").exists() and "SATURN_TLS_DIR" not in (out / "compose.yaml").read_text()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from services import plan
-from services.auth import SECRET_ENV
+from services.auth import INSECURE_ENV, SECRET_ENV
 from services.probes import READY_HEALTH
 from services.topology import Topology, TopologyError, host_variable
 from services.topology_parts import Region, Serializer
@@ -35,6 +35,9 @@ LAYOUT = plan.Layout(
 # reconfiguration starts containers beside it, it took over 5 s, and Docker called a healthy
 # bulk receiver unhealthy: the timeout leaves it room.
 HEALTH_TIMING = {"interval": "5s", "timeout": "15s", "retries": 3, "start_period": "60s"}
+TLS_IN_CONTAINER = "/etc/saturn/tls"  # the project's tls/ directory, read-only
+#: the group that may read the certificates' keys on the host: the containers' user is given it
+TLS_GID = "TLS_GID"
 
 
 @dataclass
@@ -47,6 +50,8 @@ class Project:
     services: dict[str, dict] = field(default_factory=dict)
     volumes: dict[str, dict] = field(default_factory=dict)
     variables: dict[str, str] = field(default_factory=dict)
+    tls: bool = False  # every connection under TLS, the certificates in the project's tls/
+    nodes: list[str] = field(default_factory=list)  # the regions and serializers it runs
 
     def compose(self) -> dict:
         return {"name": self.name, "services": self.services, "volumes": self.volumes}
@@ -74,14 +79,17 @@ def _one_replica_each(topology: Topology) -> None:
         )
 
 
-def one_host(topology: Topology, web: bool = True, emulate_wan: bool = True) -> tuple[Project, Topology]:
+def one_host(
+    topology: Topology, web: bool = True, emulate_wan: bool = True, tls: bool = True
+) -> tuple[Project, Topology]:
     """Every node in one project on one Docker host. Returns the project and the topology a
     client on the host uses (127.0.0.1 and the published ports)."""
     _one_replica_each(topology)
+    topology = _secured(topology, tls)
     nodes = {r.name: {"host": r.name} for r in topology.regions}
     nodes |= {s.name: {"host": serializer_host(topology, s.name)} for s in topology.serializers}
     inside = _rewrite(topology, bind="0.0.0.0", hosts=nodes, emulate_wan=emulate_wan)
-    project = Project(project_name(topology.name), inside, variables=_secrets(web))
+    project = Project(project_name(topology.name), inside, variables=_secrets(web, tls), tls=tls)
     project.variables["PUBLISH_ADDRESS"] = "127.0.0.1"
     for spec in plan.processes(inside, LAYOUT, web=web):
         _add(project, spec, web, host_network=False)
@@ -95,12 +103,13 @@ def one_host(topology: Topology, web: bool = True, emulate_wan: bool = True) -> 
 
 
 def per_host(
-    topology: Topology, hosts: dict[str, str], web: bool = True, emulate_wan: bool = True
+    topology: Topology, hosts: dict[str, str], web: bool = True, emulate_wan: bool = True, tls: bool = True
 ) -> list[Project]:
     """One project per host (nodes that share a host share a project): what a user with one
     machine per region runs. ``hosts`` adds to or overrides the hosts the topology names; every
     node must have one."""
     _one_replica_each(topology)
+    topology = _secured(topology, tls)
     running = _running_nodes(topology)
     unknown = sorted(set(hosts) - set(topology.node_names))
     if unknown:
@@ -124,7 +133,9 @@ def per_host(
     projects = []
     specs = plan.processes(inside, LAYOUT, web=web)
     for nodes in by_host.values():
-        project = Project(project_name(f"{topology.name}-{'-'.join(nodes)}"), inside, variables=_secrets(web))
+        project = Project(
+            project_name(f"{topology.name}-{'-'.join(nodes)}"), inside, variables=_secrets(web, tls), tls=tls
+        )
         project.variables |= {host_variable(n): h for n, h in placed.items()}
         for spec in specs:
             if spec.owner in nodes:
@@ -170,8 +181,13 @@ def _rewrite(topology: Topology, bind: str | None, hosts: dict[str, dict], emula
     return Topology.from_dict(data, source=topology.source)
 
 
-def _secrets(web: bool) -> dict[str, str]:
-    return {SECRET_ENV: "", **({"DJANGO_SECRET_KEY": ""} if web else {})}
+def _secrets(web: bool, tls: bool) -> dict[str, str]:
+    return {SECRET_ENV: "", **({"DJANGO_SECRET_KEY": ""} if web else {}), **({TLS_GID: ""} if tls else {})}
+
+
+def _secured(topology: Topology, tls: bool) -> Topology:
+    """The topology says which: TLS, or plaintext beyond loopback in so many words."""
+    return topology.model_copy(update={"tls": tls, "insecure": not tls})
 
 
 def _required(variable: str) -> str:
@@ -187,6 +203,8 @@ def _add(project: Project, spec: plan.ProcessSpec, web: bool, host_network: bool
     if spec.name.endswith(".web") and not host_network:  # also reached at the published address
         env["DJANGO_ALLOWED_HOSTS"] = f"{spec.env['DJANGO_ALLOWED_HOSTS']},${{PUBLISH_ADDRESS:-127.0.0.1}}"
     env |= _host_variables(project)
+    if spec.owner and spec.owner not in project.nodes:
+        project.nodes.append(spec.owner)
     service: dict = {
         "image": IMAGE,
         "command": ["python", "-m", "services.node", "run"],
@@ -219,7 +237,21 @@ def _add(project: Project, spec: plan.ProcessSpec, web: bool, host_network: bool
         volume = name
         project.volumes[volume] = {}
         service["volumes"].append(f"{volume}:/data")
+    _with_tls(project, service, spec.owner)
     project.services[name] = service
+
+
+def _with_tls(project: Project, service: dict, identity: str | None) -> None:
+    """Under TLS: the project's certificates, read-only, the node's identity, and the group that
+    may read their keys (docs/OPERATIONS.md, "TLS")."""
+    if not project.tls:
+        service.setdefault("environment", {})[INSECURE_ENV] = "1"  # the topology says so too
+        return
+    service.setdefault("environment", {}).update(
+        {"SATURN_TLS_DIR": TLS_IN_CONTAINER, "SATURN_TLS_IDENTITY": identity or "client"}
+    )
+    service.setdefault("volumes", []).append(f"./tls:{TLS_IN_CONTAINER}:ro")
+    service["group_add"] = [_required(TLS_GID)]
 
 
 def _pod(project: Project, region: str, host_network: bool) -> dict:
@@ -256,7 +288,7 @@ def _store_former(project: Project, region: str) -> dict:
     again on a later ``up``, it finds the cluster formed (each node's ``nodes.conf`` is on its
     volume) and waits until every slot is served."""
     nodes = [f"{region}.redis{k}" for k in range(project.topology.store_nodes(region))]
-    return {
+    former = {
         "image": IMAGE,
         "command": ["python", "-m", "services.node", "form-store", region],
         "environment": {SECRET_ENV: _required(SECRET_ENV), **_host_variables(project)},
@@ -266,6 +298,8 @@ def _store_former(project: Project, region: str) -> dict:
         "depends_on": {region: {"condition": "service_started"}}
         | {service_name_of(n): {"condition": "service_healthy"} for n in nodes},
     }
+    _with_tls(project, former, region)
+    return former
 
 
 def _health_test(topology: Topology, spec: plan.ProcessSpec) -> list[str]:

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import yaml
 
+from causal_client import tls
+from services import certs
 from services.compose.files import HEADER, dump, topology_json
 from services.compose.project import one_host
 from services.saturn import epochs
@@ -65,7 +67,7 @@ def plan_switch(project_dir: Path, offered: Topology) -> Switch:
     web = any(name.endswith("-web") for name in old_services)
     running = Topology.from_dict(json.loads(client_file.read_text()), source=str(client_file))
     new = epochs.next_tree(running, offered)
-    project, reach = one_host(new, web=web)
+    project, reach = one_host(new, web=web, tls=running.tls)  # as it was generated
     leaving = {name: s for name, s in old_services.items() if name not in project.services}
     both = project.compose() | {"services": project.services | leaving}
     return Switch(project.topology, reach, both, project.compose(), sorted(leaving))
@@ -87,6 +89,7 @@ def reconfigure(
     compose_file = project_dir / "compose.yaml"
     header = _headers(compose_file.read_text(), reconfigured_by)
     _load_secrets(project_dir / ".env")
+    _new_nodes_certificates(project_dir, switch.inside)
     epoch = switch.inside.epoch
     report(f"epoch {epoch - 1} → {epoch}: {len(switch.inside.serializers)} serializers of the new tree")
 
@@ -105,6 +108,17 @@ def reconfigure(
     _compose(compose, project_dir, "up", "-d", "--wait", "--remove-orphans", timeout=timeout)
     report(f"done in {time.monotonic() - started:.2f}s: every region on the tree of epoch {epoch}")
     return switch.reach
+
+
+def _new_nodes_certificates(project_dir: Path, inside: Topology) -> None:
+    """Under TLS: certificates for the new tree's serializers (named by their new hosts), from the
+    project's CA, and this process a client of the deployment (it reaches the stores)."""
+    tls_dir, ca_dir = project_dir / "tls", project_dir / "ca"
+    if not tls_dir.is_dir():
+        return
+    os.environ.setdefault(tls.TLS_DIR_ENV, str(tls_dir.resolve()))
+    authority = certs.Authority.load(ca_dir)
+    certs.ensure(tls_dir, inside.name, certs.identities_of(inside), authority=authority, group_readable=True)
 
 
 def _load_secrets(env_file: Path) -> None:

@@ -154,7 +154,7 @@ class Cluster:
         """A process's TLS identity: its node's certificate (one of a tree being started is made
         now), else the clients'."""
         if not self.topology.tls:
-            return {}
+            return {auth.INSECURE_ENV: "1"} if self.topology.insecure else {}
         identity = spec.owner or tls.CLIENT_IDENTITY
         if not (self.tls_dir / f"{identity}.pem").is_file():
             names = (plan.host_of(self.topology, spec), *certs.LOOPBACK)
@@ -179,9 +179,13 @@ class Cluster:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(exist_ok=True)
         self._check_ports_free()
-        self._check_credentials()
-        self._prepare_data(fresh)
         self._prepare_tls()
+        try:
+            self._check_credentials()
+            self._prepare_data(fresh)
+        except BaseException:
+            self._restore_tls()
+            raise
         self.topology_file.write_text(self.topology.model_dump_json(indent=2))
         for region in self.topology.region_names:
             shutil.rmtree(self.metrics_dir(region), ignore_errors=True)
@@ -226,7 +230,7 @@ class Cluster:
         """Nothing listens beyond loopback without the deployment's secret (services/auth.py)."""
         for node in [*self.topology.region_names, *(s.name for s in self.topology.serializers)]:
             try:
-                auth.require_for(self.topology.bind_host(node), f"{node}'s services")
+                auth.require_for(self.topology.bind_host(node), f"{node}'s services", self.topology.insecure)
             except auth.CredentialsRequired as exc:
                 raise LaunchError(str(exc)) from None
 
