@@ -8,6 +8,8 @@ TLS finds each of them (so the test can fail)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import secrets
 import threading
 import time
@@ -18,8 +20,9 @@ import pytest
 from helpers.http_browser import Browser
 from helpers.topologies import load_topology
 
-from causal_client import CausalClient
+from causal_client import CausalClient, tls
 from loadtest.check.run import CheckSettings, passed, run_check
+from services import certs
 from services.launcher.cluster import Cluster
 
 pytestmark = pytest.mark.cluster
@@ -166,3 +169,31 @@ def test_a_redis_server_without_tls_is_told_apart(tmp_path):
     fake.write_text("#!/bin/sh\necho 'Bad directive or wrong number of arguments'\nexit 1\n")
     fake.chmod(0o755)
     assert not supports_tls(str(fake))
+
+
+def test_a_client_is_told_why_a_tls_store_will_not_have_it(launch, tmp_path, monkeypatch):
+    """CausalClient.connect against a deployment under TLS: without certificates, with another
+    CA's, with a certificate of another CA it presents; each fails at connect with its own type,
+    and nothing is written; with the deployment's own it works."""
+    cluster = launch("two-region.toml", protocol="saturn", tls=True)
+    address = cluster.topology.client_address("a")
+    good = Path(os.environ[tls.TLS_DIR_ENV])
+    other = tmp_path / "other"
+    certs.ensure(other, "other", [certs.Identity("client", certs.LOOPBACK)])
+    mixed = tmp_path / "mixed"  # trusts the deployment's CA, presents a client certificate of another
+    mixed.mkdir()
+    (mixed / tls.CA_FILE).write_bytes((good / tls.CA_FILE).read_bytes())
+    for name in ("client.pem", "client.key"):
+        (mixed / name).write_bytes((other / name).read_bytes())
+    cases = [(None, tls.PlaintextPeer, tls.TLS_DIR_ENV), (other, tls.UnknownAuthority, "not of our CA"),
+             (mixed, tls.UnknownAuthority, "does not know the CA of our certificate")]  # fmt: skip
+    for directory, kind, words in cases:
+        if directory is None:
+            monkeypatch.delenv(tls.TLS_DIR_ENV)
+        else:
+            monkeypatch.setenv(tls.TLS_DIR_ENV, str(directory))
+        with pytest.raises(kind, match=re.escape(words)):
+            CausalClient.connect(address)
+    monkeypatch.setenv(tls.TLS_DIR_ENV, str(good))
+    with CausalClient.connect(address) as client:
+        assert not client.session("a").read("all", "never-written").cells
