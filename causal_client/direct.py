@@ -420,7 +420,7 @@ def _describe_at(address: str, shard: int, password: str | None, timeout: float,
 def _tls_failure(address: str, exc: Exception) -> tls.TlsError | None:
     """What TLS has to do with a store that could not be reached, if anything: a TLS port and
     this client without TLS, or a handshake that failed for a cause its text names."""
-    if tls.process_files() is None:
+    if tls.from_env() is None:
         host, _, port = address.rpartition(":")
         if port.isdigit() and tls.speaks_tls(host, int(port)):
             return tls.PlaintextPeer(

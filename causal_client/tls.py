@@ -158,11 +158,6 @@ def _cached(server: bool, directory: str, identity: str) -> ssl.SSLContext:
     return server_context(files) if server else client_context(files)
 
 
-def process_files() -> TlsFiles | None:
-    """This process's TLS files (``from_env``), None without TLS."""
-    return from_env()
-
-
 def process_context(server: bool) -> ssl.SSLContext | None:
     """This process's server or client context, from the environment (made once: certificates
     rotated on disk are taken up by a restart); None without TLS."""
@@ -243,7 +238,7 @@ def redis_options(for_url: bool = False) -> dict[str, str | bool]:
     """redis-py's options for this process's TLS ({} without): a client built from a host and a
     port needs ``ssl``; one built from a URL has it from the scheme (``rediss://``, which the
     topology's URLs take under TLS) and takes the rest."""
-    files = process_files()
+    files = from_env()
     if files is None:
         return {}
     options: dict[str, str | bool] = {
@@ -258,7 +253,7 @@ def grpc_channel(endpoint: str, options: Sequence[tuple[str, Any]] = ()) -> Any:
     against the CA and the endpoint's host, our certificate presented), else a plaintext one."""
     import grpc  # here, not above: a health check of a store or a link imports this module fast
 
-    files = process_files()
+    files = from_env()
     if files is None:
         return grpc.insecure_channel(endpoint, options=list(options))
     ca, cert, key = files.pem()
@@ -271,7 +266,7 @@ def grpc_server_credentials() -> Any:
     without TLS."""
     import grpc
 
-    files = process_files()
+    files = from_env()
     if files is None:
         return None
     ca, cert, key = files.pem()
@@ -315,7 +310,7 @@ def own_certificate_problem(files: TlsFiles, now: float | None = None) -> TlsErr
 def refused_by_peer(where: str) -> TlsError:
     """The typed error for a server that ended the connection right after the TLS handshake,
     before its first word: it refused our certificate; its dates say why, else its CA."""
-    files = process_files()
+    files = from_env()
     problem = own_certificate_problem(files) if files else None
     if problem is not None:
         return type(problem)(f"TLS with {where}: the server refused us: {problem}")

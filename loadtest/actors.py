@@ -157,7 +157,7 @@ class WebActor(Actor):
         super().__init__(plan, user, mix, record, rng)
         self.base_url = plan.topology.web_url(self.home).rstrip("/")
         self.http = requests.Session()
-        if (files := tls.process_files()) is not None:  # https: the deployment's CA, not the system's
+        if (files := tls.from_env()) is not None:  # https: the deployment's CA, not the system's
             self.http.verify = str(files.ca)
         self.timeout = timeout
         self.page("GET", "/login/", "log in (form)")

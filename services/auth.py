@@ -80,7 +80,7 @@ def require_for(host: str, what: str, insecure: bool | None = None) -> None:
             f"{what} would listen on {host}, beyond loopback, without credentials: set {SECRET_ENV} "
             f"(the same secret for every service and client of the deployment)"
         )
-    if tls.process_files() is not None:
+    if tls.from_env() is not None:
         return
     if insecure if insecure is not None else os.environ.get(INSECURE_ENV) == "1":
         log.warning("%s listens on %s without TLS: the topology says insecure = true", what, host)

@@ -243,7 +243,7 @@ def serve(port: int, host: str = "127.0.0.1", collectors: Sequence[Collector] = 
     secret = auth.secret()
     if secret:
         app = _with_secret(app, secret)
-    files = tls.process_files()
+    files = tls.from_env()
     if files is None:
         server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
     else:

@@ -48,7 +48,7 @@ class LinkServer:
         self.name = name
         self.host, self.port = host, port
         self.key = link_key(auth.secret())
-        files = tls.process_files()
+        files = tls.from_env()
         self.tls = None if files is None else tls.server_context(files, on_failure=self._handshake_failed)
         self.handlers: dict[str, Handler] = {}
         self.health = Health()
