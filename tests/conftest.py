@@ -3,6 +3,7 @@ Helpers that are not fixtures live in the ``helpers`` package."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
@@ -31,6 +32,41 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         return
     with refusing_processes(item.nodeid):
         yield
+
+
+# Variables that switch a whole process's behaviour (TLS on every client it opens): a test that
+# leaves one set turns every later test in the process into a TLS client, far from the cause.
+_PROCESS_WIDE_ENV = ("SATURN_TLS_DIR", "SATURN_TLS_IDENTITY", "SATURN_INSECURE")
+_ENV_BEFORE = pytest.StashKey[dict[str, str | None]]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    module = item.getparent(pytest.Module) or item
+    if _ENV_BEFORE not in module.stash:
+        module.stash[_ENV_BEFORE] = {name: os.environ.get(name) for name in _PROCESS_WIDE_ENV}
+    yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """When a module's last test is torn down (its module-scoped fixtures with it): a module that
+    leaves a process-wide variable changed errors there, and the variable is put back for the
+    modules after it."""
+    result = yield
+    module = item.getparent(pytest.Module) or item
+    if nextitem is not None and (nextitem.getparent(pytest.Module) or nextitem) is module:
+        return result
+    before = module.stash.get(_ENV_BEFORE, None)
+    after = {name: os.environ.get(name) for name in _PROCESS_WIDE_ENV}
+    if before is None or after == before:
+        return result
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    pytest.fail(f"{module.nodeid} left the environment changed: {before} -> {after}", pytrace=False)
 
 
 @pytest.fixture

@@ -187,13 +187,13 @@ def test_a_client_is_told_why_a_tls_store_will_not_have_it(launch, tmp_path, mon
         (mixed / name).write_bytes((other / name).read_bytes())
     cases = [(None, tls.PlaintextPeer, tls.TLS_DIR_ENV), (other, tls.UnknownAuthority, "not of our CA"),
              (mixed, tls.UnknownAuthority, "does not know the CA of our certificate")]  # fmt: skip
-    for directory, kind, words in cases:
-        if directory is None:
-            monkeypatch.delenv(tls.TLS_DIR_ENV)
-        else:
-            monkeypatch.setenv(tls.TLS_DIR_ENV, str(directory))
-        with pytest.raises(kind, match=re.escape(words)):
-            CausalClient.connect(address)
-    monkeypatch.setenv(tls.TLS_DIR_ENV, str(good))
+    with monkeypatch.context() as env:  # undone here, before the cluster's own restore at its stop
+        for directory, kind, words in cases:
+            if directory is None:
+                env.delenv(tls.TLS_DIR_ENV)
+            else:
+                env.setenv(tls.TLS_DIR_ENV, str(directory))
+            with pytest.raises(kind, match=re.escape(words)):
+                CausalClient.connect(address)
     with CausalClient.connect(address) as client:
         assert not client.session("a").read("all", "never-written").cells
