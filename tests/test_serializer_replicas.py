@@ -4,6 +4,7 @@ timestamp order, no update is lost or applied twice, causality holds."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -13,6 +14,8 @@ from helpers.topologies import TOPOLOGIES
 from helpers.waiting import eventually
 from test_saturn_faults import Writer, causal_rounds, proxy_mode
 
+from services import plan
+from services.saturn.replicas import role_of
 from services.topology import Topology
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
@@ -83,3 +86,29 @@ def test_causal_chains_hold_across_a_primary_kill(launch, client_for):
         cluster.restart(victim)
     assert violations == 0
     assert min(proxy_mode(cluster, r) for r in "abc") == 1
+
+
+def primaries(cluster) -> list[str]:
+    """The replicas of s-b that say they are primary."""
+    host = cluster.topology.node_host("s-b")
+    specs = [s for s in plan.serializers(cluster.topology, cluster.layout) if s.node == "s-b"]
+    replies = {s.name: asyncio.run(role_of(f"{host}:{s.port}", timeout_s=2)) for s in specs}
+    return sorted(name for name, reply in replies.items() if reply is not None and reply.primary)
+
+
+def test_a_dead_primary_is_replaced_by_exactly_one_backup(launch):
+    """Three replicas: when the primary dies, both backups see its stream end; one leads, the
+    other follows it (each taking over made two primaries, and the regions took labels from
+    both). A restarted replica follows too."""
+    cluster = launch(replicated(3))
+    eventually(lambda: len(primaries(cluster)) == 1, timeout=10)
+    for _ in range(2):
+        (primary,) = primaries(cluster)
+        cluster.kill(primary)
+        eventually(lambda primary=primary: primaries(cluster) not in ([], [primary]), timeout=10)
+        for _ in range(10):  # and it stays one
+            assert len(primaries(cluster)) == 1, primaries(cluster)
+            time.sleep(0.1)
+        cluster.restart(primary)
+        time.sleep(1.0)
+        assert len(primaries(cluster)) == 1 and primary not in primaries(cluster)

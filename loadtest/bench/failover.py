@@ -40,7 +40,8 @@ class Row:
 
 
 def is_primary(endpoint: str) -> bool:
-    return bool(asyncio.run(role_of(endpoint, timeout_s=2)))
+    reply = asyncio.run(role_of(endpoint, timeout_s=2))
+    return reply is not None and reply.primary
 
 
 def primary_of(cluster, name: str) -> str:

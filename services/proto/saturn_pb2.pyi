@@ -116,7 +116,11 @@ class FollowRequest(_message.Message):
     def __init__(self, replica: _Optional[int] = ..., acked: _Optional[int] = ...) -> None: ...
 
 class RoleReply(_message.Message):
-    __slots__ = ("primary",)
+    __slots__ = ("primary", "next_pos", "holds_log")
     PRIMARY_FIELD_NUMBER: _ClassVar[int]
+    NEXT_POS_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_LOG_FIELD_NUMBER: _ClassVar[int]
     primary: bool
-    def __init__(self, primary: _Optional[bool] = ...) -> None: ...
+    next_pos: int
+    holds_log: bool
+    def __init__(self, primary: _Optional[bool] = ..., next_pos: _Optional[int] = ..., holds_log: _Optional[bool] = ...) -> None: ...

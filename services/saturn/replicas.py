@@ -8,15 +8,20 @@ serialization the group makes), sends the entry to every backup, and forwards en
 neighbours, in log order, once every backup holds them. A forwarded batch carries its log
 position as its number on a resumable link (links.py), and every link into the group is
 resumable too: the log records, per source, the last number it took. When the primary dies, a
-backup (its Follow stream ends) becomes primary with the log it holds: the sources reconnect and
-resume after what the log has from them, and its neighbours' links resume after what each
-receiver reports having; entries the old primary never forwarded go now. Nothing is lost, nothing
-is applied twice (receivers drop numbers they have), and the order is the log's.
+backup becomes primary with the log it holds: the sources reconnect and resume after what the
+log has from them, and its neighbours' links resume after what each receiver reports having;
+entries the old primary never forwarded go now. Nothing is lost, nothing is applied twice
+(receivers drop numbers they have), and the order is the log's.
 
-A replica that starts looks for a primary among the others and follows it (from the current
-position: it needs no history, only what comes after, to take over); if none is primary and no
-replica with a lower index answers, it becomes primary. Fail-stop, as the paper assumes: a replica
-is dead when its connections are.
+Which backup: the one that holds the longest log, the lowest index among equals, asked of every
+replica that answers (``RoleReply``). Every backup whose Follow stream ends asks, so with two
+backups exactly one leads and the other follows it (each taking over as its stream ended made
+two primaries, and the regions took labels from both). Everything forwarded is held by every
+backup, so the leader's log holds it; what only some held was never forwarded, and its sources
+resend it. A replica that starts holds no log: it follows a primary (from the current position:
+it needs no history, only what comes after, to take over), and leads only where no replica
+holding a log answers (the group's first start, or all of it restarted). Fail-stop, as the paper
+assumes: a replica is dead when its connections are.
 """
 
 from __future__ import annotations
@@ -84,15 +89,15 @@ class ReplicaLog:
 
 async def role_of(
     endpoint: str, timeout_s: float = ROLE_TIMEOUT_S, server_name: str | None = None
-) -> bool | None:
-    """Whether the replica at ``endpoint`` (of serializer ``server_name``) is its group's primary
-    (None: it does not answer)."""
+) -> saturn_pb2.RoleReply | None:
+    """What the replica at ``endpoint`` (of serializer ``server_name``) is: its group's primary
+    or not, and the log it holds (None: it does not answer)."""
     try:
         connection, answer = await open_link(endpoint, ROLE, timeout_s=timeout_s, server_name=server_name)
     except LINK_FAILURES:
         return None
     connection.end()
-    return saturn_pb2.RoleReply.FromString(answer).primary
+    return saturn_pb2.RoleReply.FromString(answer)
 
 
 class Follower:
@@ -118,6 +123,7 @@ class Replica:
                       for r in range(topology.replicas(name)) if r != index}  # fmt: skip
         self.log = ReplicaLog()
         self.primary = False
+        self.holds_log = False  # has followed or led: its log is the group's, not a fresh one
         self.followers: set[Follower] = set()
         self.unforwarded: deque[saturn_pb2.LogEntry] = deque()  # in log order (as primary)
         self.forward = forward  # an entry to the neighbours (the serializer's routing)
@@ -143,7 +149,11 @@ class Replica:
 
     async def role(self, connection: Connection, hello: bytes) -> None:
         """The ``role`` service: whether this replica is the primary."""
-        connection.accept(saturn_pb2.RoleReply(primary=self.primary).SerializeToString())
+        connection.accept(self.role_reply().SerializeToString())
+
+    def role_reply(self) -> saturn_pb2.RoleReply:
+        log_now = self.log.next_pos
+        return saturn_pb2.RoleReply(primary=self.primary, next_pos=log_now, holds_log=self.holds_log)
 
     async def follow_me(self, connection: Connection, hello: bytes) -> None:
         """The ``follow`` service (as primary): the log from now on down, acknowledgements up."""
@@ -180,42 +190,44 @@ class Replica:
 
     # -- role ----------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
-        """Finds its role, follows a primary until it is gone, then is the primary."""
+        """Finds its role: follows a primary until it is gone, and asks again; leads once the
+        replicas that answer agree it should (module doc)."""
         while not stop.is_set() and not self.primary:
-            primary = await self.find_primary()
+            roles = await self.ask_roles()
+            primary = next((r for r, reply in sorted(roles.items()) if reply.primary), None)
             if primary is not None:
                 await runtime.unless_stopped(stop, self.follow(primary))
                 if not stop.is_set():
-                    log.warning("%s#%d: the primary (replica %d) is gone: taking over at position %d",
+                    log.warning("%s#%d: the primary (replica %d) is gone at position %d",
                                 self.name, self.index, primary, self.log.next_pos)  # fmt: skip
-                    self.become_primary()
-            elif await self.lowest_alive():
+            elif self.leads(roles):
+                if self.holds_log:
+                    log.warning("%s#%d: taking over at position %d", self.name, self.index, self.log.next_pos)
                 self.become_primary()
             else:
                 await runtime.sleep_or_stop(stop, ROLE_RETRY_S)
 
+    def leads(self, roles: dict[int, saturn_pb2.RoleReply]) -> bool:
+        """Whether this replica ranks first among those that answered: a log before none, the
+        longer log first, the lower index among equals."""
+
+        def rank(replica: int, reply: saturn_pb2.RoleReply) -> tuple[bool, int, int]:
+            return reply.holds_log, reply.next_pos if reply.holds_log else 0, -replica
+
+        mine = rank(self.index, self.role_reply())
+        return all(rank(replica, reply) < mine for replica, reply in roles.items())
+
     def become_primary(self) -> None:
         """The log as it is counts as forwarded: ``take_over`` hands it to the links, which
         resend what each receiver lacks (the old primary may have forwarded any of it)."""
-        self.primary = True
+        self.primary = self.holds_log = True
         self.take_over()
 
-    async def ask_role(self, replica: int) -> bool | None:
-        """Whether ``replica`` is primary (None: it does not answer)."""
-        return await role_of(self.peers[replica], server_name=self.name)
-
-    async def find_primary(self) -> int | None:
-        for replica in sorted(self.peers):
-            if await self.ask_role(replica):
-                return replica
-        return None
-
-    async def lowest_alive(self) -> bool:
-        """No replica with a lower index answers: this one may lead."""
-        for replica in sorted(r for r in self.peers if r < self.index):
-            if await self.ask_role(replica) is not None:
-                return False
-        return True
+    async def ask_roles(self) -> dict[int, saturn_pb2.RoleReply]:
+        """What every other replica that answers says it is, asked all at once."""
+        replies = await asyncio.gather(*(role_of(e, server_name=self.name) for e in self.peers.values()))
+        answered = zip(self.peers, replies, strict=True)
+        return {replica: reply for replica, reply in answered if reply is not None}
 
     async def follow(self, primary: int) -> None:
         """Holds the primary's log as it grows, acknowledging what it holds, until the primary
@@ -228,6 +240,7 @@ class Replica:
         try:
             start = saturn_pb2.FollowStart.FromString(answer)
             self.log.join(start)
+            self.holds_log = True
             log.info("%s#%d: following replica %d from position %d", self.name, self.index,
                      primary, start.next_pos)  # fmt: skip
 
