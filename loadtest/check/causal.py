@@ -21,6 +21,7 @@ stale (within a session, writes are ordered), found by binary search.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -63,31 +64,30 @@ class CheckResult:
 
 class _Graph:
     """``po | wr`` over the operations that carry causality: acknowledged operations, and the
-    writes of unknown outcome that somebody read."""
+    writes of unknown outcome that somebody read. Each has at most two predecessors, kept as two
+    lists: the session's previous operation (``prev``) and, for a read, the write it read from
+    (``src``); -1 for none. What the stale-read search needs per operation is kept as arrays."""
 
     def __init__(self, ops: list[Op]):
         self.ops = ops
         n = len(ops)
-        self.preds: list[tuple[int, ...]] = [()] * n
+        ok, read, write = Outcome.OK, Kind.READ, Kind.WRITE
+        writes = {op.value: op for op in ops if op.kind is write}
         self.source: dict[int, int | None] = {}  # read id → write id (None: initial state)
         self.thin_air: list[int] = []
-        writes: dict[str, Op] = {}
-        for op in ops:
-            if op.kind == Kind.WRITE:
-                writes[op.value] = op  # type: ignore[index]
         read_unknown: set[int] = set()
         for op in ops:
-            if op.kind == Kind.READ and op.outcome == Outcome.OK:
+            if op.kind is read and op.outcome is ok:
                 if op.value is None:
                     self.source[op.id] = None
                     continue
-                write = writes.get(op.value)
-                if write is None or write.key != op.key:
+                found = writes.get(op.value)
+                if found is None or found.key != op.key:
                     self.thin_air.append(op.id)
                     continue
-                self.source[op.id] = write.id
-                if write.outcome == Outcome.UNKNOWN:
-                    read_unknown.add(write.id)
+                self.source[op.id] = found.id
+                if found.outcome is not ok:
+                    read_unknown.add(found.id)
         # Columns of the vector clocks: one per session, one per unknown write that was read.
         sessions = sorted({op.session for op in ops})
         self.column = {s: i for i, s in enumerate(sessions)}
@@ -95,129 +95,152 @@ class _Graph:
         self.width = len(sessions) + len(self.virtual)
         # Session order: acknowledged ops chained by index; an unknown write hangs off the op
         # before it (the session never learned of it, so nothing of the session follows it).
-        self.included = np.zeros(n, dtype=bool)
-        last_ok: dict[tuple[int, int], int] = {}  # (session, index) → op id
-        for op in ops:
-            if op.outcome == Outcome.OK:  # a thin-air read too: it has no source, but a place
-                last_ok[op.session, op.index] = op.id
-                self.included[op.id] = True
+        acknowledged = [op.outcome is ok for op in ops]
+        last_ok = {(op.session, op.index): op.id for op in ops if op.outcome is ok}
+        included = acknowledged.copy()  # a thin-air read too: no source, but a place
         for w in read_unknown:
-            self.included[w] = True
+            included[w] = True
+        self.included = np.array(included, dtype=bool)
+        self.acknowledged = np.array(acknowledged, dtype=bool)
+        prev = [-1] * n
+        src = [-1] * n
+        source = self.source
         for op in ops:
-            if not self.included[op.id]:
+            if not included[op.id]:
                 continue
-            preds = []
-            previous = last_ok.get((op.session, op.index - 1 if op.outcome == Outcome.OK else op.index))
-            if previous is not None:
-                preds.append(previous)
-            source = self.source.get(op.id)
-            if source is not None and self.included[source]:
-                preds.append(source)
-            self.preds[op.id] = tuple(preds)
+            before = last_ok.get((op.session, op.index - 1 if op.outcome is ok else op.index))
+            if before is not None:
+                prev[op.id] = before
+            read_from = source.get(op.id)
+            if read_from is not None and included[read_from]:
+                src[op.id] = read_from
+        self.prev, self.src = prev, src
+        # Where each op marks a vector clock (see own).
+        column = self.column
+        self.mark_column = [column[op.session] for op in ops]
+        self.mark_value = [op.index for op in ops]
+        for w, virtual in self.virtual.items():
+            self.mark_column[w], self.mark_value[w] = virtual, 1
+        keys: dict[Key, int] = {}
+        self.key = np.array([keys.setdefault(op.key, len(keys)) for op in ops], dtype=np.int64)
+        self.is_write = np.array([op.kind is write for op in ops], dtype=bool)
+
+    def preds(self, node: int) -> tuple[int, ...]:
+        return tuple(p for p in (self.prev[node], self.src[node]) if p >= 0)
 
     def topological(self) -> tuple[list[int], list[int]]:
-        """Kahn's algorithm: the ops in an order where predecessors come first, and those left
-        over (on or behind a cycle)."""
+        """The ops in an order where predecessors come first, and those left over (on or behind
+        a cycle). Ids are the order the recorder took the ops in, which is such an order but
+        where a read was recorded before the write it read from (their threads raced to the
+        recorder): then Kahn's algorithm."""
         n = len(self.ops)
+        ids = np.arange(n)
+        if np.all(~self.included | ((np.array(self.prev) < ids) & (np.array(self.src) < ids))):
+            return np.flatnonzero(self.included).tolist(), []
+        prev, src, included = self.prev, self.src, self.included.tolist()
         succs: list[list[int]] = [[] for _ in range(n)]
-        indegree = np.zeros(n, dtype=np.int32)
+        indegree = [0] * n
         for node in range(n):
-            if self.included[node]:
-                for pred in self.preds[node]:
-                    succs[pred].append(node)
-                indegree[node] = len(self.preds[node])
-        queue = deque(i for i in range(n) if self.included[i] and indegree[i] == 0)
-        order = []
-        while queue:
-            node = queue.popleft()
-            order.append(node)
+            if included[node]:
+                for pred in (prev[node], src[node]):
+                    if pred >= 0:
+                        succs[pred].append(node)
+                        indegree[node] += 1
+        order = [i for i in range(n) if included[i] and indegree[i] == 0]
+        for node in order:  # grows as it goes: a queue read in place
             for nxt in succs[node]:
                 indegree[nxt] -= 1
                 if indegree[nxt] == 0:
-                    queue.append(nxt)
+                    order.append(nxt)
         done = np.zeros(n, dtype=bool)
         done[order] = True
-        return order, [i for i in range(n) if self.included[i] and not done[i]]
+        return order, [i for i in range(n) if included[i] and not done[i]]
 
     def own(self, op_id: int) -> tuple[int, int]:
         """(column, value) that marks ``op_id`` in a vector clock: x is causally before y iff
         vc[y][column(x)] >= value(x)."""
-        if op_id in self.virtual:
-            return self.virtual[op_id], 1
-        op = self.ops[op_id]
-        return self.column[op.session], op.index
+        return self.mark_column[op_id], self.mark_value[op_id]
 
 
 def _vector_clocks(graph: _Graph, order: list[int]) -> np.ndarray:
-    clocks = np.zeros((len(graph.ops), graph.width), dtype=np.int32)
+    """Every op's vector clock, one row each. Along a session the clock changes only in the
+    session's own column until a read from another session joins in a second clock; so a row is
+    kept as a shared array without the op's own mark (set at the end, in one step), and a new
+    array is made only at such a join."""
+    n = len(graph.ops)
+    zero = np.zeros(graph.width, dtype=np.int32)
+    rows: list[np.ndarray] = [zero] * n
+    prev, src = graph.prev, graph.src
+    columns, values = graph.mark_column, graph.mark_value
     for node in order:
-        row = clocks[node]
-        for pred in graph.preds[node]:
-            np.maximum(row, clocks[pred], out=row)
-        column, value = graph.own(node)
-        row[column] = value
+        p, s = prev[node], src[node]
+        base = rows[p] if p >= 0 else zero
+        same_column = p < 0 or columns[p] == columns[node]  # not so for an unknown write's
+        if same_column and (s < 0 or (columns[s] == columns[node] and values[s] <= values[node])):
+            rows[node] = base  # (a read of one's own earlier write: it is in the session's past)
+            continue
+        joined = np.maximum(base, rows[s]) if s >= 0 else base.copy()
+        if not same_column and joined[columns[p]] < values[p]:
+            joined[columns[p]] = values[p]
+        if s >= 0 and joined[columns[s]] < values[s]:
+            joined[columns[s]] = values[s]
+        rows[node] = joined
+    clocks = np.array(rows, dtype=np.int32).reshape(n, graph.width)
+    marked = np.array(order, dtype=np.int64)
+    if len(marked):
+        clocks[marked, np.array(columns)[marked]] = np.array(values)[marked]
     return clocks
 
 
-@dataclass
-class _KeyReads:
-    """The reads of one key whose causal past is known, as arrays (one entry per read)."""
-
-    reads: np.ndarray  # op ids
-    sources: np.ndarray  # the write each read from, -1 for the initial state
-    source_column: np.ndarray  # where the source marks vector clocks (see _Graph.own)
-    source_value: np.ndarray
-
-    @staticmethod
-    def of(graph: _Graph, reads: list[int]) -> _KeyReads:
-        sources = [graph.source[r] for r in reads]
-        marks = [graph.own(s) if s is not None else (0, 0) for s in sources]
-        return _KeyReads(
-            np.array(reads),
-            np.array([-1 if s is None else s for s in sources]),
-            np.array([c for c, _ in marks]),
-            np.array([v for _, v in marks]),
-        )
-
-    def stale(self, clocks: np.ndarray, candidates: np.ndarray, present: np.ndarray):
-        """(pattern, read, source, newer) where a candidate write, present in the read's past, is
-        not its source and is causally after it (or the read saw the initial state)."""
-        has_source = self.sources >= 0
-        after_source = clocks[candidates, self.source_column] >= self.source_value
-        bad = present & (candidates != self.sources) & (~has_source | after_source)
-        for i in np.flatnonzero(bad):
-            source = int(self.sources[i]) if has_source[i] else None
-            pattern = "WriteCORead" if has_source[i] else "WriteCOInitRead"
-            yield pattern, int(self.reads[i]), source, int(candidates[i])
-
-
 def _stale_reads(graph: _Graph, clocks: np.ndarray, computed: np.ndarray) -> list[tuple]:
-    """(pattern, read, source, newer write) for every read that missed a newer write of its key."""
-    reads_by_key: dict[Key, list[int]] = {}
-    for read in graph.source:
-        if computed[read]:
-            reads_by_key.setdefault(graph.ops[read].key, []).append(read)
-    ok_writes: dict[Key, dict[int, list[Op]]] = {}
-    unknown_writes: dict[Key, list[int]] = {}
-    for op in graph.ops:
-        if op.kind != Kind.WRITE or not computed[op.id]:
+    """(pattern, read, source, newer write) for every read that missed a newer write of its key.
+
+    For a read of key x, only the last write of x by each session inside the read's causal past
+    can make it stale (within a session, writes are ordered). All reads at once, a session at a
+    time: the acknowledged writes sorted by (key, session, index), each read's candidate found by
+    binary search for (its key, the session, the read's clock entry for it)."""
+    reads = np.array(sorted(r for r in graph.source if computed[r]), dtype=np.int64)
+    if not len(reads):
+        return []
+    sources = np.array([graph.source[int(r)] for r in reads], dtype=object)
+    has_source = sources != None  # noqa: E711 (elementwise)
+    source_ids = np.where(has_source, sources, 0).astype(np.int64)
+    marks_column, marks_value = np.array(graph.mark_column), np.array(graph.mark_value)
+    source_column = np.where(has_source, marks_column[source_ids], 0)
+    source_value = np.where(has_source, marks_value[source_ids], 0)
+    source_or_none = np.where(has_source, source_ids, -1)
+    read_keys = graph.key[reads]
+    read_clocks = clocks[reads]
+    found: list[tuple] = []
+
+    def stale(candidates: np.ndarray, present: np.ndarray, among: np.ndarray | slice = slice(None)) -> None:
+        after_source = clocks[candidates, source_column[among]] >= source_value[among]
+        bad = present & (candidates != source_or_none[among]) & (~has_source[among] | after_source)
+        for i in np.flatnonzero(bad):
+            at = i if isinstance(among, slice) else among[i]
+            source = int(source_ids[at]) if has_source[at] else None
+            pattern = "WriteCORead" if source is not None else "WriteCOInitRead"
+            found.append((pattern, int(reads[at]), source, int(candidates[i])))
+
+    sessions = len(graph.column)
+    writes = np.flatnonzero(graph.is_write & graph.acknowledged & computed)
+    if len(writes):
+        span = int(marks_value[writes].max()) + 2  # index values, and room for "no write yet"
+        codes = (graph.key[writes] * sessions + marks_column[writes]) * span + marks_value[writes]
+        by_code = np.argsort(codes, kind="stable")
+        codes, writes = codes[by_code], writes[by_code]
+        for session in range(sessions):
+            wanted = read_keys * sessions + session
+            seen = np.minimum(read_clocks[:, session], span - 1)
+            position = np.searchsorted(codes, wanted * span + seen, side="right") - 1
+            position_ok = np.maximum(position, 0)
+            present = (position >= 0) & (codes[position_ok] // span == wanted)
+            stale(writes[position_ok], present)
+    for write, column in graph.virtual.items():  # unknown writes somebody read
+        if not computed[write]:
             continue
-        if op.outcome == Outcome.OK:
-            ok_writes.setdefault(op.key, {}).setdefault(op.session, []).append(op)
-        else:
-            unknown_writes.setdefault(op.key, []).append(op.id)
-    found = []
-    for key, reads in reads_by_key.items():
-        key_reads = _KeyReads.of(graph, reads)
-        read_clocks = clocks[key_reads.reads]
-        for session, writes in ok_writes.get(key, {}).items():
-            indexes = np.array([w.index for w in writes])
-            ids = np.array([w.id for w in writes])
-            position = np.searchsorted(indexes, read_clocks[:, graph.column[session]], side="right") - 1
-            found += key_reads.stale(clocks, ids[np.maximum(position, 0)], position >= 0)
-        for write in unknown_writes.get(key, []):
-            column, _ = graph.own(write)
-            found += key_reads.stale(clocks, np.full(len(reads), write), read_clocks[:, column] >= 1)
+        among = np.flatnonzero(read_keys == graph.key[write])
+        stale(np.full(len(among), write), read_clocks[among, column] >= 1, among)
     return found
 
 
@@ -230,7 +253,7 @@ def _chain(graph: _Graph, clocks: np.ndarray, start: int, end: int) -> list[Op]:
         node = queue.popleft()
         if node == start:
             break
-        for pred in graph.preds[node]:
+        for pred in graph.preds(node):
             if pred not in parent and clocks[pred][column] >= value:
                 parent[pred] = node
                 queue.append(pred)
@@ -252,14 +275,27 @@ def _a_cycle(graph: _Graph, left: list[int]) -> list[Op]:
     while node not in seen:
         seen[node] = len(walk)
         walk.append(node)
-        node = next(p for p in graph.preds[node] if p in remaining)
+        node = next(p for p in graph.preds(node) if p in remaining)
     cycle = walk[seen[node] :]
     cycle.reverse()  # in causal order
     return [graph.ops[i] for i in cycle][: MAX_PATH * 2]
 
 
 def check(ops: list[Op]) -> CheckResult:
-    """Every bad pattern in ``ops``, counted, with a few examples of each."""
+    """Every bad pattern in ``ops``, counted, with a few examples of each. The cyclic garbage
+    collector is paused meanwhile: the check makes a few small objects per operation and none
+    that refer to each other, and with a long history alive, the collections it set off took
+    most of the time (a 300,000-operation history checked 3x faster without them)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _check(ops)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _check(ops: list[Op]) -> CheckResult:
     began = time.perf_counter()
     graph = _Graph(ops)
     order, left = graph.topological()
@@ -285,10 +321,11 @@ def check(ops: list[Op]) -> CheckResult:
             examples[pattern].append(
                 Violation(pattern, ops[read], None if source is None else ops[source], ops[newer], chain)
             )
+    writes = int(graph.is_write.sum())
     return CheckResult(
         ops=len(ops),
-        reads=sum(op.kind == Kind.READ for op in ops),
-        writes=sum(op.kind == Kind.WRITE for op in ops),
+        reads=len(ops) - writes,
+        writes=writes,
         sessions=len(graph.column),
         counts=counts,
         examples=examples,

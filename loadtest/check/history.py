@@ -12,8 +12,12 @@ a multi-read must not see part of a batch (atomicity.py).
 from __future__ import annotations
 
 import enum
+import gzip
+import json
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 Key = tuple[str, str]  # (group, row)
 
@@ -98,3 +102,33 @@ class History:
         with self._lock:
             tally = self.counters.setdefault(group, {"ok": 0, "unknown": 0})
             tally[outcome.value] += 1
+
+
+# -- on disk: one JSON array per line, gzipped; a long run writes its history in such chunks ----
+def op_row(op: Op) -> list:
+    label = op.label or (None, None)
+    return [op.id, op.session, op.index, op.kind.value, *op.key, op.value, op.outcome.value, op.region,
+            round(op.start, 6), round(op.end, 6), *label, op.txn]  # fmt: skip
+
+
+def op_of(row: list) -> Op:
+    (id_, session, index, kind, group, key, value, outcome, region, start, end, ts, src, txn) = row
+    label = None if ts is None else (ts, src)
+    return Op(id_, session, index, Kind(kind), (group, key), value, Outcome(outcome), region, start, end,
+              label, txn)  # fmt: skip
+
+
+def write_ops(path: Path, ops: Iterable[Op]) -> int:
+    """Writes ``ops`` to ``path`` (.jsonl.gz); returns how many."""
+    count = 0
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=3) as out:
+        for op in ops:
+            out.write(json.dumps(op_row(op), separators=(",", ":")))
+            out.write("\n")
+            count += 1
+    return count
+
+
+def read_ops(path: Path) -> list[Op]:
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        return [op_of(json.loads(line)) for line in lines]

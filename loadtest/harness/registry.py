@@ -25,6 +25,8 @@ MODULES = (
     "fig1", "fig4", "fig5", "fig6", "fig7", "fig8",
     # the companion papers
     "c3", "vivace", "vivace_strong", "strong", "redblue", "name_races", "synthetic",
+    # the project's own instruments
+    "checker",
 )  # fmt: skip
 
 
