@@ -6,6 +6,7 @@
     python -m loadtest run --plan my-plan --running .run               # a cluster started by hand
     python -m loadtest graph --users 61096 --out nola.txt.gz           # the full-size graph
     python -m loadtest check --duration 60 --nemesis all               # random histories under faults
+    python -m loadtest soak --ops 1000000                              # every protocol, kind and fault
     python -m loadtest paper fig7 --quick                              # a figure of the Saturn paper
     python -m loadtest bench --list                                    # every experiment, its minutes
     python -m loadtest bench fig4 --quick --out results/fig4           # one experiment
@@ -18,7 +19,9 @@ summary.json, summary.txt and summary.png into the output directory.
 
 ``check`` runs random client sessions against one protocol while a nemesis injects faults, then
 checks the recorded history for causal consistency and the replicas for convergence and lost or
-doubled writes (loadtest/check); exit status 1 if anything is wrong.
+doubled writes (loadtest/check); exit status 1 if anything is wrong. ``soak`` does that for
+every protocol, kind of topology and fault in turn until N operations are checked
+(loadtest/check/soak.py).
 
 ``paper`` runs one of the Saturn paper's figures (or ``all``) and sets the paper's numbers beside
 this run's (loadtest/paper.py).
@@ -37,6 +40,8 @@ from loadtest import paper
 from loadtest.bench.throughput_plots import plot_comparison, plot_results
 from loadtest.check.nemesis import FAULTS
 from loadtest.check.run import CheckSettings, passed, run_check
+from loadtest.check.soak import PROTOCOLS as SOAK_PROTOCOLS
+from loadtest.check.soak import Soak
 from loadtest.check.workload import Mix
 from loadtest.graph import generate, statistics
 from loadtest.harness import registry
@@ -176,6 +181,17 @@ def parser() -> argparse.ArgumentParser:
         "project's client/): no cluster started, no nemesis (faults come from outside)",
     )
     checked.add_argument("--out", help="output directory (default: check-results/<topology>-<protocol>)")
+    soak = commands.add_parser(
+        "soak", help="a long checked run: every protocol, topology kind and nemesis, until N operations"
+    )
+    soak.add_argument("--ops", type=positive(int), default=1_000_000, help="operations (default: 1M)")
+    soak.add_argument("--nemesis", default="all", help=f"faults or all (default); known: {', '.join(FAULTS)}")
+    soak.add_argument(
+        "--protocols", default=",".join(SOAK_PROTOCOLS), help=f"(default: {','.join(SOAK_PROTOCOLS)})"
+    )
+    soak.add_argument("--sessions", type=positive(int), default=12, help="client sessions (default: 12)")
+    soak.add_argument("--seed", type=int, default=1)
+    soak.add_argument("--out", default=str(PROJECT_ROOT / "check-results" / "soak"), help="output directory")
     commands.add_parser(
         "bench", help="run one experiment (bench --list shows them; bench NAME --help)", add_help=False
     )
@@ -193,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         commands = {
             "graph": graph_command, "plan": plan_command, "run": run_command, "check": check_command,
-            "paper": paper.main, "plot": plot_command,
+            "soak": soak_command, "paper": paper.main, "plot": plot_command,
         }  # fmt: skip
         return commands[args.command](args)
     except (TopologyError, PlanError, ValueError, FileNotFoundError, RuntimeError) as exc:
@@ -270,13 +286,29 @@ def run_command(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def check_command(args: argparse.Namespace) -> int:
-    faults = {"none": [], "all": list(FAULTS)}.get(args.nemesis)
+def named_faults(text: str) -> list[str]:
+    faults = {"none": [], "all": list(FAULTS)}.get(text)
     if faults is None:
-        faults = [f.strip() for f in args.nemesis.split(",") if f.strip()]
+        faults = [f.strip() for f in text.split(",") if f.strip()]
         unknown = sorted(set(faults) - set(FAULTS))
         if unknown:
             raise ValueError(f"unknown faults {unknown} (known: {', '.join(FAULTS)})")
+    return faults
+
+
+def soak_command(args: argparse.Namespace) -> int:
+    protocols = tuple(p.strip() for p in args.protocols.split(",") if p.strip())
+    unknown = sorted(set(protocols) - set(PROTOCOLS))
+    if unknown or not protocols:
+        raise ValueError(f"unknown protocols {unknown} (known: {', '.join(sorted(PROTOCOLS))})")
+    faults = tuple(named_faults(args.nemesis))
+    if not faults:
+        raise ValueError("a soak needs at least one fault")
+    return Soak(args.ops, Path(args.out), faults, protocols, args.sessions, seed=args.seed).run(say)
+
+
+def check_command(args: argparse.Namespace) -> int:
+    faults = named_faults(args.nemesis)
     if args.fault_seconds >= args.interval:
         raise ValueError("--fault-seconds must be shorter than --interval")
     if args.running and faults:

@@ -16,7 +16,7 @@ from loadtest.check import report
 from loadtest.check.atomicity import check_atomicity
 from loadtest.check.causal import check
 from loadtest.check.convergence import check_convergence
-from loadtest.check.history import History
+from loadtest.check.history import History, write_ops
 from loadtest.check.linearizable import check_linearizable
 from loadtest.check.nemesis import Nemesis
 from loadtest.check.strong_sessions import StrongHistory, StrongSession, final_reads, register_keys
@@ -53,13 +53,33 @@ class CheckSettings:
     registers: int = 4  # the registers they work on
     strong_mode: str | None = None  # "vivace" or "token", instead of the topology's
     tls: bool = False  # every connection over TLS (the launcher makes the certificates)
+    ops: int | None = None  # end once this many operations are recorded (and each fault was done)
+    interrupted: threading.Event | None = None  # set (Ctrl-C): end now, check what was recorded
+    history_file: Path | None = None  # where the history goes (.jsonl.gz), for checking again
+    quiet: bool = False  # no report printed or written (a soak's segment: the soak reports)
+    on_progress: Callable[[int], None] | None = None  # told the operations recorded, twice a second
 
 
 def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
     if settings.running is not None:
         _, topology = running_topology(settings.running)
         say(f"[{topology.protocol}] checking {topology.name} as it runs; faults come from outside")
-        return _checked_run(settings, topology, None, say)
+        return checked_run(settings, topology, None, say)
+    topology = topology_for(settings)
+    out = settings.out
+    cluster = Cluster(topology, out / "cluster", wan_control=True)
+    say(f"[{topology.protocol}] starting {topology.name} (logs in {cluster.run_dir / 'logs'}) ...")
+    cluster.start(fresh=True)
+    try:
+        return checked_run(settings, topology, cluster, say)
+    finally:
+        say(f"[{topology.protocol}] stopping the cluster ...")
+        cluster.stop()
+
+
+def topology_for(settings: CheckSettings) -> Topology:
+    """The topology file with the settings' protocol, shards, store, bandwidth, strong mode and
+    TLS, on a free block of ports."""
     base = Topology.load(settings.topology)
     topology = with_overrides(base, protocol=settings.protocol)
     if settings.shards:
@@ -76,22 +96,14 @@ def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
         )
     if settings.tls:
         topology = with_overrides(topology, tls=True)
-    topology = with_overrides(topology, base_port=find_base_port(topology))
-    out = settings.out
-    cluster = Cluster(topology, out / "cluster", wan_control=True)
-    say(f"[{topology.protocol}] starting {topology.name} (logs in {cluster.run_dir / 'logs'}) ...")
-    cluster.start(fresh=True)
-    try:
-        return _checked_run(settings, topology, cluster, say)
-    finally:
-        say(f"[{topology.protocol}] stopping the cluster ...")
-        cluster.stop()
+    return with_overrides(topology, base_port=find_base_port(topology))
 
 
-def _checked_run(
+def checked_run(
     settings: CheckSettings, topology: Topology, cluster: Cluster | None, say: Callable[[str], None]
 ) -> dict:
-    """The sessions, the nemesis (only with a cluster of our own), the checks."""
+    """The sessions, the nemesis (only with a cluster of our own), the checks. Keys and registers
+    are the run's own, so runs one after another on one cluster are independent histories."""
     regions = topology.region_names
     groups = sorted(topology.group_members)
     keys = hot_keys(groups, settings.keys_per_group, run=f"{secrets.token_hex(3)}-")
@@ -124,7 +136,7 @@ def _checked_run(
         )
         for thread in (*sessions, nemesis, sampler):
             thread.start()
-        _until_done(settings.duration, clock, nemesis, history, say)
+        _until_done(settings, clock, nemesis, history, say)
         stop.set()
         for thread in sessions:
             thread.join(CALL_TIMEOUT_S * 4)
@@ -136,6 +148,8 @@ def _checked_run(
         if settings.strong_sessions:
             final_reads(client, regions, registers, strong, clock)
     history.untyped += strong.untyped
+    if settings.history_file is not None:
+        write_ops(settings.history_file, history.ops)
     say(f"[{topology.protocol}] checking the history ...")
     result = check(history.ops)
     atomicity = check_atomicity(history.ops)
@@ -145,46 +159,62 @@ def _checked_run(
         "interval_s": settings.interval_s, "fault_s": settings.fault_s, "seed": settings.seed,
         "atomic_batches": settings.mix.atomic,
     }  # fmt: skip
-    text = report.text_report(run_settings, history, result, convergence, nemesis.events, atomicity)
     linearizability = check_linearizable(strong.ops) if settings.strong_sessions else None
-    if linearizability is not None:
-        text += report.linearizability_text(linearizability, strong.failures)
-    print(text, flush=True)
     for problem in nemesis.errors:
         say(f"nemesis: {problem}")
     data = report.to_json(
         run_settings, history, result, convergence, nemesis.events, sampler.samples, atomicity
     )
+    data["strong_operations"] = len(strong.ops)
+    data["nemesis_errors"] = nemesis.errors
     if linearizability is not None:
         data |= report.linearizability_json(linearizability)
+    if settings.quiet:
+        return data
+    text = report.text_report(run_settings, history, result, convergence, nemesis.events, atomicity)
+    if linearizability is not None:
+        text += report.linearizability_text(linearizability, strong.failures)
+    print(text, flush=True)
     for path in report.write(settings.out, data):
         say(f"wrote {path}")
     return data
 
 
 def _until_done(
-    duration: float, clock: float, nemesis: Nemesis, history: History, say: Callable[[str], None]
+    settings: CheckSettings, clock: float, nemesis: Nemesis, history: History, say: Callable[[str], None]
 ) -> None:
-    """Waits out the run's duration, and past it until the nemesis has done each of its faults
-    once (healing them takes longer on a busy machine; a run that skipped a fault would check
-    less than it was asked to), but never past twice the duration. Progress every 10 s."""
+    """Waits out the run's duration (or, given ``ops``, until that many operations are
+    recorded), and past it until the nemesis has done each of its faults once (healing them takes
+    longer on a busy machine; a run that skipped a fault would check less than it was asked to),
+    but never past twice the duration; at once when ``interrupted``. Progress every 10 s."""
+    duration, wanted, interrupted = settings.duration, settings.ops, settings.interrupted
     ends, last_word = clock + duration, clock + 2 * duration
 
-    def done() -> bool:
-        now = time.monotonic()
-        return now >= last_word or (now >= ends and nemesis.went_round.is_set())
+    def enough() -> bool:
+        if wanted is not None:
+            return len(history.ops) >= wanted
+        return time.monotonic() >= ends
 
-    overtime = False
+    def done() -> bool:
+        if interrupted is not None and interrupted.is_set():
+            return True
+        return time.monotonic() >= last_word or (enough() and nemesis.went_round.is_set())
+
+    tick = 0.5 if wanted is not None or interrupted is not None else PROGRESS_EVERY_S
+    overtime, said = False, time.monotonic()
     while not done():
         now = time.monotonic()
-        if now < ends:
-            time.sleep(min(PROGRESS_EVERY_S, ends - now))
+        if settings.on_progress is not None:
+            settings.on_progress(len(history.ops))
+        if not enough():
+            time.sleep(tick if wanted is not None else min(tick, max(ends - now, 0.05)))
         else:
             if not overtime:
                 overtime = True
                 say(f"  [{now - clock:6.1f}s] waiting for the nemesis to finish its last faults ...")
-            nemesis.went_round.wait(min(PROGRESS_EVERY_S, last_word - now))
-        if not done():
+            nemesis.went_round.wait(min(tick, last_word - now))
+        if not done() and not settings.quiet and time.monotonic() - said >= PROGRESS_EVERY_S - 0.01:
+            said = time.monotonic()
             say(
                 f"  [{time.monotonic() - clock:6.1f}s] {len(history.ops):,} operations, "
                 f"{len(history.failures):,} failed calls"
