@@ -102,6 +102,15 @@ class WrongPort(InvalidRequest):
     given where a region's store is wanted); the message says what answered there."""
 
 
+class StoreFull(CausalError):
+    """The region's store refuses writes for want of space: it is at its memory limit
+    (``maxmemory``), or its append-only file could not be written (a full disk). The write was
+    refused before it ran: nothing was written. Reads still work; writes work again by
+    themselves once the store has room, so it may be sent again later."""
+
+    retryable = True
+
+
 class ServerError(CausalError):
     """The region failed internally; the message carries the server's explanation."""
 
@@ -153,9 +162,27 @@ def from_redis_error(exc: Exception, where: str) -> CausalError:
         return RegionUnavailable(f"{where}: the store's cluster is failing over or moving a shard: {text}")
     if text.startswith(NO_GEARS):
         return RegionUnavailable(f"{where}: the store has no gears yet (its region is starting)")
+    if isinstance(exc, redis.exceptions.OutOfMemoryError):  # redis-py took the "OOM " off
+        return store_full(where, f"OOM {text}")
+    if text.startswith(STORE_FULL):
+        return store_full(where, text)
     if isinstance(exc, redis.ResponseError):
         return gear_error(text)
     return ServerError(f"{where}: {text}")
+
+
+# Redis's refusals for want of space: "OOM command not allowed when used memory > 'maxmemory'",
+# "MISCONF Errors writing to the AOF file: No space left on device".
+STORE_FULL = ("OOM ", "MISCONF ")
+
+
+FULL_WORDS = "the store is full"
+
+
+def store_full(where: str, text: str) -> StoreFull:
+    why = "its memory limit" if text.startswith("OOM") else "a disk it cannot write"
+    return StoreFull(f"{where}: {FULL_WORDS} ({why}: {text}); nothing was written, and writes "
+                     "resume by themselves once it has room")  # fmt: skip
 
 
 def code_of(error: CausalError) -> str | None:
@@ -166,7 +193,10 @@ def code_of(error: CausalError) -> str | None:
 
 
 def gear_error(reply: str) -> CausalError:
-    """The typed exception for a gear's error reply ("<CODE> <message>")."""
+    """The typed exception for a gear's error reply ("<CODE> <message>"), or the store's own
+    refusal for want of space."""
+    if reply.startswith(STORE_FULL):
+        return store_full("the store", reply)
     code, _, message = reply.partition(" ")
     if code not in GEAR_ERRORS:
         return ServerError(reply)
@@ -200,4 +230,6 @@ def from_rpc_error(exc: grpc.RpcError) -> CausalError:
         return RegionUnavailable(details)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return StoreTimeout(details or "deadline exceeded")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and FULL_WORDS in details:  # (not gRPC's own limits)
+        return StoreFull(details)
     return ServerError(f"{code.name}: {details}")

@@ -28,6 +28,7 @@ from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (
 
 from causal_client import Label
 from causal_client.client import Session
+from loadtest.check.nemesis import full_store
 from webapp.context import current
 from webapp.social import PAGE_SIZE, Account, Entry, Social, new_tweet_id
 
@@ -606,6 +607,22 @@ def test_a_store_that_does_not_answer_gives_the_503_page(django_region, monkeypa
     assert reply.status_code == 503
     assert "unavailable" in html(reply) and "Traceback" not in html(reply)
     assert "connection refused" not in html(reply), "the page names no internal detail"
+
+
+def test_a_full_store_refuses_a_post_with_a_page_that_says_so_and_takes_it_after(django_region, web_cluster):  # noqa: F811
+    """The region's store at its memory limit: the post gets a 503 that says the store is full
+    and nothing was saved (with Retry-After), reading goes on, and once the store has room the
+    same post goes through with nobody doing anything to the store."""
+    client, _ = new_user("full")
+    body = f"said while full {unique('t')}"
+    with full_store(web_cluster.topology, django_region):
+        reply = client.post("/post/", {"body": body})
+        assert reply.status_code == 503 and reply["Retry-After"] == "30"
+        assert "The store is full" in html(reply) and "nothing was saved" in html(reply)
+        assert client.get("/public/").status_code == 200
+        assert body not in html(client.get("/public/"))
+    assert client.post("/post/", {"body": body}).status_code == 302
+    assert body in html(client.get("/public/"))
 
 
 def test_an_unexpected_error_gives_the_500_page(django_region, monkeypatch):  # noqa: F811

@@ -23,7 +23,16 @@ from datetime import UTC, datetime
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from causal_client import CausalError, InvalidRequest, Label, LabelType, Session, SessionToken, UnknownRegion
+from causal_client import (
+    CausalError,
+    InvalidRequest,
+    Label,
+    LabelType,
+    Session,
+    SessionToken,
+    StoreFull,
+    UnknownRegion,
+)
 from webapp import notices, tasks
 from webapp.context import RegionContext, current
 from webapp.label_marks import LabelMarks, later_token
@@ -249,7 +258,11 @@ class CausalSessionMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, CausalError) and not isinstance(exception, InvalidRequest):
             log.warning("store unavailable for %s: %s", request.path, exception)
-            return render(request, "503.html", status=503)
+            full = isinstance(exception, StoreFull)  # nothing was written: the user may send it again
+            response = render(request, "503.html", {"full": full}, status=503)
+            if full:
+                response["Retry-After"] = "30"
+            return response
         return None
 
 

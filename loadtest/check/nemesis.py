@@ -16,7 +16,10 @@
 - a latency spike on a WAN link;
 - congestion: one direction of a link with a bandwidth flooded with bulk bytes (its relay's
   flood port, services/wan/flood.py), so everything behind them waits (or, with ``priority``,
-  only the bulk data behind them).
+  only the bulk data behind them);
+- a full store: a master of a region at its memory limit (``maxmemory`` below what it holds):
+  it refuses writes, clients get ``StoreFull``, nothing acknowledged may be lost, and writes go
+  on by themselves once the limit is lifted.
 
 WAN faults go through the cluster's WAN control file, which every process reads
 (``causal_client.wan``).
@@ -24,13 +27,14 @@ WAN faults go through the cluster's WAN control file, which every process reads
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import redis
@@ -55,7 +59,8 @@ CRASHES = {  # fault → the processes it may hit (by the end of their names; "s
 TWICE = "twice"  # any process a crash may hit, killed again soon after it came back
 AGAIN_AFTER_S = (0.5, 3.0)  # how soon after it came back the second kill comes (uniform)
 WAN_FAULTS = ("region", "master", "move", "partition", "spike", "congestion")  # run by methods of their own
-FAULTS = (*CRASHES, TWICE, *WAN_FAULTS)
+STORE_FAULTS = ("store-full",)  # a store node made to refuse writes (methods of their own too)
+FAULTS = (*CRASHES, TWICE, *WAN_FAULTS, *STORE_FAULTS)
 CLUSTER_STORE_FAULTS = ("master", "move")  # only where regions' stores are Redis Clusters
 SPIKE_MS = 250.0
 BACK_WITHIN_S = 30.0
@@ -113,6 +118,8 @@ class Nemesis(threading.Thread):
             return list(t.region_names) if failover else []
         if fault == "move":  # a shard moved between two masters
             return list(t.region_names) if t.store.engine == "cluster" and t.store.masters >= 2 else []
+        if fault == "store-full":  # a store node of a region: its masters, chosen when it is done
+            return list(t.region_names)
         if fault == "congestion":  # the directions of the links that have a bandwidth
             return sorted(f"{r.from_site}>{r.to_site}" for r in t.relay_routes if r.cls == FLOOD)
         sites = sorted({r.site for r in t.regions})
@@ -131,7 +138,8 @@ class Nemesis(threading.Thread):
             self.events.append(event)
             self.say(f"  [{event.start:6.1f}s] nemesis: {fault} {target}")
             try:
-                getattr(self, f"_{fault}" if fault in (*WAN_FAULTS, TWICE) else "_crash")(target)
+                method = fault.replace("-", "_") if fault in (*WAN_FAULTS, *STORE_FAULTS, TWICE) else "crash"
+                getattr(self, f"_{method}")(target)
             except Exception as exc:  # a fault that could not be done is reported, not fatal
                 self.errors.append(f"{fault} {target}: {exc}")
                 event.note = f"failed: {exc}"
@@ -201,6 +209,17 @@ class Nemesis(threading.Thread):
         self.events[-1].target = f"{region} shard {shard}"
         self.events[-1].note = f"redis{here} to redis{to}, calls held {held:.2f} s"
 
+    def _store_full(self, region: str) -> None:
+        """One of the region's masters at its memory limit for the fault's time (``maxmemory``
+        below what it holds, no eviction): it refuses every write, and its region's clients are
+        told so (``StoreFull``); then the limit is lifted and writes go on by themselves."""
+        t = self.cluster.topology
+        node = self.rng.choice(_masters(t, region) or [0])
+        self.events[-1].target = f"{region}.redis{node}"
+        with full_store(t, region, node) as used:
+            self.events[-1].note = f"{used / 2**20:.1f} MB held, limit {used // 2 / 2**20:.1f} MB"
+            self.stop.wait(self.fault_s)
+
     def _congestion(self, direction: str) -> None:
         """The link's bandwidth taken by a flood for the fault's time; returns once what it
         queued has crossed."""
@@ -237,11 +256,33 @@ def _masters(topology: Topology, region: str) -> list[int]:
     return [k for k in nodes if _role(host, topology.redis_port(region, k)) == "master"]
 
 
+@contextlib.contextmanager
+def full_store(topology: Topology, region: str, node: int = 0) -> Iterator[int]:
+    """Store node ``node`` of ``region`` at its memory limit while in the block (``maxmemory``
+    half of what it holds, no eviction): it refuses every write. Yields the bytes it holds; the
+    limit is lifted on the way out."""
+    with _store_node(topology.node_host(region), topology.redis_port(region, node)) as store:
+        before = store.config_get("maxmemory", "maxmemory-policy")
+        used = int(store.info("memory")["used_memory"])  # type: ignore[index]
+        store.config_set("maxmemory-policy", "noeviction")
+        store.config_set("maxmemory", max(1, used // 2))
+        try:
+            yield used
+        finally:
+            store.config_set("maxmemory", before["maxmemory"])  # type: ignore[index]
+            store.config_set("maxmemory-policy", before["maxmemory-policy"])  # type: ignore[index]
+
+
+def _store_node(host: str, port: int) -> redis.Redis:
+    """A connection to one store node, as the deployment's own (its secret, its TLS)."""
+    secure = tls.redis_options()
+    return redis.Redis(host=host, port=port, password=auth.secret(), socket_timeout=2, **secure)  # type: ignore[arg-type]
+
+
 def _role(host: str, port: int) -> str | None:
     """A store node's replication role ("master", "slave"; None: unreachable)."""
     try:
-        secure = tls.redis_options()
-        with redis.Redis(host=host, port=port, password=auth.secret(), socket_timeout=2, **secure) as node:  # type: ignore[arg-type]
+        with _store_node(host, port) as node:
             return node.info("replication").get("role")
     except redis.RedisError:
         return None

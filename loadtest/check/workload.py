@@ -23,6 +23,7 @@ from causal_client import (
     ReadSpec,
     RegionUnavailable,
     Session,
+    StoreFull,
     StoreTimeout,
 )
 from loadtest.check.history import Failure, History, Kind, Outcome
@@ -201,6 +202,9 @@ class CheckedSession(threading.Thread):
             label = self.session.write(group, row, {VALUE_COLUMN: value, log_column(value): ""})  # type: ignore[union-attr]
         except InvalidRequest:
             raise  # a bug of the workload: nothing may be recorded about it
+        except StoreFull as exc:  # refused before it ran: not written (a read of it would be thin air)
+            self.failed(f"write {group}/{row}", exc)
+            return
         except Exception as exc:  # applied or not: unknown (the store may have died mid-call)
             self.record(Kind.WRITE, (group, row), value, Outcome.UNKNOWN, region, started)
             self.failed(f"write {group}/{row}", exc)

@@ -38,6 +38,7 @@ STATUS_OF: tuple[tuple[type[errors.CausalError], grpc.StatusCode], ...] = (
     (errors.UnknownRegion, grpc.StatusCode.NOT_FOUND),
     (errors.RegionUnavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.StoreTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (errors.StoreFull, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.VersionMismatch, grpc.StatusCode.FAILED_PRECONDITION),
 )
 
