@@ -38,7 +38,7 @@ from pathlib import Path
 
 from loadtest import paper
 from loadtest.bench.throughput_plots import plot_comparison, plot_results
-from loadtest.check.nemesis import FAULTS
+from loadtest.check.nemesis import FAULTS, OUTAGE_S
 from loadtest.check.run import CheckSettings, passed, run_check
 from loadtest.check.soak import PROTOCOLS as SOAK_PROTOCOLS
 from loadtest.check.soak import Soak
@@ -190,6 +190,12 @@ def parser() -> argparse.ArgumentParser:
         "--protocols", default=",".join(SOAK_PROTOCOLS), help=f"(default: {','.join(SOAK_PROTOCOLS)})"
     )
     soak.add_argument("--sessions", type=positive(int), default=12, help="client sessions (default: 12)")
+    soak.add_argument(
+        "--outage-seconds",
+        type=positive(float),
+        default=OUTAGE_S,
+        help=f"region-outage's (default: {OUTAGE_S:.0f})",
+    )
     soak.add_argument("--seed", type=int, default=1)
     soak.add_argument("--out", default=str(PROJECT_ROOT / "check-results" / "soak"), help="output directory")
     commands.add_parser(
@@ -304,7 +310,16 @@ def soak_command(args: argparse.Namespace) -> int:
     faults = tuple(named_faults(args.nemesis))
     if not faults:
         raise ValueError("a soak needs at least one fault")
-    return Soak(args.ops, Path(args.out), faults, protocols, args.sessions, seed=args.seed).run(say)
+    soak = Soak(
+        args.ops,
+        Path(args.out),
+        faults,
+        protocols,
+        args.sessions,
+        seed=args.seed,
+        outage_s=args.outage_seconds,
+    )
+    return soak.run(say)
 
 
 def check_command(args: argparse.Namespace) -> int:

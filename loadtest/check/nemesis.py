@@ -19,7 +19,9 @@
   only the bulk data behind them);
 - a full store: a master of a region at its memory limit (``maxmemory`` below what it holds):
   it refuses writes, clients get ``StoreFull``, nothing acknowledged may be lost, and writes go
-  on by themselves once the limit is lifted.
+  on by themselves once the limit is lifted;
+- a slow shard: a master of a region of two shards or more stopped and let go in bursts;
+- a region outage: every process of a region stopped for a minute (``OUTAGE_S``), then started.
 
 WAN faults go through the cluster's WAN control file, which every process reads
 (``causal_client.wan``).
@@ -59,10 +61,12 @@ CRASHES = {  # fault → the processes it may hit (by the end of their names; "s
 TWICE = "twice"  # any process a crash may hit, killed again soon after it came back
 AGAIN_AFTER_S = (0.5, 3.0)  # how soon after it came back the second kill comes (uniform)
 WAN_FAULTS = ("region", "master", "move", "partition", "spike", "congestion")  # run by methods of their own
-STORE_FAULTS = ("store-full",)  # a store node made to refuse writes (methods of their own too)
+STORE_FAULTS = ("store-full", "slow-shard", "region-outage")  # methods of their own too
 FAULTS = (*CRASHES, TWICE, *WAN_FAULTS, *STORE_FAULTS)
 CLUSTER_STORE_FAULTS = ("master", "move")  # only where regions' stores are Redis Clusters
 SPIKE_MS = 250.0
+OUTAGE_S = 60.0  # a region gone for a minute (region-outage), whatever the fault's time
+PAUSED_S, RUNNING_S = 0.3, 0.2  # a slow shard's master: stopped this long, then running this long
 BACK_WITHIN_S = 30.0
 
 
@@ -86,8 +90,10 @@ class Nemesis(threading.Thread):
         fault_s: float,
         seed: int,
         say: Callable[[str], None],
+        outage_s: float = OUTAGE_S,
     ):
         super().__init__(name="nemesis", daemon=True)
+        self.outage_s = outage_s
         self.cluster, self.clock, self.stop, self.say = cluster, clock, stop, say
         self.interval_s, self.fault_s = interval_s, fault_s
         self.rng = random.Random(seed)
@@ -118,8 +124,10 @@ class Nemesis(threading.Thread):
             return list(t.region_names) if failover else []
         if fault == "move":  # a shard moved between two masters
             return list(t.region_names) if t.store.engine == "cluster" and t.store.masters >= 2 else []
-        if fault == "store-full":  # a store node of a region: its masters, chosen when it is done
+        if fault in ("store-full", "region-outage"):  # a store node of a region; a whole region
             return list(t.region_names)
+        if fault == "slow-shard":  # a master beside others: regions of two shards or more
+            return [r for r in t.region_names if t.region(r).shards >= 2]
         if fault == "congestion":  # the directions of the links that have a bandwidth
             return sorted(f"{r.from_site}>{r.to_site}" for r in t.relay_routes if r.cls == FLOOD)
         sites = sorted({r.site for r in t.regions})
@@ -172,11 +180,11 @@ class Nemesis(threading.Thread):
         if not self.stop.wait(again):
             self._crash(name)
 
-    def _region(self, region: str) -> None:
+    def _region(self, region: str, down_s: float | None = None) -> None:
         names = [n for n, spec in self.cluster.specs.items() if spec.region == region and not _web(n)]
         for name in reversed(names):
             self.cluster.kill(name)
-        self.stop.wait(self.fault_s)
+        self.stop.wait(self.fault_s if down_s is None else down_s)
         for name in names:  # in start order: stores first
             self.cluster.restart(name)
 
@@ -219,6 +227,32 @@ class Nemesis(threading.Thread):
         with full_store(t, region, node) as used:
             self.events[-1].note = f"{used / 2**20:.1f} MB held, limit {used // 2 / 2**20:.1f} MB"
             self.stop.wait(self.fault_s)
+
+    def _slow_shard(self, region: str) -> None:
+        """One of the region's masters stopped (SIGSTOP) and let go (SIGCONT) in bursts for the
+        fault's time: a slow partition, as Occult tells it, which must not hold back the other
+        shards' remote updates or the other regions."""
+        t = self.cluster.topology
+        node = self.rng.choice(_masters(t, region) or [0])
+        name = f"{region}.redis{node}"
+        self.events[-1].target = name
+        pid = self.cluster.processes[name].popen.pid
+        ends, bursts = time.monotonic() + self.fault_s, 0
+        try:
+            while time.monotonic() < ends and not self.stop.is_set():
+                os.kill(pid, signal.SIGSTOP)
+                bursts += 1
+                self.stop.wait(PAUSED_S)
+                os.kill(pid, signal.SIGCONT)
+                self.stop.wait(RUNNING_S)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        self.events[-1].note = f"{bursts} pauses of {PAUSED_S * 1000:.0f} ms"
+
+    def _region_outage(self, region: str) -> None:
+        """Every process of the region stopped for ``outage_s`` (a minute: AntidoteDB's
+        datacenter that never caught up after it was stopped), then started again."""
+        self._region(region, self.outage_s)
 
     def _congestion(self, direction: str) -> None:
         """The link's bandwidth taken by a flood for the fault's time; returns once what it

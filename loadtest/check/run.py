@@ -18,7 +18,7 @@ from loadtest.check.causal import check
 from loadtest.check.convergence import check_convergence
 from loadtest.check.history import History, write_ops
 from loadtest.check.linearizable import check_linearizable
-from loadtest.check.nemesis import Nemesis
+from loadtest.check.nemesis import OUTAGE_S, Nemesis
 from loadtest.check.strong_sessions import StrongHistory, StrongSession, final_reads, register_keys
 from loadtest.check.timeline import VisibilitySampler
 from loadtest.check.workload import CheckedSession, Mix, hot_keys
@@ -57,6 +57,7 @@ class CheckSettings:
     interrupted: threading.Event | None = None  # set (Ctrl-C): end now, check what was recorded
     history_file: Path | None = None  # where the history goes (.jsonl.gz), for checking again
     quiet: bool = False  # no report printed or written (a soak's segment: the soak reports)
+    outage_s: float = OUTAGE_S  # how long region-outage keeps a region down
     on_progress: Callable[[int], None] | None = None  # told the operations recorded, twice a second
 
 
@@ -126,8 +127,9 @@ def checked_run(
             for i in range(settings.strong_sessions)
         ]
         nemesis = Nemesis(
-            cluster, settings.faults, clock, stop, settings.interval_s, settings.fault_s, settings.seed, say
-        )
+            cluster, settings.faults, clock, stop, settings.interval_s, settings.fault_s, settings.seed, say,
+            settings.outage_s,
+        )  # fmt: skip
         sampler = VisibilitySampler(topology, clock, stop)
         say(
             f"[{topology.protocol}] {len(sessions)} sessions over {', '.join(regions)}, "

@@ -38,7 +38,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from loadtest.check.causal import PATTERNS
-from loadtest.check.nemesis import CLUSTER_STORE_FAULTS, FAULTS
+from loadtest.check.nemesis import CLUSTER_STORE_FAULTS, FAULTS, OUTAGE_S
 from loadtest.check.run import CheckSettings, checked_run, passed, topology_for
 from services.launcher.cluster import Cluster
 from services.traits import traits_of
@@ -145,11 +145,13 @@ class Soak:
     sessions: int = 12
     strong_sessions: int = 4
     seed: int = 1
+    outage_s: float = OUTAGE_S
     rows: list[SegmentRow] = field(default_factory=list)
     interrupted: threading.Event = field(default_factory=threading.Event)
 
     def plan(self) -> tuple[list[Leg], int, int]:
-        """The legs, the rounds of them, and each segment's operations."""
+        """The legs, the rounds of them, and each segment's operations (of the causal sessions;
+        the strong sessions' come on top)."""
         planned = legs(self.nemeses, self.protocols)
         segments = sum(len(leg.nemeses) for leg in planned)
         rounds = max(1, -(-self.ops // (segments * MAX_SEGMENT_OPS)))
@@ -181,7 +183,8 @@ class Soak:
 
     @property
     def done(self) -> bool:
-        return self.interrupted.is_set() or self.checked >= self.ops
+        """Interrupted (every planned segment runs otherwise: each nemesis at least once)."""
+        return self.interrupted.is_set()
 
     @property
     def checked(self) -> int:
@@ -202,7 +205,7 @@ class Soak:
             bandwidth_mbit=BANDWIDTH_MBIT if "congestion" in leg.nemeses else None,
             strong_sessions=self.strong_sessions, strong_mode=leg.strong_mode, ops=share,
             duration=max(40.0, share / OPS_PER_S_GUESS), interrupted=self.interrupted, quiet=True,
-            seed=self.seed + turn, out=self.out,
+            seed=self.seed + turn, out=self.out, outage_s=self.outage_s,
         )  # fmt: skip
         topology = topology_for(settings)
         cluster = Cluster(topology, self.out / "cluster", wan_control=True)

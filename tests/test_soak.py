@@ -1,0 +1,60 @@
+"""``loadtest soak`` (loadtest/check/soak.py): how the legs cover the protocols, kinds of topology
+and nemeses (no processes), and a short soak as CI runs it: every nemesis at least once under
+saturn, on all four kinds of topology, each segment's history written and checked, nothing found."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+
+from loadtest.check.nemesis import CLUSTER_STORE_FAULTS, FAULTS
+from loadtest.check.soak import KINDS, PROTOCOLS, TREE_FAULTS, Soak, applies, legs
+
+
+def test_every_protocol_meets_every_nemesis_that_applies_to_it_on_one_of_its_legs():
+    met: dict[str, list[str]] = defaultdict(list)
+    kinds_of: dict[str, set[str]] = defaultdict(set)
+    for leg in legs():
+        kinds_of[leg.protocol].add(leg.kind)
+        for nemesis in leg.nemeses:
+            met[leg.protocol].append(nemesis)
+            if nemesis in CLUSTER_STORE_FAULTS:
+                assert KINDS[leg.kind][1], f"{nemesis} needs a cluster store, got {leg.kind}"
+    for protocol in PROTOCOLS:
+        wanted = [f for f in FAULTS if applies(f, protocol)]
+        assert sorted(met[protocol]) == sorted(wanted), protocol  # each once
+        assert kinds_of[protocol] == set(KINDS), protocol
+    assert not any(f in met["eventual"] for f in TREE_FAULTS)
+    modes = {(leg.protocol, leg.strong_mode) for leg in legs()}
+    assert all((p, m) in modes for p in PROTOCOLS for m in ("vivace", "token"))
+
+
+def test_the_operations_are_shared_among_the_segments_and_a_segment_stays_bounded(tmp_path):
+    planned, rounds, share = Soak(1_000_000, tmp_path).plan()
+    segments = sum(len(leg.nemeses) for leg in planned)
+    assert rounds == 1 and share * segments >= 1_000_000
+    _, rounds, share = Soak(100_000_000, tmp_path).plan()
+    assert rounds > 1 and share <= 50_000  # more rounds, not longer segments: memory stays flat
+
+
+@pytest.mark.cluster
+def test_a_short_soak_runs_every_nemesis_under_saturn_and_finds_nothing(tmp_path):
+    out = tmp_path / "soak"
+    command = [sys.executable, "-m", "loadtest", "soak", "--ops", "6000", "--protocols", "saturn",
+               "--outage-seconds", "5", "--out", str(out)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    data = json.loads((out / "soak.json").read_text())
+    ran = {row["nemesis"] for row in data["table"]}
+    assert ran == {f for f in FAULTS if applies(f, "saturn")}
+    for row in data["table"]:
+        assert row["operations"] > 0 and row["strong"] > 0, row
+    segments = data["segments"]
+    assert all((tmp_path / "soak" / "segments").glob("*.jsonl.gz"))
+    assert len(list((out / "segments").glob("*.jsonl.gz"))) == len(segments)
+    assert {s["kind"] for s in segments} == set(KINDS)
+    assert not any(s["nemesis_errors"] for s in segments), [s["nemesis_errors"] for s in segments]
