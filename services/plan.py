@@ -211,7 +211,8 @@ def _redis(
     Cluster (its membership in ``nodes.conf`` in its data directory, kept across restarts)."""
     data = name.replace(".redis", "-").replace(".broker", "-broker")
     path = layout.data_dir / f"{data}.conf"
-    lines = [f'loadmodule "{_quoted(layout.redis_module)}"'] if store is not None else []
+    module = f'loadmodule "{_quoted(layout.redis_module)}" min-free-mb {t.store.min_free_mb}'
+    lines = [module] if store is not None else []
     if store is not None and t.store.engine == "cluster":
         lines += [
             "cluster-enabled yes", "cluster-config-file nodes.conf",

@@ -80,6 +80,10 @@ class StoreSettings(StrictModel):
     #: that promoting the replica loses nothing acknowledged; "master", at once (faster; a
     #: master that dies takes its last writes with it)
     acknowledge: Literal["replica", "master"] = "replica"
+    #: a store refuses clients' writes (StoreFull) while its disk has less than this free, in MB
+    #: (0: never), so that a full disk is an error clients are told, not a store that exits
+    #: (services/region/module/saturn_calls.c)
+    min_free_mb: int = Field(default=32, ge=0, le=1_000_000)
 
     @property
     def acks(self) -> int:

@@ -14,12 +14,23 @@
  * a call to the master holding the shard (MOVED), as it does FCALL. A client user is then
  * given these two commands, the tags as its only keys, and nothing else that touches data.
  *
+ * A store whose disk is nearly full refuses SATURN.CALL (a "MISCONF" error, which clients raise
+ * as StoreFull) while less than min-free-mb (the module's argument, default 32) is free where
+ * Redis keeps its files (its working directory): under appendfsync always, Redis exits when an
+ * append fails rather than answer a write it could not log, and a region whose store keeps
+ * exiting tells its clients nothing useful. What is left is for the services' own writes (the
+ * remote updates they apply). Writes go on by themselves once there is room again.
+ *
  * The module API is reached the way Redis hands it to every module: the first field of the
  * context passed to RedisModule_OnLoad is the function that looks API functions up by name.
  * Only the handful used here are declared (their signatures are Redis's, API version 1).
  */
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
 
 typedef struct RedisModuleCtx RedisModuleCtx;
 typedef struct RedisModuleString RedisModuleString;
@@ -78,7 +89,31 @@ static int forward(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, cons
     return OK;
 }
 
+#define DISK_CHECK_MS 200 /* free space is read at most this often */
+
+static unsigned long long min_free_bytes = 32ULL << 20;
+static char disk_full_error[160];
+
+/* Whether the filesystem of Redis's working directory (its --dir) has less than min_free_bytes
+ * free for an unprivileged writer. */
+static int disk_nearly_full(void) {
+    static struct timespec checked;
+    static int nearly_full;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long elapsed_ms = (now.tv_sec - checked.tv_sec) * 1000LL + (now.tv_nsec - checked.tv_nsec) / 1000000;
+    if ((checked.tv_sec == 0 && checked.tv_nsec == 0) || elapsed_ms >= DISK_CHECK_MS) {
+        struct statvfs fs;
+        if (statvfs(".", &fs) == 0) {
+            nearly_full = (unsigned long long)fs.f_bavail * fs.f_frsize < min_free_bytes;
+        }
+        checked = now;
+    }
+    return nearly_full;
+}
+
 static int saturn_call(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (min_free_bytes > 0 && disk_nearly_full()) return ReplyWithError(ctx, disk_full_error);
     return forward(ctx, argv, argc, "FCALL", "!Ev");
 }
 
@@ -90,8 +125,6 @@ static int saturn_read(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     if (GetApi("RedisModule_" name, (void *)&target) != OK) return ERR
 
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    (void)argv;
-    (void)argc;
     GetApi = (int (*)(const char *, void *))(unsigned long)((void **)ctx)[0];
     LOOKUP(SetModuleAttribs, "SetModuleAttribs");
     LOOKUP(CreateCommand, "CreateCommand");
@@ -102,6 +135,17 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     LOOKUP(WrongArity, "WrongArity");
     LOOKUP(StringPtrLen, "StringPtrLen");
     SetModuleAttribs(ctx, "saturn", 1, API_VERSION);
+    /* Arguments: "min-free-mb N" (0: never refuse for want of disk). */
+    for (int i = 0; i + 1 < argc; i += 2) {
+        size_t length;
+        const char *name = StringPtrLen(argv[i], &length);
+        if (length == 11 && memcmp(name, "min-free-mb", 11) == 0) {
+            min_free_bytes = strtoull(StringPtrLen(argv[i + 1], &length), NULL, 10) << 20;
+        }
+    }
+    snprintf(disk_full_error, sizeof disk_full_error,
+             "MISCONF the store's disk has less than %llu MB free: writes are refused until it has room",
+             min_free_bytes >> 20);
     /* deny-script: a function cannot be called while a script runs (Redis would abort). */
     /* The key is the third argument (the shard's tag), as FCALL's first key is. */
     if (CreateCommand(ctx, "saturn.call", saturn_call, "write deny-oom deny-script", 3, 3, 1) != OK) return ERR;
