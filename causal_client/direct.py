@@ -428,7 +428,11 @@ def _tls_failure(address: str, exc: Exception) -> tls.TlsError | None:
                 f"certificates (${tls.TLS_DIR_ENV}, with ca.pem, client.pem and client.key)"
             )
         return None
-    return tls.recognise(str(exc), f"store {address}")
+    named = tls.recognise(str(exc), f"store {address}")
+    host, _, port = address.rpartition(":")
+    if named is None and port.isdigit():
+        named = tls.why_refused(host, int(port))  # its alert may have come after our first write
+    return named
 
 
 def _replica_reading(

@@ -320,6 +320,32 @@ def refused_by_peer(where: str) -> TlsError:
     )
 
 
+def why_refused(host: str, port: int, timeout_s: float = 1.0) -> TlsError | None:
+    """Why a TLS server at ``host:port`` would not have this process, asked again: a handshake
+    with our own certificate, then a wait for the server's first word. Under TLS 1.3 a server
+    judges a client's certificate after the handshake, and its alert may come after the client's
+    first write already failed on the closed connection ("EOF occurred in violation of
+    protocol"): the alert read here names the cause. None: it accepts us (the failure was
+    something else)."""
+    context = process_context(server=False)
+    if context is None:
+        return None
+    where = f"{host}:{port}"
+    try:
+        with (
+            socket.create_connection((host, port), timeout=timeout_s) as raw,
+            context.wrap_socket(raw, server_hostname=host) as tls_socket,
+        ):
+            ended = tls_socket.recv(1) == b""
+    except TimeoutError:
+        return None  # it waits for our command: it took our certificate
+    except ssl.SSLError as exc:
+        return explain(exc, where)
+    except OSError:
+        return None
+    return refused_by_peer(where) if ended else None
+
+
 def speaks_tls(host: str, port: int, timeout_s: float = 1.0) -> bool:
     """Whether a TLS server answers at ``host:port`` (its certificate unchecked: only to tell a
     client without TLS why a server says nothing to it)."""

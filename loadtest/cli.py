@@ -169,6 +169,7 @@ def parser() -> argparse.ArgumentParser:
     )
     checked.add_argument("--interval", type=positive(float), default=6.0, help="seconds between faults")
     checked.add_argument("--fault-seconds", type=positive(float), default=2.0, help="how long a fault lasts")
+    outage_option(checked)
     checked.add_argument("--seed", type=int, default=1)
     checked.add_argument(
         "--non-atomic",
@@ -190,12 +191,7 @@ def parser() -> argparse.ArgumentParser:
         "--protocols", default=",".join(SOAK_PROTOCOLS), help=f"(default: {','.join(SOAK_PROTOCOLS)})"
     )
     soak.add_argument("--sessions", type=positive(int), default=12, help="client sessions (default: 12)")
-    soak.add_argument(
-        "--outage-seconds",
-        type=positive(float),
-        default=OUTAGE_S,
-        help=f"region-outage's (default: {OUTAGE_S:.0f})",
-    )
+    outage_option(soak)
     soak.add_argument("--seed", type=int, default=1)
     soak.add_argument("--out", default=str(PROJECT_ROOT / "check-results" / "soak"), help="output directory")
     commands.add_parser(
@@ -205,6 +201,11 @@ def parser() -> argparse.ArgumentParser:
     plot.add_argument("results", help="the run's JSON: bench-results/<topology>.json or .../summary.json")
     paper.add_parser(commands)
     return top
+
+
+def outage_option(parser: argparse.ArgumentParser) -> None:
+    help_text = f"how long region-outage keeps a region down (default: {OUTAGE_S:.0f})"
+    parser.add_argument("--outage-seconds", type=positive(float), default=OUTAGE_S, help=help_text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -338,7 +339,7 @@ def check_command(args: argparse.Namespace) -> int:
         shards=args.shards, cluster_store=args.cluster_store, bandwidth_mbit=args.bandwidth_mbit,
         priority=args.priority, tls=args.tls,
         running=Path(args.running) if args.running else None, strong_sessions=max(0, args.strong_sessions),
-        strong_mode=args.strong_mode,
+        strong_mode=args.strong_mode, outage_s=args.outage_seconds,
     )  # fmt: skip
     return 0 if passed(run_check(settings, say)) else 1
 

@@ -34,12 +34,14 @@ def test_the_checker_catches_eventual(tmp_path, capsys):
 
 
 def test_saturn_under_every_fault(tmp_path):
-    """Every fault once (links at 20 Mbit/s through relays, so that one can be congested). The
+    """Every fault once (links at 20 Mbit/s through relays, so that one can be congested; two
+    shards a region, so that one can be slow; a region outage of 5 s). The
     nemesis waits for a fault to be undone before the next interval starts (a killed process is
     back, a region healthy again), which takes longer on a busy machine: the run leaves room."""
     code, data = run(
         tmp_path, "--protocol", "saturn", "--duration", "56", "--nemesis", "all",
-        "--interval", "4", "--fault-seconds", "1.5", "--bandwidth-mbit", "20",
+        "--interval", "4", "--fault-seconds", "1.5", "--bandwidth-mbit", "20", "--shards", "2",
+        "--outage-seconds", "5",
     )  # fmt: skip
     assert data["violations"] == dict.fromkeys(data["violations"], 0)
     assert not data["lost_writes"] and data["lost_increments"] == data["doubled_increments"] == 0

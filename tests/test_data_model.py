@@ -82,8 +82,9 @@ def test_a_write_with_a_smaller_label_loses_even_when_it_arrives_last(sessions, 
     """Deterministic arrival order: the winner exists before the loser is even made."""
     row = unique("lww-det")
     ahead = Label(ts=ahead_of_every_gear(sessions, 5), src="b/0")
+    late_writer = client_for(two_regions).session("b")  # connected first: the write must not wait
     winner = client_for(two_regions).session("a", label=ahead).write("all", row, {"c": "winner"})
-    loser = client_for(two_regions).session("b").write("all", row, {"c": "loser"})
+    loser = late_writer.write("all", row, {"c": "loser"})  # before the winner reaches b (its clock)
     assert loser < winner
     replicated(sessions, "b")
     replicated(sessions, "a")
@@ -136,8 +137,9 @@ def test_an_older_increment_arriving_after_a_delete_stays_deleted(sessions, clie
     sessions["a"].write("all", row, {"x": "1", "y": "2"})
     replicated(sessions, "a")
     ahead = Label(ts=ahead_of_every_gear(sessions, 5), src="a/0")
+    late_writer = client_for(two_regions).session("b")  # connected first: the write must not wait
     tombstone = client_for(two_regions).session("a", label=ahead).delete("all", row, ["n"])
-    late = client_for(two_regions).session("b").increment("all", row, "n", 5)
+    late = late_writer.increment("all", row, "n", 5)
     assert late < tombstone
     replicated(sessions, "b")
     replicated(sessions, "a")
