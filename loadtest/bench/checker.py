@@ -19,10 +19,13 @@ delivery) are checked once each to show the checker still finds what it is for.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from loadtest.check.causal import check
 from loadtest.check.history import read_ops
@@ -33,6 +36,7 @@ from loadtest.harness.options import Meaning, numbers
 from loadtest.harness.plots import plt, save
 from loadtest.harness.report import num, publish, render_table, say
 
+R = TypeVar("R")
 CAUSAL_TARGET = 100_000  # operations checked per second, on one core
 TARGET_FROM = 100_000  # ... at every history at least this long (short ones pay fixed costs)
 
@@ -49,8 +53,9 @@ class Row:
     undecided: int = 0
 
 
-def timed(run, rounds: int) -> tuple[float, object]:
-    best, result = float("inf"), None
+def timed(run: Callable[[], R], rounds: int) -> tuple[float, R]:
+    """The best of ``rounds`` timings of ``run``, and what it returned."""
+    best = float("inf")
     for _ in range(rounds):
         began = time.perf_counter()
         result = run()
@@ -62,7 +67,7 @@ def causal_rows(lengths: list[int], rounds: int) -> list[Row]:
     rows = []
     for length in lengths:
         history = causal_history(length)
-        seconds, result = timed(lambda history=history: check(history), rounds)
+        seconds, result = timed(functools.partial(check, history), rounds)
         rows.append(Row("causal", "simulated", length, seconds, length / seconds, 0.0, result.violations))
         say(f"  causal, {length:>9,} ops: {seconds:6.2f} s, {length / seconds:>9,.0f} ops/s, "
             f"{result.violations} anomalies")  # fmt: skip
@@ -78,7 +83,7 @@ def recorded_rows(directory: Path, rounds: int) -> list[Row]:
         ops = read_ops(path)
         if not ops:
             continue
-        seconds, result = timed(lambda ops=ops: check(ops), rounds)
+        seconds, result = timed(functools.partial(check, ops), rounds)
         rows.append(Row("causal", path.name, len(ops), seconds, len(ops) / seconds, 0.0, result.violations))
         say(f"  causal, {path.name}: {len(ops):,} ops, {len(ops) / seconds:,.0f} ops/s")
     return rows
@@ -88,7 +93,7 @@ def linearizable_rows(lengths: list[int], rounds: int) -> list[Row]:
     rows = []
     for length in lengths:
         history = linearizable_history(length)
-        seconds, result = timed(lambda history=history: check_linearizable(history), rounds)
+        seconds, result = timed(functools.partial(check_linearizable, history), rounds)
         rows.append(Row("linearizable", "simulated", length, seconds, length / seconds, 0.0,
                         result.violations, result.undecided))  # fmt: skip
         say(f"  linearizable, {length:>9,} ops: {seconds:6.2f} s, {length / seconds:>9,.0f} ops/s, "

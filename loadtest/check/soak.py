@@ -41,6 +41,7 @@ from loadtest.check.causal import PATTERNS
 from loadtest.check.nemesis import CLUSTER_STORE_FAULTS, FAULTS, OUTAGE_S
 from loadtest.check.run import CheckSettings, checked_run, passed, topology_for
 from services.launcher.cluster import Cluster
+from services.topology import Topology
 from services.traits import traits_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,11 +216,14 @@ class Soak:
             for nemesis in leg.nemeses:
                 if self.done:
                     return
-                self.run_segment(leg, nemesis, settings, topology, cluster, bar, say)
+                self.run_segment(leg, nemesis, settings, topology, cluster, bar)
         finally:
             cluster.stop()
 
-    def run_segment(self, leg, nemesis, settings, topology, cluster, bar: tqdm, say) -> None:
+    def run_segment(
+        self, leg: Leg, nemesis: str, settings: CheckSettings, topology: Topology, cluster: Cluster, bar: tqdm
+    ) -> None:
+        """One fault's segment on the leg's running cluster: its history written and checked."""
         number = len(self.rows) + 1
         history = self.out / "segments" / f"{number:03d}-{leg.protocol}-{nemesis}.jsonl.gz"
         base = self.checked
@@ -285,7 +289,7 @@ def table(rows: list[SegmentRow]) -> str:
 
 
 def verdict(rows: list[SegmentRow], say: Callable[[str], None]) -> int:
-    bad = [r for r in rows if not r.clean or (r.protocol != CONTROL and sum(r.anomalies.values()))]
+    bad = [r for r in rows if not r.clean or (r.protocol != CONTROL and sum(r.anomalies.values()) > 0)]
     control = [r for r in rows if r.protocol == CONTROL]
     blind = bool(control) and not any(sum(r.anomalies.values()) for r in control)
     for row in bad:
