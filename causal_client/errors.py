@@ -162,10 +162,8 @@ def from_redis_error(exc: Exception, where: str) -> CausalError:
         return RegionUnavailable(f"{where}: the store's cluster is failing over or moving a shard: {text}")
     if text.startswith(NO_GEARS):
         return RegionUnavailable(f"{where}: the store has no gears yet (its region is starting)")
-    if isinstance(exc, redis.exceptions.OutOfMemoryError):  # redis-py took the "OOM " off
-        return store_full(where, f"OOM {text}")
-    if text.startswith(STORE_FULL):
-        return store_full(where, text)
+    if (full := store_refusal(exc, where)) is not None:
+        return full
     if isinstance(exc, redis.ResponseError):
         return gear_error(text)
     return ServerError(f"{where}: {text}")
@@ -177,6 +175,13 @@ STORE_FULL = ("OOM ", "MISCONF ")
 
 
 FULL_WORDS = "the store is full"
+
+
+def store_refusal(exc: Exception, where: str) -> StoreFull | None:
+    """``StoreFull`` if redis-py's ``exc`` is the store refusing a write for want of space."""
+    if isinstance(exc, redis.exceptions.OutOfMemoryError):  # redis-py took the "OOM " off
+        return store_full(where, f"OOM {exc}")
+    return store_full(where, str(exc)) if str(exc).startswith(STORE_FULL) else None
 
 
 def store_full(where: str, text: str) -> StoreFull:

@@ -222,21 +222,22 @@ class Nemesis(threading.Thread):
         below what it holds, no eviction): it refuses every write, and its region's clients are
         told so (``StoreFull``); then the limit is lifted and writes go on by themselves."""
         t = self.cluster.topology
-        node = self.rng.choice(_masters(t, region) or [0])
-        self.events[-1].target = f"{region}.redis{node}"
+        node = self._a_master(region)
         with full_store(t, region, node) as used:
             self.events[-1].note = f"{used / 2**20:.1f} MB held, limit {used // 2 / 2**20:.1f} MB"
             self.stop.wait(self.fault_s)
+
+    def _a_master(self, region: str) -> int:
+        """One of the region's store nodes that is a master now (the event names it)."""
+        node = self.rng.choice(_masters(self.cluster.topology, region) or [0])
+        self.events[-1].target = f"{region}.redis{node}"
+        return node
 
     def _slow_shard(self, region: str) -> None:
         """One of the region's masters stopped (SIGSTOP) and let go (SIGCONT) in bursts for the
         fault's time: a slow partition, as Occult tells it, which must not hold back the other
         shards' remote updates or the other regions."""
-        t = self.cluster.topology
-        node = self.rng.choice(_masters(t, region) or [0])
-        name = f"{region}.redis{node}"
-        self.events[-1].target = name
-        pid = self.cluster.processes[name].popen.pid
+        pid = self.cluster.processes[f"{region}.redis{self._a_master(region)}"].popen.pid
         ends, bursts = time.monotonic() + self.fault_s, 0
         try:
             while time.monotonic() < ends and not self.stop.is_set():

@@ -4,10 +4,11 @@ the history, report."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,12 +68,19 @@ def run_check(settings: CheckSettings, say: Callable[[str], None]) -> dict:
         say(f"[{topology.protocol}] checking {topology.name} as it runs; faults come from outside")
         return checked_run(settings, topology, None, say)
     topology = topology_for(settings)
-    out = settings.out
+    with checked_cluster(topology, settings.out, say) as cluster:
+        return checked_run(settings, topology, cluster, say)
+
+
+@contextlib.contextmanager
+def checked_cluster(topology: Topology, out: Path, say: Callable[[str], None]) -> Iterator[Cluster]:
+    """The topology started fresh under ``out/cluster`` (supervised, with WAN fault control) for
+    the block, stopped on the way out whatever happens."""
     cluster = Cluster(topology, out / "cluster", wan_control=True)
     say(f"[{topology.protocol}] starting {topology.name} (logs in {cluster.run_dir / 'logs'}) ...")
     cluster.start(fresh=True)
     try:
-        return checked_run(settings, topology, cluster, say)
+        yield cluster
     finally:
         say(f"[{topology.protocol}] stopping the cluster ...")
         cluster.stop()

@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from loadtest.check.causal import PATTERNS
 from loadtest.check.nemesis import CLUSTER_STORE_FAULTS, FAULTS, OUTAGE_S
-from loadtest.check.run import CheckSettings, checked_run, passed, topology_for
+from loadtest.check.run import CheckSettings, checked_cluster, checked_run, passed, topology_for
 from services.launcher.cluster import Cluster
 from services.topology import Topology
 from services.traits import traits_of
@@ -209,16 +209,12 @@ class Soak:
             seed=self.seed + turn, out=self.out, outage_s=self.outage_s,
         )  # fmt: skip
         topology = topology_for(settings)
-        cluster = Cluster(topology, self.out / "cluster", wan_control=True)
         bar.set_description(f"{leg.protocol} {leg.kind}: starting")
-        cluster.start(fresh=True)
-        try:
+        with checked_cluster(topology, self.out, lambda line: None) as cluster:
             for nemesis in leg.nemeses:
                 if self.done:
                     return
                 self.run_segment(leg, nemesis, settings, topology, cluster, bar)
-        finally:
-            cluster.stop()
 
     def run_segment(
         self, leg: Leg, nemesis: str, settings: CheckSettings, topology: Topology, cluster: Cluster, bar: tqdm
@@ -279,8 +275,9 @@ def summed(rows: list[SegmentRow]) -> list[dict]:
 def table(rows: list[SegmentRow]) -> str:
     from loadtest.harness.report import render_table
 
-    lines = [[r["protocol"], r["nemesis"], *(f"{r[c]:,}" for c in COLUMNS)] for r in summed(rows)]
-    total = [sum(r[c] for r in summed(rows)) for c in COLUMNS]
+    cells = summed(rows)
+    lines = [[r["protocol"], r["nemesis"], *(f"{r[c]:,}" for c in COLUMNS)] for r in cells]
+    total = [sum(r[c] for r in cells) for c in COLUMNS]
     lines.append(["all", "", *(f"{t:,}" for t in total)])
     headers = ["protocol", "nemesis", "ops", "thin air", "cyclic", "init read", "stale read", "fractured",
                "lost", "doubled", "strong", "not lin.", "undecided"]  # fmt: skip

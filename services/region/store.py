@@ -15,21 +15,14 @@ from urllib.parse import urlsplit, urlunsplit
 import hiredis
 import msgpack
 import redis.asyncio as aioredis
-from redis.exceptions import (
-    AskError,
-    ClusterDownError,
-    MovedError,
-    OutOfMemoryError,
-    ResponseError,
-    TryAgainError,
-)
+from redis.exceptions import AskError, ClusterDownError, MovedError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as StoreConnectionError
 from redis.exceptions import TimeoutError as StoreTimeoutError
 from redis.typing import EncodableT, FieldT
 
 from causal_client import errors, tls, transactions, wire
 from causal_client.data import Mutation, ReadSpec
-from causal_client.errors import gear_error, store_full
+from causal_client.errors import gear_error
 from causal_client.label import Label, LabelType, merge_vectors, parse_vector
 from services.region import gears
 from services.region.lean_redis import LeanRedis, StoreUnreachable
@@ -334,9 +327,8 @@ class Shard:
                 if attempt == 1 and str(exc).startswith(NO_FUNCTION):
                     await self.redis.function_load(gears.library_source(), replace=True)
                     continue
-                if isinstance(exc, OutOfMemoryError):  # redis-py took its "OOM " off
-                    raise store_full(f"region {self.region} store {self.gear_id}", f"OOM {exc}") from None
-                raise gear_error(str(exc)) from None
+                full = errors.store_refusal(exc, f"region {self.region} store {self.gear_id}")
+                raise (full or gear_error(str(exc))) from None
         raise AssertionError("unreachable")
 
     def _confirmed(self, confirmed: int, client: bool) -> None:
