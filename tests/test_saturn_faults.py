@@ -69,6 +69,39 @@ def test_tree_down_updates_still_apply_in_timestamp_order(saturn3):
     assert causal_rounds(client, 5)[0] == 0
 
 
+def region_processes(cluster: Cluster, region: str) -> list[str]:
+    """Every process of the region, in start order (stores first)."""
+    return [n for n, spec in cluster.specs.items() if spec.region == region]
+
+
+def test_a_region_gone_does_not_stall_the_others(saturn3):
+    """Every process of a stopped (AntidoteDB's datacenter gone for a while): its sink's link into
+    the tree broke, so a gap comes, and it falls silent on the tree. Timestamp order would wait for
+    its heartbeats; the others stay in the tree's order, and b and c go on seeing each other's
+    writes at once. Back, it catches up, and causality held throughout."""
+    cluster, client = saturn3
+    assert causal_rounds(client, 3)[0] == 0
+    time.sleep(0.5)  # the rounds' payloads have all left a
+    names = region_processes(cluster, "a")
+    for name in reversed(names):
+        cluster.kill(name)
+    b, c = client.session("b", auto_migrate=False), client.session("c", auto_migrate=False)
+    ends = time.monotonic() + 3 * cluster.topology.saturn.tree_silence_s
+    while time.monotonic() < ends:  # past the silence that would have switched them
+        for writer, reader in ((b, c), (c, b)):
+            row = unique("gone")
+            writer.write("all", row, {"v": "1"})
+            eventually(lambda row=row, reader=reader: reader.read("all", row), timeout=5)
+    assert proxy_mode(cluster, "b") == 1 and proxy_mode(cluster, "c") == 1
+    for name in names:
+        cluster.restart(name)
+    row = unique("back")
+    b.write("all", row, {"v": "1"})
+    a = client.session("a", auto_migrate=False)
+    eventually(lambda: a.read("all", row), timeout=30)
+    assert causal_rounds(client, 3)[0] == 0
+
+
 def test_labels_made_after_timestamp_order_do_not_overtake(launch, client_for):
     """b applies remote updates in timestamp order (c's sink is down: c is silent on b's tree),
     c in the tree's order. The serializer sits at C, so x's label is as slow as A→C, while

@@ -33,6 +33,7 @@ import contextlib
 import json
 import os
 import random
+import secrets
 import signal
 import threading
 import time
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 
 import redis
 
-from causal_client import tls
+from causal_client import CausalClient, CausalError, Session, tls
 from services import auth
 from services.launcher import store_cluster
 from services.launcher.cluster import Cluster
@@ -68,6 +69,9 @@ SPIKE_MS = 250.0
 OUTAGE_S = 60.0  # a region gone for a minute (region-outage), whatever the fault's time
 PAUSED_S, RUNNING_S = 0.3, 0.2  # a slow shard's master: stopped this long, then running this long
 BACK_WITHIN_S = 30.0
+CATCH_UP_LIMIT_S = 300.0  # a region that has not caught up by then is reported as not having
+PROBE_EVERY_S = 0.1
+PROBE_ROW = "nemesis-catch-up"
 
 
 @dataclass
@@ -77,6 +81,8 @@ class Event:
     start: float  # seconds since the run began
     end: float | None = None
     note: str = ""
+    back: float | None = None  # region-outage: when its processes were started again
+    caught_up_s: float | None = None  # ... and how long after that it showed a write made since
 
 
 class Nemesis(threading.Thread):
@@ -252,8 +258,14 @@ class Nemesis(threading.Thread):
 
     def _region_outage(self, region: str) -> None:
         """Every process of the region stopped for ``outage_s`` (a minute: AntidoteDB's
-        datacenter that never caught up after it was stopped), then started again."""
+        datacenter that never caught up after it was stopped), then started again. How long it
+        then takes to catch up is measured with a write made elsewhere after it came back."""
+        event = self.events[-1]
         self._region(region, self.outage_s)
+        event.back = self.now()
+        event.caught_up_s = catch_up(self.cluster.topology, region, self.stop)
+        if event.caught_up_s is not None:
+            event.note = f"caught up {event.caught_up_s:.1f} s after it came back"
 
     def _congestion(self, direction: str) -> None:
         """The link's bandwidth taken by a flood for the fault's time; returns once what it
@@ -282,6 +294,40 @@ class Nemesis(threading.Thread):
         write_wan_control(self.cluster, {})
         for name in list(self.cluster.held):
             self.cluster.restart(name)
+
+
+def catch_up(
+    topology: Topology, region: str, stop: threading.Event, limit_s: float = CATCH_UP_LIMIT_S
+) -> float | None:
+    """Seconds until ``region`` shows a write made after this call at another region that shares
+    a group with it: everything that region missed while it was gone comes first (the tree's
+    order, or timestamp order up to the write's ts). None: not within ``limit_s``."""
+    began = time.monotonic()
+    shared = [(g, m) for g, m in sorted(topology.group_members.items()) if region in m and len(m) > 1]
+    if not shared:
+        return None
+    group, members = shared[0]
+    writer = next(m for m in members if m != region)
+    value = secrets.token_hex(4)
+    with CausalClient.connect(
+        topology.store_endpoints(writer), endpoints=topology.client_endpoints()
+    ) as client:
+        while not stop.is_set() and time.monotonic() - began < limit_s:
+            try:
+                client.session(writer, auto_migrate=False).write(group, PROBE_ROW, {"v": value})
+                break
+            except CausalError:
+                time.sleep(PROBE_EVERY_S)
+        reader: Session | None = None
+        while not stop.is_set() and time.monotonic() - began < limit_s:
+            try:
+                reader = reader or client.session(region, auto_migrate=False)
+                if reader.read(group, PROBE_ROW).get("v") == value.encode():
+                    return time.monotonic() - began
+            except CausalError:
+                reader = None  # the region's frontend may still be starting
+            time.sleep(PROBE_EVERY_S)
+    return None
 
 
 def _masters(topology: Topology, region: str) -> list[int]:

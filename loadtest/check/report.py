@@ -129,6 +129,16 @@ def text_report(
     if events:
         rows = [[e.fault, e.target, num(e.start), num(e.end), e.note] for e in events]
         out.append(render_table("\nFaults", ["fault", "target", "from s", "to s", "note"], rows))
+    outages = outage_effects(history, events)
+    if outages:
+        rows = [
+            [o["region"], num(o["down_s"]), num(o["others_before_ops_s"]), num(o["others_during_ops_s"]),
+             "-" if o["ratio"] is None else f"{o['ratio']:.2f}",
+             "-" if o["caught_up_s"] is None else num(o["caught_up_s"])]
+            for o in outages
+        ]  # fmt: skip
+        headers = ["region", "down s", "others ops/s before", "during", "ratio", "caught up s"]
+        out.append(render_table("\nRegion outages (the others' throughput; the catch-up)", headers, rows))
     return "\n".join(out)
 
 
@@ -189,6 +199,7 @@ def to_json(
         "untyped_errors": history.untyped,
         "unavailability": unavailability(history.failures),
         "faults": [e.__dict__ for e in events],
+        "outages": outage_effects(history, events),
         "throughput": throughput(history),
         "visibility": visibility,
     }
@@ -243,3 +254,31 @@ def write(out: Path, data: dict) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "check.json").write_text(json.dumps(data, indent=2, default=str))
     return [out / "check.json", plot(data, out / "check.png")]
+
+
+def outage_effects(history: History, events: list[Event]) -> list[dict]:
+    """Per region-outage: the other regions' acknowledged operations a second while it was down,
+    against as long a time just before it (the issue's bar: at least 0.9 of it), and how long the
+    region took to catch up once back."""
+    effects = []
+    for event in events:
+        if event.fault != "region-outage" or event.back is None:
+            continue
+        down_s = event.back - event.start
+        before_from = max(0.0, event.start - down_s)
+
+        def rate(a: float, b: float, target: str = event.target) -> float:
+            n = sum(
+                1
+                for op in history.ops
+                if op.outcome.value == "ok" and op.region != target and a <= op.end < b
+            )
+            return n / (b - a) if b > a else 0.0
+
+        before, during = rate(before_from, event.start), rate(event.start, event.back)
+        effects.append({
+            "region": event.target, "down_s": round(down_s, 1), "others_before_ops_s": round(before, 1),
+            "others_during_ops_s": round(during, 1), "ratio": round(during / before, 3) if before else None,
+            "caught_up_s": None if event.caught_up_s is None else round(event.caught_up_s, 2),
+        })  # fmt: skip
+    return effects

@@ -91,9 +91,11 @@ class BulkReceiver:
         )
         acks.attach(connection)
         self.ack_lines.add(acks)
+        self.protocol.bulk_link(gear, opened=True)
         try:
             await self._consume(gear, origin, connection, acks)
         finally:
+            self.protocol.bulk_link(gear, opened=False)
             self.ack_lines.discard(acks)
             acks.detach()
 

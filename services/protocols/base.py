@@ -81,6 +81,10 @@ class Protocol(ABC):
         forget everything up to it. Applying on arrival, that is the batch itself."""
         return through_ts
 
+    def bulk_link(self, origin_gear: str, opened: bool) -> None:
+        """A sender's link from ``origin_gear`` opened or closed (a region gone shows here)."""
+        return None
+
 
 class HoldsPayloads(Protocol):
     """A protocol whose receiver holds payloads until they may become visible (``order``, set up
@@ -105,3 +109,7 @@ class HoldsPayloads(Protocol):
 
     def durable_position(self, origin_gear: str, through_ts: int) -> int:
         return self._order().durable_position(origin_gear.split("/", 1)[0])
+
+    def bulk_link(self, origin_gear: str, opened: bool) -> None:
+        if self.order is not None:
+            self.order.bulk_link(origin_gear, opened)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from redis.exceptions import RedisError
@@ -89,6 +90,12 @@ class StableOrder:
         self.delivered = 0
         self.stamp = 0  # the last stamp an apply was given: the next goes above it (deliver.lua)
         self.wakeup = Wakeup()  # set when something arrived that may be delivered now
+        self.bulk_links: Counter[str] = Counter()  # origin → its gears' bulk links open here
+
+    def bulk_link(self, origin_gear: str, opened: bool) -> None:
+        """A gear's bulk link here opened or closed: with none open, its region is gone or cut
+        off (Saturn's proxy then does not take its silence on the tree for the tree's)."""
+        self.bulk_links[origin_gear.split("/", 1)[0]] += 1 if opened else -1
 
     async def serve(
         self,

@@ -10,8 +10,9 @@ the greatest label ts delivered in order (heartbeats included): attaches wait on
 
 Two modes:
 - ``tree``: Saturn's order. Labels at or below their origin's watermark are re-sent duplicates.
-- ``timestamp`` (§6.1): when some origin has been silent on the tree for ``tree_silence_s`` (a
-  serializer, sink or link is down: labels may have been lost), and at start-up (labels in flight
+- ``timestamp`` (§6.1): when labels may have been lost (a gap: a link broke), when some origin
+  has been silent on the tree for ``tree_silence_s`` while its bulk links here are open (a
+  serializer, sink or link is down, the region is not), and at start-up (labels in flight
   before a restart are gone). Updates are applied in (ts, src) order up to the stable time, the
   least ``through_ts`` that bulk transfer has reported for every gear shipping here (senders send
   heartbeats when idle). Labels keep arriving and are queued. The proxy returns to ``tree`` once
@@ -36,6 +37,14 @@ needs, so the receiver does not mark its own labels (had it applied payloads who
 not come, it would have to, and regions that all write kept each other marking for as long as
 they wrote). A gap while in timestamp order restarts the way back to the tree (a label lost then
 may lie below the first ones heard since the switch).
+
+A region gone (every process stopped, AntidoteDB's datacenter that never caught up) must not stall
+the others. Its sink's link into the tree broke, so a gap comes; but a serializer's gap names the
+regions behind the broken link, and a label lost there reached nobody beyond it: nothing delivered
+here can depend on it until one of those regions is heard again, so the proxy stays in the tree's
+order and switches when the first of their labels comes (behind the gap, FIFO). Its silence then is
+not the tree's: timestamp order would wait for its heartbeats too, so an origin with no bulk link
+open here is not counted as silent. The other regions' labels flow on in the tree's order.
 
 Online reconfiguration (§6.2): proxy_trees.py.
 """
@@ -89,6 +98,7 @@ class RemoteProxy(StableOrder, TreeEpochs):
         self.origin_set = frozenset(self.origins)
         self.last_heard: dict[str, float] = {}  # origin → when the tree last brought anything
         self.first_since_switch: dict[str, int] = {}  # origin → ts of its first label since then
+        self.gaps_pending: set[str] = set()  # origins whose labels a gap may have lost, not heard since
         self.tree_heard: dict[str, int] = {}  # origin → greatest label ts the tree brought here
         self.applied_floor: dict[str, int] = {}  # origin → greatest ts applied on any shard at start
         self.outside_order: bool | None = None  # whether the gears mark their labels (None: unknown)
@@ -139,6 +149,7 @@ class RemoteProxy(StableOrder, TreeEpochs):
     def gap(self, why: str) -> None:
         """Labels may have been lost: a later label of an origin could otherwise be delivered
         past a lost one, and the lost one's update never applied. Timestamp order is safe."""
+        self.gaps_pending.clear()  # timestamp order covers those too
         if self.mode == "tree":
             log.warning("proxy %s: %s: labels may be lost", self.region, why)
             self.switch("timestamp")
@@ -172,10 +183,12 @@ class RemoteProxy(StableOrder, TreeEpochs):
         counts: Counter[tuple[str, int]] = Counter()
         for label in batch.labels:
             if label.type == saturn_pb2.TREE_GAP:  # in order: what came before it stays valid
-                self.gap(f"a link into {label.src} broke")
+                self.on_gap_label(label)
                 continue
-            self.labels.append(label)
             origin = label.src.split("/", 1)[0]
+            if origin in self.gaps_pending:
+                self.gap(f"{origin} is heard again after a link into the tree broke")
+            self.labels.append(label)
             counts[origin, label.type] += 1
             self.last_heard[origin] = now
             if label.ts > self.tree_heard.get(origin, 0):
@@ -185,6 +198,18 @@ class RemoteProxy(StableOrder, TreeEpochs):
         for (origin, kind), count in counts.items():  # one metric update per kind and batch
             self.received_counter(origin, kind).inc(count)
         self.wakeup.set()
+
+    def on_gap_label(self, label: saturn_pb2.TreeLabel) -> None:
+        """A link into ``label.src`` broke. Where the gap names the regions behind that link,
+        and the proxy is in the tree's order, it waits until one of them is heard (module doc)."""
+        named = frozenset(label.target.split()) & self.origin_set
+        if self.mode != "tree" or not label.target:
+            self.gap(f"a link into {label.src} broke")
+        elif named - self.gaps_pending:
+            regions = ", ".join(sorted(named))
+            log.warning("proxy %s: a link into %s broke: labels of %s may be lost; timestamp order once "
+                        "one of them is heard again", self.region, label.src, regions)  # fmt: skip
+            self.gaps_pending |= named
 
     def on_payloads(self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate]) -> None:
         """Payloads wait in memory for their labels."""
@@ -235,9 +260,15 @@ class RemoteProxy(StableOrder, TreeEpochs):
 
     # -- modes -------------------------------------------------------------------------------
     def tree_silent(self) -> bool:
+        """Some origin silent on the tree (3 heartbeats missed) that is not gone: one that ships
+        here with no bulk link open is stopped or cut off, and timestamp order would wait for it
+        as well (module doc)."""
         now = time.monotonic()
-        silence = self.store.topology.saturn.tree_silence_s  # 3 heartbeats missed: the tree is down
-        return any(now - self.last_heard.get(o, 0.0) > silence for o in self.origins)
+        silence = self.store.topology.saturn.tree_silence_s
+        return any(
+            now - self.last_heard.get(o, 0.0) > silence and (o not in self.gears_of or self.bulk_links[o] > 0)
+            for o in self.origins
+        )
 
     def tree_caught_up(self, applied_through: int) -> bool:
         """Every origin heard on the tree since the switch, and everything up to the first label

@@ -55,6 +55,15 @@ class Router:
             self._destinations[key] = found
         return found
 
+    def gap(self, source: str) -> saturn_pb2.TreeLabel:
+        """The gap label for the link from ``source``: it names the regions behind that link, the
+        only ones whose labels can be missing beyond it (a remote proxy waits to hear one of them
+        again before it acts on it: proxy.py); "" (every region) for a node not a neighbour."""
+        behind = self.behind.get(source)
+        return saturn_pb2.TreeLabel(
+            type=saturn_pb2.TREE_GAP, src=self.node, target=" ".join(sorted(behind)) if behind else ""
+        )
+
     def route(self, source: str, batch: saturn_pb2.LabelBatch) -> dict[str, saturn_pb2.LabelBatch]:
         """Per neighbour (never back to ``source``), the labels it wants, in order. A neighbour
         that wants the whole batch gets the batch itself (no label is copied)."""
@@ -94,8 +103,7 @@ async def serve(topology: Topology, name: str, index: int, stop: asyncio.Event) 
         """Labels from ``source`` may have been lost: every region beyond must learn it, in order
         behind what it got before (see links.py)."""
         log.warning("%s: the link from %s broke; a gap label goes to every other neighbour", name, source)
-        gap = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_GAP, src=name)
-        forward(source, saturn_pb2.LabelBatch(labels=[gap]))
+        forward(source, saturn_pb2.LabelBatch(labels=[router.gap(source)]))
 
     server = LinkServer(f"serializer {name}", topology.bind_host(name), topology.serializer_port(name))
     server.add(TREE, TreeEndpoint(name, neighbours_at(name, topology), forward, on_lost=lost).serve)
@@ -152,8 +160,7 @@ async def serve_replica(
 
     def lost(source: str, epoch: int) -> None:
         log.warning("%s#%d: %s came back as another incarnation; a gap label follows", name, index, source)
-        gap = saturn_pb2.TreeLabel(type=saturn_pb2.TREE_GAP, src=name)
-        replica.append(source, saturn_pb2.LabelBatch(labels=[gap]))
+        replica.append(source, saturn_pb2.LabelBatch(labels=[router.gap(source)]))
 
     server = LinkServer(
         f"serializer {name}#{index}", topology.bind_host(name), topology.serializer_port(name, index)
