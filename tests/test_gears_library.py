@@ -292,3 +292,28 @@ def test_a_read_as_of_a_time_sees_a_quiet_rows_state_before_its_change(redis_url
             assert (row.text("c"), row.counter("n"), row.size) == (value, count, 2)
 
     run(scenario())
+
+
+def test_a_skewed_clock_moves_every_ts_it_makes_and_a_jump_back_reorders_nothing(redis_url: str):
+    """The clock nemesis's lever (gears.CLOCK_KEY): a shard's offset moves the ts of its labels
+    and heartbeats with it, and when the clock jumps back every ts it makes stays above the last
+    (a receiver takes an origin's label at or below its watermark for a duplicate, so a ts that
+    went back would be a write lost everywhere else)."""
+    key = gears.shard_key(gears.CLOCK_KEY, wire.shard_tag(0))
+    db = redis.Redis.from_url(redis_url)
+
+    async def scenario() -> None:
+        store = await installed(redis_url)
+        db.set(key, 400_000)  # 400 ms ahead
+        ahead = await store.write(Label.zero(), [mutation("all", "r", ("s", "c", b"1"))])
+        now_us = int(db.time()[0]) * 1_000_000 + int(db.time()[1])
+        assert 350_000 < ahead.ts - now_us < 450_000
+        db.set(key, -400_000)  # then 800 ms back
+        beat = await store.shards[0].heartbeat()
+        after = await store.write(Label.zero(), [mutation("all", "r", ("s", "c", b"2"))])
+        assert ahead.ts <= beat < after.ts  # a heartbeat promises nothing below what was made
+        db.delete(key)
+        right = await store.write(Label.zero(), [mutation("all", "r", ("s", "c", b"3"))])
+        assert after.ts < right.ts
+
+    run(scenario())

@@ -21,7 +21,11 @@
   it refuses writes, clients get ``StoreFull``, nothing acknowledged may be lost, and writes go
   on by themselves once the limit is lifted;
 - a slow shard: a master of a region of two shards or more stopped and let go in bursts;
-- a region outage: every process of a region stopped for a minute (``OUTAGE_S``), then started.
+- a region outage: every process of a region stopped for a minute (``OUTAGE_S``), then started;
+- a clock: a region's clock off by up to ±500 ms for half the fault, then jumping back, then
+  right again. The offset is the stores' (every ts, heartbeat and strong stamp is made by a gear,
+  from its store's clock: ``set_clock``); libfaketime, the usual tool, makes Debian's Redis
+  recurse at start and Python's ``select`` fail.
 
 WAN faults go through the cluster's WAN control file, which every process reads
 (``causal_client.wan``).
@@ -42,11 +46,13 @@ from dataclasses import dataclass
 
 import redis
 
-from causal_client import CausalClient, CausalError, Session, tls
+from causal_client import CausalClient, CausalError, Session, tls, wire
 from services import auth
 from services.launcher import store_cluster
 from services.launcher.cluster import Cluster
 from services.plan import label_sink_process
+from services.region import gears
+from services.region.sync_shard import SyncShard
 from services.topology import Topology
 from services.wan.flood import flood
 from services.wan.routes import FLOOD, flood_endpoint
@@ -62,13 +68,15 @@ CRASHES = {  # fault → the processes it may hit (by the end of their names; "s
 TWICE = "twice"  # any process a crash may hit, killed again soon after it came back
 AGAIN_AFTER_S = (0.5, 3.0)  # how soon after it came back the second kill comes (uniform)
 WAN_FAULTS = ("region", "master", "move", "partition", "spike", "congestion")  # run by methods of their own
-STORE_FAULTS = ("store-full", "slow-shard", "region-outage")  # methods of their own too
+STORE_FAULTS = ("store-full", "slow-shard", "region-outage", "clock")  # methods of their own too
 FAULTS = (*CRASHES, TWICE, *WAN_FAULTS, *STORE_FAULTS)
 CLUSTER_STORE_FAULTS = ("master", "move")  # only where regions' stores are Redis Clusters
 SPIKE_MS = 250.0
 OUTAGE_S = 60.0  # a region gone for a minute (region-outage), whatever the fault's time
 PAUSED_S, RUNNING_S = 0.3, 0.2  # a slow shard's master: stopped this long, then running this long
 BACK_WITHIN_S = 30.0
+CLOCK_SKEW_MS = 500.0  # a region's clock off by up to this much either way (clock)
+CLOCK_JUMP_MS = (300.0, 800.0)  # ... then jumping back by this much
 CATCH_UP_LIMIT_S = 300.0  # a region that has not caught up by then is reported as not having
 PROBE_EVERY_S = 0.1
 PROBE_ROW = "nemesis-catch-up"
@@ -130,7 +138,7 @@ class Nemesis(threading.Thread):
             return list(t.region_names) if failover else []
         if fault == "move":  # a shard moved between two masters
             return list(t.region_names) if t.store.engine == "cluster" and t.store.masters >= 2 else []
-        if fault in ("store-full", "region-outage"):  # a store node of a region; a whole region
+        if fault in ("store-full", "region-outage", "clock"):  # a store node of a region; a whole region
             return list(t.region_names)
         if fault == "slow-shard":  # a master beside others: regions of two shards or more
             return [r for r in t.region_names if t.region(r).shards >= 2]
@@ -256,6 +264,21 @@ class Nemesis(threading.Thread):
             os.kill(pid, signal.SIGCONT)
         self.events[-1].note = f"{bursts} pauses of {PAUSED_S * 1000:.0f} ms"
 
+    def _clock(self, region: str) -> None:
+        """The region's clock off by up to ±CLOCK_SKEW_MS, then jumping back by CLOCK_JUMP_MS
+        more or less, then right again (as a time server's mistakes and their correction)."""
+        skew = self.rng.uniform(-CLOCK_SKEW_MS, CLOCK_SKEW_MS)
+        back = skew - self.rng.uniform(*CLOCK_JUMP_MS)
+        topology = self.cluster.topology
+        self.events[-1].note = f"{skew:+.0f} ms, then back to {back:+.0f} ms"
+        try:
+            set_clock(topology, region, skew)
+            self.stop.wait(self.fault_s / 2)
+            set_clock(topology, region, back)
+            self.stop.wait(self.fault_s / 2)
+        finally:
+            set_clock(topology, region, 0.0)
+
     def _region_outage(self, region: str) -> None:
         """Every process of the region stopped for ``outage_s`` (a minute: AntidoteDB's
         datacenter that never caught up after it was stopped), then started again. How long it
@@ -294,6 +317,19 @@ class Nemesis(threading.Thread):
         write_wan_control(self.cluster, {})
         for name in list(self.cluster.held):
             self.cluster.restart(name)
+
+
+def set_clock(topology: Topology, region: str, offset_ms: float) -> None:
+    """Every shard of ``region`` reads its clock ``offset_ms`` off from now on (0: right)."""
+    offset_us = round(offset_ms * 1000)
+    for shard in range(topology.region(region).shards):
+        key = gears.shard_key(gears.CLOCK_KEY, wire.shard_tag(shard))
+
+        def set_offset(store: redis.Redis, key: str = key) -> object:
+            return store.set(key, offset_us) if offset_us else store.delete(key)
+
+        with SyncShard(topology, region, shard, timeout=5.0) as shard_store:
+            shard_store.run(set_offset)
 
 
 def catch_up(

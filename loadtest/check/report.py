@@ -23,6 +23,7 @@ from loadtest.check.linearizable import LinearizabilityResult
 from loadtest.check.nemesis import Event
 from loadtest.harness.report import num, render_table
 
+WARM_UP_S = 3.0  # the first seconds of a run, left out of fault effects
 WINDOW_GAP_S = 1.0  # failures further apart than this are separate unavailability windows
 ANNOTATED_FAULTS = 12  # up to this many faults, each is labelled with its target on the plot
 
@@ -177,7 +178,7 @@ def to_json(
     visibility: list[tuple[float, str, float | None]],
     atomicity: AtomicityResult,
 ) -> dict:
-    return {
+    data = {
         "settings": settings,
         "operations": len(history.ops),
         "acknowledged": sum(op.outcome.value == "ok" for op in history.ops),
@@ -203,6 +204,8 @@ def to_json(
         "throughput": throughput(history),
         "visibility": visibility,
     }
+    data["fault_effects"] = fault_effects(data)
+    return data
 
 
 def throughput(history: History) -> list[tuple[int, int]]:
@@ -252,6 +255,7 @@ def plot(data: dict, path: Path) -> Path:
 
 def write(out: Path, data: dict) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
+
     (out / "check.json").write_text(json.dumps(data, indent=2, default=str))
     return [out / "check.json", plot(data, out / "check.png")]
 
@@ -282,3 +286,49 @@ def outage_effects(history: History, events: list[Event]) -> list[dict]:
             "caught_up_s": None if event.caught_up_s is None else round(event.caught_up_s, 2),
         })  # fmt: skip
     return effects
+
+
+def fault_effects(data: dict) -> list[dict]:
+    """Per kind of fault: acknowledged operations a second and remote updates' mean visibility
+    while one of that kind was on, against the time no fault was on (what a clock skew or a slow
+    shard costs; the first seconds, while the cluster warms up, are left out)."""
+    spans = [
+        (f["fault"], f["start"], f["end"] if f["end"] is not None else f["start"]) for f in data["faults"]
+    ]
+
+    def kind_at(t: float) -> str | None:
+        return next((kind for kind, a, b in spans if a <= t < b), None)
+
+    rates: dict[str | None, list[int]] = {}
+    for second, count in data["throughput"]:
+        if second >= WARM_UP_S:
+            rates.setdefault(kind_at(second + 0.5), []).append(count)
+    seen: dict[str | None, list[float]] = {}
+    for t, _, mean in data["visibility"]:
+        if mean is not None and t >= WARM_UP_S:
+            seen.setdefault(kind_at(t), []).append(mean)
+
+    def average(values: list) -> float | None:
+        return round(sum(values) / len(values), 1) if values else None
+
+    quiet_rate, quiet_seen = average(rates.get(None, [])), average(seen.get(None, []))
+    return [
+        {
+            "fault": kind,
+            "ops_s": average(rates.get(kind, [])),
+            "ops_s_without_faults": quiet_rate,
+            "visibility_ms": average(seen.get(kind, [])),
+            "visibility_ms_without_faults": quiet_seen,
+        }
+        for kind in sorted({kind for kind, _, _ in spans})
+    ]
+
+
+def fault_effects_text(effects: list[dict]) -> str:
+    rows = [
+        [e["fault"], num(e["ops_s"]), num(e["ops_s_without_faults"]), num(e["visibility_ms"]),
+         num(e["visibility_ms_without_faults"])]
+        for e in effects
+    ]  # fmt: skip
+    headers = ["fault", "ops/s during", "without faults", "visibility ms during", "without faults"]
+    return render_table("\nWhat each kind of fault cost", headers, rows)

@@ -184,6 +184,8 @@ def checked_run(
     text = report.text_report(run_settings, history, result, convergence, nemesis.events, atomicity)
     if linearizability is not None:
         text += report.linearizability_text(linearizability, strong.failures)
+    if data["fault_effects"]:
+        text += "\n" + report.fault_effects_text(data["fault_effects"])
     print(text, flush=True)
     for path in report.write(settings.out, data):
         say(f"wrote {path}")

@@ -54,6 +54,9 @@ MIGRATED_PREFIX, ROE_PREFIX = "migrated:", "roe:"
 # Stream entries (ids are the label's ts): a bulk entry's group and packed payload; a label entry.
 GROUP_FIELD, PAYLOAD_FIELD, LABEL_FIELD = "g", "p", "l"
 CONFIG_KEY = "saturn:config"  # the region's settings the gears check calls against (see checks.lua)
+#: The shard's clock offset in µs (absent: none), added to the store's clock wherever a gear reads
+#: it: the clock nemesis skews a region with it, as a wrong time server would (loadtest/check).
+CLOCK_KEY = "saturn:clock"
 MOVING_FIELD = "moving"  # in CONFIG_KEY while the shard moves between a cluster's masters: calls wait
 GROUPS_KEY = "saturn:groups"  # group → its replicas, space-separated
 GEARS_KEY = "saturn:gears"  # every gear's id (a label's source must be one)
@@ -75,6 +78,7 @@ SHARD_KEYS = {
     "GEARS_KEY": GEARS_KEY, "DESCRIBE_KEY": DESCRIBE_KEY, "STAGE_PREFIX": STAGE_PREFIX,
     "STAGED_KEY": STAGED_KEY, "DECISION_PREFIX": DECISION_PREFIX, "ATTACH_WAITS_KEY": ATTACH_WAITS_KEY,
     "STRONG_PREFIX": STRONG_PREFIX, "RED_TOKEN": RED_TOKEN, "RED_LOG": RED_LOG, "RED_PREFIX": RED_PREFIX,
+    "CLOCK_KEY": CLOCK_KEY,
 }  # fmt: skip
 ROW_KEY_PREFIXES = ("d:", "i:", "c:")  # a row's data hash, column index, counter hash (common.lua)
 

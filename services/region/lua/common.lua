@@ -5,9 +5,13 @@
 -- Integers (microsecond timestamps) as digits: Lua would print large numbers as 1.7e+15.
 local function I(x) return string.format("%d", x) end
 
+-- The store's clock, plus the shard's CLOCK_KEY offset (µs, either way) where one is set: the
+-- clock nemesis skews a region's clock with it and makes it jump back. Every ts a gear makes is
+-- also above the gear's last (last_ts + 1), so a clock that goes back changes no order.
 local function now_us()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local offset = tonumber(redis.call('GET', CLOCK_KEY) or '0')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]) + offset
 end
 
 -- The ts of a label this gear makes: the least at or above `at_least` that falls to this shard
