@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from django.test import Client
@@ -73,6 +74,26 @@ def test_every_kind_of_notice_arrives_once_and_is_counted_until_seen(django_regi
     again = html(me.get("/notifications/"))
     assert " unread" not in again and len(notice_kinds(again)) == 5
     assert notice_kinds(html(fan.get("/notifications/"))) == [], "nobody notifies themselves"
+
+
+def test_a_users_actions_on_their_own_tweets_notify_nobody(django_region):  # noqa: F811
+    """Liking, reposting, replying to and mentioning oneself: no notice (``Social.notice``'s guard
+    and ``notices.for_tweet``'s). Another user's like afterwards is the only one that arrives, so
+    the outbox did run meanwhile and the silence is not a stalled worker's."""
+    me, my_name = new_user("nself")
+    assert me.post("/post/", {"body": "my own"}).status_code == 302
+    path = first_tweet_path(html(me.get("/")))
+    ref = path.split("/t/")[1].rstrip("/")
+    assert me.post(path + "like/", {"next": path}).status_code == 302
+    assert me.post(path + "repost/", {"next": path}).status_code == 302
+    assert me.post("/post/", {"body": f"@{my_name} replying to myself", "reply_to": ref}).status_code == 302
+    assert me.post("/post/", {"body": f"talking to @{my_name}"}).status_code == 302
+    fan, fan_name = new_user("nselff")
+    assert fan.post(path + "like/", {"next": path}).status_code == 302
+    page = wait_for_kinds(me, ["like"])
+    assert notice_kinds(page) == ["like"] and f"@{fan_name}" in page
+    time.sleep(0.5)  # anything of one's own queued before the fan's like has been delivered too
+    assert notice_kinds(html(me.get("/notifications/"))) == ["like"]
 
 
 def test_a_notice_waits_in_the_outbox_until_a_worker_or_the_sweeper_delivers_it(django_region):  # noqa: F811
