@@ -333,3 +333,55 @@ def test_the_bench_list_markers_are_in_place():
     start, end = "<!-- bench-list:start -->", "<!-- bench-list:end -->"
     assert text.count(start) == 1 and text.count(end) == 1
     assert text.index(start) < text.index(end)
+
+
+# -- paths named anywhere ------------------------------------------------------------------------
+#: A path into the repository as the tree names them, in a docstring, a comment or a page.
+NAMED_PATH = re.compile(
+    r"(?<![\w./-])((?:services|causal_client|loadtest|webapp|docs|scripts|tests|compose|topologies|\.ci)"
+    r"/[\w./-]*\w/?)"
+)
+TEXT_SUFFIXES = (".py", ".pyi", ".lua", ".c", ".md", ".toml", ".sh", ".yml", ".yaml", ".html", ".cfg", ".txt")
+#: scripts/X, templates/NAME.html, services/x.py: placeholders, not names
+PLACEHOLDER = re.compile(r"(?:^|/)(?:[A-Z][A-Z_-]*|[a-z])(?:\.\w+)?/?$")
+#: What the project makes and git ignores (.gitignore): compose's build outputs and certificates.
+GENERATED = re.compile(r"^compose/(?:\.build/|.+/(?:tls|ca)(?:/|$))")
+NOT_SOURCES = {".git", ".venv", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache", ".run"}
+
+
+def _text_files() -> list[Path]:
+    found = []
+    for directory, names, files in os.walk(ROOT):
+        names[:] = [n for n in names if n not in NOT_SOURCES and not n.endswith("-results")]
+        found += [Path(directory) / f for f in files if f.endswith(TEXT_SUFFIXES)]
+    return found
+
+
+def _exists(path: str) -> bool:
+    """In the tree, made by the project (GENERATED), or a static file's URL path
+    (``{% static 'webapp/chirp.css' %}``)."""
+    here = path.rstrip("/")
+    return (
+        (ROOT / here).exists() or (ROOT / "webapp" / "static" / here).exists() or bool(GENERATED.match(path))
+    )
+
+
+def test_every_path_the_tree_names_exists():
+    """A module, script or page named in a docstring, a comment or a document exists: a name
+    that outlived what it named sends the next reader nowhere. (docs/MEASUREMENTS.md's dated
+    entries name what existed then; a path since moved says where to.)"""
+    missing: dict[str, list[str]] = {}
+    for file in _text_files():
+        try:
+            text = file.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue
+        name = str(file.relative_to(ROOT))
+        for number, line in enumerate(text.splitlines(), 1):
+            for found in NAMED_PATH.finditer(line):
+                path = found.group(1)
+                if PLACEHOLDER.search(path) or "since moved" in line or _exists(path):
+                    continue
+                missing.setdefault(path, []).append(f"{name}:{number}")
+    lines = [f"  {path} ({', '.join(where[:3])})" for path, where in sorted(missing.items())]
+    assert not missing, "named but not there:\n" + "\n".join(lines)

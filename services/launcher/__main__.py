@@ -2,7 +2,7 @@
 
 python -m services.launcher up topologies/demo-3region.toml
 python -m services.launcher status
-python -m services.launcher reconfigure topologies/demo-3region-star.toml   (a new tree, live)
+python -m services.launcher reconfigure NEW-TREE.toml   (the same regions, another tree, live)
 python -m services.launcher down
 """
 

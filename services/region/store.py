@@ -682,7 +682,7 @@ class RegionStore:
         done = {ts for shard_done in done_per_shard for ts in shard_done}
         return [u for u in updates if u.ts in done]
 
-    # -- claims (strongly consistent, decided by the key's owner region; see causal_client/claims)
+    # -- claims (strongly consistent, decided by the key's owner region; see causal_client/claims.py)
     async def claim(self, namespace: str, key: str, holder: str, release: bool = False) -> tuple[bool, str]:
         """Sets the key's holder unless it has one, or frees it if ``holder`` holds it: whether
         that happened, and the holder after it ("" when free)."""
