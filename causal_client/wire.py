@@ -27,6 +27,7 @@ STRONG_PUT, STRONG_STAMP, STRONG_TS = "saturn_strong_put", "saturn_strong_stamp"
 STRONG_SET_TS, STRONG_DATA = "saturn_strong_set_ts", "saturn_strong_data"
 RED_CLOSE, RED_OPEN = "saturn_red_close", "saturn_red_open"
 RED_GET, RED_PUT = "saturn_red_get", "saturn_red_put"
+VERSION = "saturn_version"  # the gears' API version, nothing checked: what a tool may ask first
 
 # Limits the gears enforce (a client may check them first to fail without a round trip).
 MAX_SHARDS = 64  # of a region
