@@ -3,6 +3,13 @@
 Exactly-once: each local shard stores, in the same Lua call that applies a batch, how far it has
 got in the origin gear's stream. A sender that (re)connects is told that position and resumes
 after it, so a crash on either side neither loses nor doubles an update.
+
+The link's emulated latency is served here, on arrival (a ``DelayLine`` per connection), not by
+the sender: bytes on a real wire arrive after their sender died, and a region stopped with its
+payloads held in its own memory took them away while their labels, already in the tree, went on
+and held back every later label elsewhere until it came back. What a receiver holds when it dies
+is sent again (its position says from where). A sender that reconnects is answered once the
+previous connection's batches have all been taken.
 """
 
 from __future__ import annotations
@@ -25,10 +32,12 @@ from services.transport.connection import Connection
 from services.transport.delayed import DelayedWrites
 from services.transport.errors import LinkClosed
 from services.transport.server import LinkServer
+from services.wan import DelayLine
 
 log = logging.getLogger("bulk-receiver")
 EMPTY_ACK_EVERY_S = 1.0  # how often batches without payloads are acknowledged (as a notice)
 BULK = "bulk"  # the link-transport service, on the region's bulk port
+Arrived = tuple[bulk_pb2.PayloadBatch, list[RemoteUpdate]]  # a batch as read, its payloads unpacked
 
 
 class BulkReceiver:
@@ -42,6 +51,9 @@ class BulkReceiver:
         self.local_groups = topology.groups_at(region)
         self.remote_gears = {g: r for r in topology.region_names if r != region for g in topology.gear_ids(r)}
         self.ack_lines: set[DelayedWrites[bulk_pb2.Position]] = set()  # of the open connections
+        self.connections: dict[
+            str, asyncio.Future[None]
+        ] = {}  # origin gear → its last connection, done when taken
         self.payload_stage = Stage(region, "payload")
         self.visible_stage = Stage(region, "visible")
 
@@ -79,6 +91,18 @@ class BulkReceiver:
         if origin is None:
             connection.refuse(f"unknown or local origin gear {gear!r}")
             return
+        previous = self.connections.get(gear)
+        taken = self.connections[gear] = asyncio.get_running_loop().create_future()
+        try:
+            if previous is not None:  # its batches still in the delay line go first (module doc)
+                await asyncio.shield(previous)
+            await self._serve_link(gear, origin, connection)
+        finally:
+            taken.set_result(None)
+            if self.connections.get(gear) is taken:
+                del self.connections[gear]
+
+    async def _serve_link(self, gear: str, origin: str, connection: Connection) -> None:
         position = await self.protocol.resume_position(gear)
         log.info("%s connected; resuming after ts %d", gear, position)
         connection.accept(
@@ -102,12 +126,55 @@ class BulkReceiver:
     async def _consume(
         self, gear: str, origin: str, connection: Connection, acks: DelayedWrites[bulk_pb2.Position]
     ) -> None:
+        """Reads the connection into the link's delay line (to its end) while taking what has
+        arrived (module doc), in order, then what is left once it ended."""
+        line: DelayLine[Arrived | None] = DelayLine(self.topology.wan_link(origin, self.region))
+        reader = asyncio.ensure_future(_read_batches(gear, connection, line))
+        try:
+            await self._take(gear, origin, line, acks)
+        finally:
+            reader.cancel()
+
+    async def _take(
+        self, gear: str, origin: str, line: DelayLine[Arrived | None], acks: DelayedWrites[bulk_pb2.Position],
+    ) -> None:  # fmt: skip
         received = metrics.BULK_RECEIVED.labels(self.region, origin)
 
         def applied(updates: list[RemoteUpdate]) -> None:
             self.on_applied(origin, updates)
 
         last_ack = time.monotonic()
+        while (arrived := await line.get()) is not None:
+            batch, unpacked = arrived
+            # An atomic batch may span groups: each region applies the rows it replicates.
+            updates = [u for u in (x.only(self.local_groups) for x in unpacked) if u is not None]
+            if len(updates) < len(unpacked):
+                foreign = len(unpacked) - len(updates)
+                log.error("%s sent %d updates of groups not replicated here", gear, foreign)
+            received.inc(len(updates))
+            self.payload_stage.updates(updates)
+            # Shielded: if the process is stopped mid-apply, the batch the store may already
+            # have applied is still counted as applied.
+            await asyncio.shield(self.protocol.accept_payloads(gear, batch.through_ts, updates, applied))
+            # Each batch with payloads is acknowledged (the sender's window); empty ones
+            # (heartbeats, progress) only once in a while, as a notice with the position,
+            # so that the sender can trim: an ack per heartbeat doubled their cost.
+            now = time.monotonic()
+            if batch.payloads or now - last_ack >= EMPTY_ACK_EVERY_S:
+                durable = self.protocol.durable_position(gear, batch.through_ts)
+                notice = not batch.payloads
+                acks.put(
+                    bulk_pb2.Position(
+                        through_ts=durable, heartbeats=self.protocol.wants_heartbeats, notice=notice
+                    )
+                )
+                last_ack = now
+
+
+async def _read_batches(gear: str, connection: Connection, line: DelayLine[Arrived | None]) -> None:
+    """Each batch into the line as it is read; a batch that does not parse ends the connection,
+    and it and what follows are never applied. None, delayed like the rest, marks the end."""
+    try:
         while True:
             try:
                 bodies = await connection.receive()
@@ -117,32 +184,12 @@ class BulkReceiver:
                 try:
                     batch = bulk_pb2.PayloadBatch.FromString(body)
                     unpacked = [RemoteUpdate.unpack(p.body) for p in batch.payloads]
-                except (DecodeError, ValueError, TypeError, AttributeError) as exc:  # none of it is applied
+                except (DecodeError, ValueError, TypeError, AttributeError) as exc:
                     connection.abort(f"{gear} sent a batch that does not parse: {exc}")
                     return
-                # An atomic batch may span groups: each region applies the rows it replicates.
-                updates = [u for u in (x.only(self.local_groups) for x in unpacked) if u is not None]
-                if len(updates) < len(unpacked):
-                    foreign = len(unpacked) - len(updates)
-                    log.error("%s sent %d updates of groups not replicated here", gear, foreign)
-                received.inc(len(updates))
-                self.payload_stage.updates(updates)
-                # Shielded: if the process is stopped mid-apply, the batch the store may already
-                # have applied is still counted as applied.
-                await asyncio.shield(self.protocol.accept_payloads(gear, batch.through_ts, updates, applied))
-                # Each batch with payloads is acknowledged (the sender's window); empty ones
-                # (heartbeats, progress) only once in a while, as a notice with the position,
-                # so that the sender can trim: an ack per heartbeat doubled their cost.
-                now = time.monotonic()
-                if batch.payloads or now - last_ack >= EMPTY_ACK_EVERY_S:
-                    durable = self.protocol.durable_position(gear, batch.through_ts)
-                    notice = not batch.payloads
-                    acks.put(
-                        bulk_pb2.Position(
-                            through_ts=durable, heartbeats=self.protocol.wants_heartbeats, notice=notice
-                        )
-                    )
-                    last_ack = now
+                line.put((batch, unpacked))
+    finally:
+        line.put(None)
 
 
 def _encode_positions(positions: list[bulk_pb2.Position]) -> list[bytes]:

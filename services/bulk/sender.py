@@ -31,6 +31,7 @@ from services.transport.client import open_link
 from services.transport.connection import Connection
 from services.transport.delayed import DelayedWrites
 from services.transport.errors import LinkClosed, LinkError
+from services.wan import Link
 
 log = logging.getLogger("bulk-sender")
 
@@ -40,6 +41,7 @@ WINDOW = 64  # batches with payloads in flight per destination (empty ones are n
 # updates by timestamp (Saturn's fallback, §6.1, GentleRain, Cure) and so asks for heartbeats,
 # else every PROGRESS_S (its acknowledgements let the stream be trimmed).
 PROGRESS_S = 1.0
+AT_ONCE = Link(0.0)  # the outbox's link: the receiver holds batches for the latency
 
 
 class GearShipper:
@@ -57,7 +59,6 @@ class GearShipper:
         self.trimmer = trimmer
         self.sent = metrics.BULK_SENT.labels(region, destination)
         self.heartbeats_sent = metrics.BULK_HEARTBEATS.labels(region, destination)
-        self.link = topology.wan_link(region, destination)
         self.site = topology.region(region).site
         self.heartbeats = False  # the receiver wants them (it says so on the ack stream)
         self.connected_at: float | None = None  # when the current session reached its receiver
@@ -107,7 +108,8 @@ class GearShipper:
             self.trimmer.acked(self.gear, self.destination, start.through_ts)
             self.heartbeats = start.heartbeats
             in_flight = asyncio.Semaphore(WINDOW)
-            outbox: DelayedWrites[bulk_pb2.PayloadBatch] = DelayedWrites(self.link, _encode_batches)
+            # Written at once: the receiver serves the link's latency (receiver.py says why).
+            outbox: DelayedWrites[bulk_pb2.PayloadBatch] = DelayedWrites(AT_ONCE, _encode_batches)
             outbox.attach(connection)
             connection.deliver_to(lambda messages: self._take_acks(messages, in_flight, connection))
             reader = asyncio.ensure_future(self._read_stream(start.through_ts, outbox, in_flight, stop))

@@ -53,6 +53,7 @@ class GearTail:
         self.floor = 0  # every entry above it is held
         self.through = 0
         self.positions: dict[object, int] = {}  # shippers reading from memory -> their position
+        self.limited: set[object] = set()  # readers that take only what the shippers sent (the sink)
         self.heartbeats_wanted: Callable[[], bool] = lambda: False
         self.changed = asyncio.Condition()
 
@@ -100,27 +101,53 @@ class GearTail:
             del self.ts[:cut], self.entries[:cut]
         self.floor = max(self.floor, floor)
 
-    async def after(self, shipper: object, position: int, wait_s: float) -> tuple[list[Entry], int] | None:
+    async def after(
+        self, shipper: object, position: int, wait_s: float, sent_only: bool = False
+    ) -> tuple[list[Entry], int] | None:
         """The entries after ``position`` and the time they cover, waiting up to ``wait_s`` for
         news when there is none; None when ``position`` is below what memory holds (the shipper
-        reads Redis: ``catch_up``)."""
+        reads Redis: ``catch_up``). ``sent_only`` (the label sink): only what every shipper
+        reading from memory has written to its destination (``sent``)."""
         if position < self.floor:
             self.positions.pop(shipper, None)
             return None
-        self.positions[shipper] = position
+        moved = position > self.positions.get(shipper, 0)
+        self.positions[shipper] = position  # a shipper's: everything up to it is written
+        if sent_only:
+            self.limited.add(shipper)
+        cover = self.released if sent_only else self.covered
         async with self.changed:
+            if moved and self.limited and not sent_only:
+                self.changed.notify_all()  # the sink may take more now
             # asyncio.timeout, not asyncio.wait_for: on Python 3.11 wait_for swallows a cancellation
             # that comes as the wait ends, and a shipper whose session ended then read on for good.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait_s):
-                    await self.changed.wait_for(lambda: self.through > position)
+                    await self.changed.wait_for(lambda: cover() > position)
         if position < self.floor:  # let go of meanwhile (memory was full)
             self.positions.pop(shipper, None)
             return None
+        upto = cover()
         start = bisect.bisect_right(self.ts, position)
-        if len(self.ts) - start > READ_COUNT:  # a batch's worth: it covers up to its last entry
+        end = bisect.bisect_right(self.ts, upto)
+        if end - start > READ_COUNT:  # a batch's worth: it covers up to its last entry
             return self.entries[start : start + READ_COUNT], self.ts[start + READ_COUNT - 1]
-        return self.entries[start:], max(self.through, position)
+        return self.entries[start:end], max(upto, position)
+
+    def covered(self) -> int:
+        return self.through
+
+    def sent(self) -> int | None:
+        """What every shipper reading from memory has written to its connection (None: no shipper
+        is): a label beyond it may not leave yet, or a region stopped now would leave its payload
+        unsent while the label went on, and every later label elsewhere would wait for it
+        (bulk/receiver.py). A shipper catching up from Redis holds nothing back."""
+        shippers = [p for reader, p in self.positions.items() if reader not in self.limited]
+        return min(shippers) if shippers else None
+
+    def released(self) -> int:
+        sent = self.sent()
+        return self.through if sent is None else min(self.through, sent)
 
     def leave(self, shipper: object) -> None:
         """The shipper's session ended: it holds nothing in memory any more."""
@@ -153,9 +180,17 @@ class TailLabels:
         self.own = StreamLabels(tail.shard, gears.BULK_STREAM)  # heartbeats, in one round trip
 
     async def labels_after(self, after_ts: int, block_s: float) -> tuple[list[LabelEntry], int]:
-        found = await self.tail.after(self, after_ts, block_s)
+        """Labels whose payloads every connected destination has been sent (``GearTail.sent``)."""
+        found = await self.tail.after(self, after_ts, block_s, sent_only=True)
         entries, through = found if found is not None else await self.tail.catch_up(after_ts)
         return [(ts, label) for ts, _, _, label in entries if label], through
 
     async def heartbeat_after(self, after_ts: int) -> tuple[int, list[LabelEntry]]:
-        return await self.own.heartbeat_after(after_ts)
+        """A heartbeat covers no label whose payload is not sent yet: it promises less then."""
+        stable, entries = await self.own.heartbeat_after(after_ts)
+        sent = self.tail.sent()
+        held = [ts for ts, _ in entries if sent is not None and ts > sent]
+        if held:
+            stable = max(held[0] - 1, after_ts)
+            entries = [entry for entry in entries if entry[0] <= stable]
+        return stable, entries
