@@ -144,31 +144,34 @@ class BulkReceiver:
             self.on_applied(origin, updates)
 
         last_ack = time.monotonic()
-        while (arrived := await line.get()) is not None:
-            batch, unpacked = arrived
-            # An atomic batch may span groups: each region applies the rows it replicates.
-            updates = [u for u in (x.only(self.local_groups) for x in unpacked) if u is not None]
-            if len(updates) < len(unpacked):
-                foreign = len(unpacked) - len(updates)
-                log.error("%s sent %d updates of groups not replicated here", gear, foreign)
-            received.inc(len(updates))
-            self.payload_stage.updates(updates)
-            # Shielded: if the process is stopped mid-apply, the batch the store may already
-            # have applied is still counted as applied.
-            await asyncio.shield(self.protocol.accept_payloads(gear, batch.through_ts, updates, applied))
-            # Each batch with payloads is acknowledged (the sender's window); empty ones
-            # (heartbeats, progress) only once in a while, as a notice with the position,
-            # so that the sender can trim: an ack per heartbeat doubled their cost.
-            now = time.monotonic()
-            if batch.payloads or now - last_ack >= EMPTY_ACK_EVERY_S:
-                durable = self.protocol.durable_position(gear, batch.through_ts)
-                notice = not batch.payloads
-                acks.put(
-                    bulk_pb2.Position(
-                        through_ts=durable, heartbeats=self.protocol.wants_heartbeats, notice=notice
+        while True:
+            for arrived in await line.get_due():  # what is due at once, taken in one turn
+                if arrived is None:
+                    return
+                batch, unpacked = arrived
+                # An atomic batch may span groups: each region applies the rows it replicates.
+                updates = [u for u in (x.only(self.local_groups) for x in unpacked) if u is not None]
+                if len(updates) < len(unpacked):
+                    foreign = len(unpacked) - len(updates)
+                    log.error("%s sent %d updates of groups not replicated here", gear, foreign)
+                received.inc(len(updates))
+                self.payload_stage.updates(updates)
+                # Shielded: if the process is stopped mid-apply, the batch the store may already
+                # have applied is still counted as applied.
+                await asyncio.shield(self.protocol.accept_payloads(gear, batch.through_ts, updates, applied))
+                # Each batch with payloads is acknowledged (the sender's window); empty ones
+                # (heartbeats, progress) only once in a while, as a notice with the position,
+                # so that the sender can trim: an ack per heartbeat doubled their cost.
+                now = time.monotonic()
+                if batch.payloads or now - last_ack >= EMPTY_ACK_EVERY_S:
+                    durable = self.protocol.durable_position(gear, batch.through_ts)
+                    notice = not batch.payloads
+                    acks.put(
+                        bulk_pb2.Position(
+                            through_ts=durable, heartbeats=self.protocol.wants_heartbeats, notice=notice
+                        )
                     )
-                )
-                last_ack = now
+                    last_ack = now
 
 
 async def _read_batches(gear: str, connection: Connection, line: DelayLine[Arrived | None]) -> None:
