@@ -92,6 +92,8 @@ class SegmentRow:
     nemesis_errors: list[str]
     seconds: float
     history: str  # the file it was written to
+    effects: list[dict]  # what its fault cost (report.fault_effects)
+    outages: list[dict]  # region-outage: the others' throughput, the catch-up (report.outage_effects)
 
     @staticmethod
     def of(leg: Leg, nemesis: str, data: dict, seconds: float, history: Path) -> SegmentRow:
@@ -101,7 +103,8 @@ class SegmentRow:
             data["fractured_reads"], len(data["lost_writes"]) + data["lost_increments"],
             data["doubled_increments"], data.get("strong_operations", 0), linear.get("violations", 0),
             linear.get("undecided", 0), data["converged"], len(data.get("untyped_errors", [])),
-            data.get("nemesis_errors", []), seconds, str(history),
+            data.get("nemesis_errors", []), seconds, str(history), data.get("fault_effects", []),
+            data.get("outages", []),
         )  # fmt: skip
 
     @property
