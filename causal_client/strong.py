@@ -30,24 +30,37 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from causal_client import wire
 from causal_client.claims import check_part
 from causal_client.commands import Command, CommandResult, check_value
 from causal_client.errors import CausalError, Conflict, InvalidRequest, NoQuorum, OutcomeUnknown
 from causal_client.label import Label
-
-if TYPE_CHECKING:
-    from causal_client.client import CausalClient
+from causal_client.transport import Transport
 
 R = TypeVar("R")
 TRIES = 6  # attempts of one operation that loses to concurrent ones before Conflict
 BACKOFF_S = 0.005  # the first retry's pause (doubling, with jitter)
 NO_PAST = Label.zero()
+
+
+class Reaches(Protocol):
+    """What the registers use of a client (a ``CausalClient`` is one): the regions, the calls'
+    timeout, a call at a region over its emulated WAN. Typed so, the registers need not import
+    the client, which imports them."""
+
+    timeout: float
+
+    @property
+    def regions(self) -> Mapping[str, object]: ...
+
+    def region(self, name: str) -> object: ...
+
+    def call_at(self, region: str, action: Callable[[Transport], R]) -> R: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +110,7 @@ class RegionCalls:
     causal_client/token.py): calls at one region paying the emulated WAN, and a call at several
     regions at once, answered as soon as enough answered."""
 
-    def __init__(self, client: CausalClient):
+    def __init__(self, client: Reaches):
         self.client = client
         self.regions = tuple(client.regions)
         self._pools: dict[str, ThreadPoolExecutor] = {}
@@ -156,7 +169,7 @@ class StrongRegisters(RegionCalls):
     """Runs the phases of strong operations for one client (module doc). ``regions``: where
     every register is replicated; ``local``: the region whose store is the local replica."""
 
-    def __init__(self, client: CausalClient, fast_paths: bool = True):
+    def __init__(self, client: Reaches, fast_paths: bool = True):
         super().__init__(client)
         self.majority = len(self.regions) // 2 + 1
         self.fast_paths = fast_paths  # §3.4: a read skips its write-back under C1 and C2 (a bench: off)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from causal_client import wire
 from causal_client.commands import Command, check_value
@@ -32,15 +32,13 @@ from causal_client.label import Label
 from causal_client.strong import (
     NO_PAST,
     ExecuteResult,
+    Reaches,
     RegionCalls,
     Stored,
     StrongResult,
     check_names,
     text_of,
 )
-
-if TYPE_CHECKING:
-    from causal_client.client import CausalClient
 
 T = TypeVar("T")
 MOVED, CHANGED = 0, 2  # red.lua's answers: the token is not here for this slot; the register moved on
@@ -53,7 +51,7 @@ class _TokenMoved(Exception):
 class TokenRegisters(RegionCalls):
     """Token-ordered red registers for one client (module doc)."""
 
-    def __init__(self, client: CausalClient, hold_ms: float):
+    def __init__(self, client: Reaches, hold_ms: float):
         super().__init__(client)
         self.ring = tuple(sorted(self.regions))
         self.hold_s = hold_ms / 1000

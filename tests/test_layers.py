@@ -133,3 +133,70 @@ def test_the_load_test_and_the_checker_do_not_import_the_experiments():
         if module == "loadtest.bench" or module.startswith("loadtest.bench.")
     ]
     assert bad == []
+
+
+def module_graph(packages: list[str]) -> dict[str, set[str]]:
+    """Module → the project's modules it imports (lazy imports and ``TYPE_CHECKING`` ones too: a
+    circle for the type checker is one for the reader), a package's own ``__init__`` aside."""
+    paths = {}
+    for package in packages:
+        for path in (ROOT / package).rglob("*.py"):
+            if "_pb2" not in path.name:
+                name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                paths[name] = path
+
+    def known(dotted: str) -> str | None:
+        while dotted and dotted not in paths:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        found: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(known(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.update(known(f"{node.module}.{alias.name}") for alias in node.names)
+        graph[name] = {m for m in found if m and m != name and not name.startswith(m + ".")}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph.get(module, ())):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while (top := stack.pop()) != module:
+                group.append(top)
+            if group:
+                circles.append(sorted([*group, module]))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_no_module_imports_itself_through_others():
+    """No import circle anywhere (the registers once imported the client that imports them, for
+    types: they are typed against ``strong.Reaches`` now)."""
+    assert import_circles(module_graph(LAYERS)) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
