@@ -206,7 +206,7 @@ class DelayLine(Generic[T]):
         return [await self.get(), *self._released(time.monotonic())]
 
 
-#: What a connection carries, for links with a bandwidth (services/wan/relay.py): its class each
+#: What a connection carries, for links with a bandwidth (services/relay/relay.py): its class each
 #: way. ``meta``: labels, heartbeats, migrations, claims, attaches (critical both ways); ``ship``:
 #: bulk payloads, with their acknowledgements back (critical); ``data``: a client's reads and
 #: writes (bulk both ways).

@@ -111,13 +111,13 @@ def label_sink_process(t: Topology, region: str) -> str | None:
 
 
 def relays(t: Topology, layout: Layout) -> list[ProcessSpec]:
-    """One relay per site pair whose link has a bandwidth (services/wan/relay.py), reached at the
+    """One relay per site pair whose link has a bandwidth (services/relay/relay.py), reached at the
     deployment's host; none without ``[bandwidth_mbit]``."""
     pairs = dict.fromkeys(r.pair for r in t.relay_routes)
     return [
         ProcessSpec(
             f"relay.{pair}",
-            [layout.python, "-m", "services.wan.relay",
+            [layout.python, "-m", "services.relay.relay",
              "--topology", str(layout.topology_file), "--pair", pair],
             "worker", None, None, node=f"relay.{pair}", host=t.host,
         )

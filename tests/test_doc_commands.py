@@ -352,7 +352,7 @@ NOT_SOURCES = {".git", ".venv", "node_modules", "__pycache__", ".pytest_cache", 
 def _text_files() -> list[Path]:
     found = []
     for directory, names, files in os.walk(ROOT):
-        names[:] = [n for n in names if n not in NOT_SOURCES and not n.endswith("-results")]
+        names[:] = [n for n in names if n not in NOT_SOURCES and not n.endswith(("-results", ".egg-info"))]
         found += [Path(directory) / f for f in files if f.endswith(TEXT_SUFFIXES)]
     return found
 

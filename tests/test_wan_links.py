@@ -10,8 +10,8 @@ import pytest
 from helpers.topologies import load_topology
 
 from causal_client.wan import Relays
+from services.relay.relay import Relay
 from services.topology import TopologyError
-from services.wan.relay import Relay
 from services.wan.routes import FLOOD, flood_endpoint
 from services.wan.scheduler import BULK, CRITICAL, LinkScheduler
 

@@ -8,7 +8,7 @@ and per traffic class that endpoint takes, on a port of its own:
 - a region's stores: ``data`` (a client's reads and writes) and ``meta`` (attaches, claims);
 - a region's bulk receiver: ``ship`` (bulk payloads) and ``meta`` (labels on tree and C3 links);
 - a serializer replica: ``meta``;
-- and, per direction, a flood port (``relay.py``).
+- and, per direction, a flood port (``services/relay/relay.py``).
 
 The class is chosen by the connecting side (it knows what it sends), as a DSCP mark would be on
 a real network; the relay schedules each direction's bytes by it.
@@ -23,7 +23,7 @@ from typing import Protocol
 from services.topology_parts import Region, Serializer
 
 RELAY_PORT_OFFSET = 100  # relay ports start this far above the serializers' blocks
-FLOOD = "flood"  # per direction, a port whose bytes cross the link as bulk and are dropped (relay.py)
+FLOOD = "flood"  # per direction, a port whose bytes cross the link as bulk and are dropped (the relay)
 DISCARD = "discard"  # a flood route's endpoint
 
 

@@ -1,4 +1,4 @@
-"""The relay of one site pair's link (``python -m services.wan.relay --pair A-C``): every
+"""The relay of one site pair's link (``python -m services.relay.relay --pair A-C``): every
 connection between the two sites goes through it (services/wan/routes.py says which port
 carries what), and each direction's bytes share the link's bandwidth (``LinkScheduler``), so
 that a flood delays everything behind it, as on a real link, whichever process sends it.
