@@ -22,7 +22,6 @@ import grpc
 from causal_client import tls
 from causal_client.credentials import CLIENT_USER, client_password
 from causal_client.errors import SECRET_ENV
-from services.region import gears
 
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
@@ -45,18 +44,19 @@ def secret() -> str | None:
     return os.environ.get(SECRET_ENV) or None
 
 
-def client_user_acl() -> str:
+def client_user_acl(events_key: str) -> str:
     """The stores' client user (a config line): with its password (derived from the secret,
     causal_client/credentials.py) it may run the gears a client calls, through the gateway
     module, block on the watermark events (an attach's wait), ask a Redis Cluster replica to
     answer reads (READONLY: a client learns the topology while a master is down), and nothing
     else: no key command, no script, no administration, no pub/sub. The one key a gear call
     names is a shard's hash tag ("{...}"), which no stored key is: the user may name those and
-    read the events streams."""
+    read the events streams (``events_key``, the gears' name for them: this module sits below
+    the gears and is told it)."""
     password = client_password(secret() or "")
     return (
         f"user {CLIENT_USER} on >{password} resetkeys resetchannels -@all +saturn.call +saturn.read "
-        f"+ping +hello +auth +xread +wait +readonly ~{{* %R~{gears.WATERMARK_EVENTS}{{*"
+        f"+ping +hello +auth +xread +wait +readonly ~{{* %R~{events_key}{{*"
     )
 
 

@@ -15,6 +15,7 @@ from pathlib import Path, PurePath
 from causal_client.tls import CA_FILE, http_scheme
 from services import auth
 from services.probes import READY_HEALTH, grpc_serving, http_ok, link_serving, redis_ping
+from services.region import gears
 from services.topology import Topology
 
 
@@ -230,7 +231,7 @@ def _redis(
     if secret := auth.secret():
         lines.append(f'requirepass "{_quoted(secret)}"')
         if store is not None:
-            lines.append(auth.client_user_acl())
+            lines.append(auth.client_user_acl(gears.WATERMARK_EVENTS))
             if t.store.engine == "cluster":
                 lines.append(f'masterauth "{_quoted(secret)}"')  # a replica logs in to its master
     if layout.tls_dir is not None:
