@@ -127,15 +127,15 @@ class StoreActor(Actor):
             case Op.PUBLIC:
                 social.public()
             case Op.USER_PAGE:
-                social.userline(social.account(username(action.target)))
+                social.userline(social.account(target_name(action)))
             case Op.POST:
                 social.post(self.me, self.body())
             case Op.REPLY:
-                page = social.userline(social.account(username(action.target)))
+                page = social.userline(social.account(target_name(action)))
                 original = page.entries[0] if page.entries else None
                 social.post(self.me, self.body(), original)
             case Op.FOLLOW:
-                other = social.account(username(action.target))
+                other = social.account(target_name(action))
                 if self.toggle_follow(other.username):
                     social.follow(self.me, other)
                 else:
@@ -189,7 +189,7 @@ class WebActor(Actor):
         except requests.RequestException as exc:
             error = exc
         self.record(self.kind, name, time.perf_counter() - started, error)
-        if error is not None:
+        if error is not None or response is None:
             raise ActorError(str(error))
         return response
 
@@ -209,17 +209,23 @@ class WebActor(Actor):
             case Op.PUBLIC:
                 self.page("GET", "/public/", str(Op.PUBLIC))
             case Op.USER_PAGE:
-                self.page("GET", f"/u/{username(action.target)}/", str(Op.USER_PAGE))
+                self.page("GET", f"/u/{target_name(action)}/", str(Op.USER_PAGE))
             case Op.POST:
                 self.page("POST", "/post/", str(Op.POST), expect=302, data={"body": self.body()})
             case Op.REPLY:
-                html = self.page("GET", f"/u/{username(action.target)}/", "reply: the friend's page").text
+                html = self.page("GET", f"/u/{target_name(action)}/", "reply: the friend's page").text
                 found = TWEET_LINK.search(html)
                 data = {"body": self.body()}
                 if found:
                     data["reply_to"] = f"{found.group(1)}/{found.group(2)}"
                 self.page("POST", "/post/", str(Op.REPLY), expect=302, data=data)
             case Op.FOLLOW:
-                target = username(action.target)
+                target = target_name(action)
                 verb = "follow" if self.toggle_follow(target) else "unfollow"
                 self.page("POST", f"/u/{target}/{verb}/", str(Op.FOLLOW), expect=302)
+
+
+def target_name(action: Action) -> str:
+    """The user an action on someone is on (the mix gives every such action a target)."""
+    assert action.target is not None, f"{action.op} has no target"
+    return username(action.target)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from causal_client import CausalClient, Mutation
@@ -113,7 +113,7 @@ def user_mutations(
     return mutations
 
 
-def chunked(group: str, row: str, columns: Iterator[tuple[str, str]] | Sequence) -> list[Mutation]:
+def chunked(group: str, row: str, columns: Iterable[tuple[str, str]]) -> list[Mutation]:
     """Columns of one row as Mutations of at most MAX_COLUMNS operations (hubs have many friends)."""
     mutations: list[Mutation] = []
     for i, (column, value) in enumerate(columns):

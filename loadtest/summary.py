@@ -83,9 +83,9 @@ class ProtocolSummary:
 
     def visibility_mean_ms(self) -> float | None:
         """Mean over all remote updates (weighted by pair)."""
-        rows = [r for r in self.visibility if r.updates and r.mean_ms is not None]
-        total = sum(r.updates for r in rows)
-        return sum(r.mean_ms * r.updates for r in rows) / total if total else None
+        weighted = [(r.mean_ms, r.updates) for r in self.visibility if r.updates and r.mean_ms is not None]
+        total = sum(updates for _, updates in weighted)
+        return sum(ms * updates for ms, updates in weighted) / total if total else None
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -175,8 +175,8 @@ def visibility_table(runs: Sequence[ProtocolSummary]) -> str:
             row += [num(cell.updates, 0), num(cell.mean_ms), num(cell.p90_ms)] if cell else ["-", "-", "-"]
         if len(runs) > 1:
             first, last = by[0].get(pair), by[-1].get(pair)
-            row += [_diff(last and last.mean_ms, first and first.mean_ms),
-                    _diff(last and last.p90_ms, first and first.p90_ms)]  # fmt: skip
+            row += [_diff(last.mean_ms if last else None, first.mean_ms if first else None),
+                    _diff(last.p90_ms if last else None, first.p90_ms if first else None)]  # fmt: skip
         rows.append(row)
     return render_table(
         "Remote-update visibility per region pair (ms, from the regions' metrics)", headers, rows

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import secrets
 from datetime import UTC, datetime
+from typing import Literal
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -59,7 +60,7 @@ class CausalRequest:
         self.ctx = ctx
         self._session: Session | None = None
         self._resumed_from: str | None = None  # the token the session resumed from (no news: no merge)
-        self._account: Account | bool | None = False  # False: not looked up yet
+        self._account: Account | Literal[False] | None = False  # False: not looked up yet
         self._social: Social | None = None
         #: the outbox cells this request wrote, as (region, group, column): nudged after it
         self.queued: list[tuple[str, str, str]] = []
@@ -145,7 +146,7 @@ class CausalRequest:
                     self.sign_out()
                     found = None
                 self._account = found
-        return self._account or None
+        return self._account if isinstance(self._account, Account) else None
 
     def read_account(self, username: str) -> Account:
         """The account, whether this browser session was signed out, and (when the cookie knows
@@ -185,7 +186,7 @@ class CausalRequest:
         else the cookie's claim)."""
         if self._account is False:
             return self.username
-        return self._account.username if self._account else None
+        return self._account.username if isinstance(self._account, Account) else None
 
     def remember(self, note: str | None = None) -> None:
         """Keeps the session's token in the cookie (after the request, or now). A session that
@@ -248,10 +249,10 @@ class CausalSessionMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        request.causal = CausalRequest(request, current())  # type: ignore[attr-defined]
+        request.causal = CausalRequest(request, current())
         response = self.get_response(request)
-        request.causal.remember()  # type: ignore[attr-defined]
-        for region, group, column in request.causal.queued:  # type: ignore[attr-defined]
+        request.causal.remember()
+        for region, group, column in request.causal.queued:
             tasks.nudge(region, group, column)  # the worker drains it now (its sweeper would soon)
         return response
 

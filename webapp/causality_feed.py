@@ -72,7 +72,9 @@ def layout(topology: Topology) -> dict:
         return {"nodes": [node(r, "region", places[r]) for r in regions], "edges": [],
                 "paths": {f"{a}>{b}": [a, b] for a in regions for b in regions if a != b}}  # fmt: skip
     root = max(serializers, key=lambda n: (len(neighbours[n]), n))
-    depth, order, parent = {root: 0}, [], {root: None}
+    depth: dict[str, int] = {root: 0}
+    order: list[str] = []
+    parent: dict[str, str | None] = {root: None}
     stack = [root]
     while stack:
         current = stack.pop()
@@ -110,7 +112,8 @@ def tree_path(neighbours: dict[str, tuple[str, ...]], a: str, b: str) -> list[st
             if nxt not in previous:
                 previous[nxt] = current
                 queue.append(nxt)
-    path, at = [], b
+    path: list[str] = []
+    at: str | None = b
     while at is not None:
         path.append(at)
         at = previous.get(at)

@@ -21,6 +21,7 @@ Rows: ``outbox:<region>`` in a group, one cell per pending tweet (column: the tw
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -88,7 +89,7 @@ def deliver_notice(
             part = notices.NoticeCell(cell.notice, tuple(names), home)
             relay_cell(
                 ctx, session, home, part.column,
-                lambda target, part=part, home=home: part.mutation(home, outbox_row(target)), send_nudge,
+                functools.partial(_outbox_part, part, home), send_nudge,
             )  # fmt: skip
     return written
 
@@ -270,3 +271,8 @@ def pending_here(ctx: RegionContext, groups: Iterable[str] | None = None) -> int
     chosen = sorted(groups) if groups is not None else Sweeper(ctx).groups
     rows = session.multi_read([ReadSpec(g, outbox_row(ctx.region), limit=1) for g in chosen])
     return sum(row.size for row in rows)
+
+
+def _outbox_part(part: notices.NoticeCell, home: str, target: str) -> Mutation:
+    """``part``'s cell in ``target``'s outbox row of ``home``."""
+    return part.mutation(home, outbox_row(target))

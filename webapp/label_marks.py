@@ -85,7 +85,7 @@ class LabelMarks:
         except redis.RedisError as exc:
             self._failed(exc)
             return None
-        return value.decode() if value else None
+        return _text(value)
 
     def merge(self, family: str, token: str) -> str:
         """Stores the greater of ``token`` and the family's mark; returns it."""
@@ -98,7 +98,7 @@ class LabelMarks:
                     try:
                         pipe.watch(key)
                         stored = pipe.get(key)
-                        merged = later_token(stored.decode() if stored else None, token) or token
+                        merged = later_token(_text(stored), token) or token
                         pipe.multi()
                         pipe.set(key, merged, ex=TTL_S)
                         pipe.execute()
@@ -108,3 +108,10 @@ class LabelMarks:
         except redis.RedisError as exc:
             self._failed(exc)
             return token
+
+
+def _text(value: bytes | str | None) -> str | None:
+    """A stored mark as text (the connection decodes replies or not)."""
+    if not value:
+        return None
+    return value.decode() if isinstance(value, bytes) else value

@@ -120,7 +120,7 @@ class Entry:
         return self.reposted_by or self.author
 
     def to_json(self) -> str:
-        data = {"a": self.author, "b": self.body, "g": self.group}
+        data: dict[str, str | None] = {"a": self.author, "b": self.body, "g": self.group}
         if self.reply_to:
             data |= {"r": self.reply_to, "ra": self.reply_author, "rg": self.reply_group}
         if self.reposted_by:
@@ -759,17 +759,19 @@ class Social:
         ]
         specs += counted
         specs.append(ReadSpec(user.home_group, pins.copy_row(user.username), limit=1))
-        asks = me is not None and me.username != user.username
-        if asks and self.ctx.replicates(me.home_group, home):  # type: ignore[union-attr]
-            specs.append(ReadSpec(me.home_group, f"following:{me.username}", (user.username,)))  # type: ignore[union-attr]
+        asker = me if me is not None and me.username != user.username else None
+        if asker is not None and self.ctx.replicates(asker.home_group, home):
+            specs.append(ReadSpec(asker.home_group, f"following:{asker.username}", (user.username,)))
         rows = self.session.multi_read(specs)
         found = self.account_from(user.username, rows[0]) or user
         userline = rows[1]
         page = self.page_of(userline, me=me)
         counts = replace(found, tweets=userline.size, followers=rows[2].size, following=rows[3].size)
         following = (
-            user.username in rows[5] if len(rows) > 5 else asks and self.is_following(me, user.username)
-        )  # type: ignore[arg-type]
+            user.username in rows[5]
+            if len(rows) > 5
+            else asker is not None and self.is_following(asker, user.username)
+        )
         return Profile(counts, page, bool(following), self.pinned_tweets(pins.from_copy(rows[4])))
 
     def pinned_tweets(self, pinned: Sequence[pins.Pinned]) -> list[Entry]:

@@ -22,6 +22,7 @@ latency of reads, writes and migrations, and remote-update visibility (each regi
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import threading
@@ -59,7 +60,7 @@ def partitions(topology: Topology) -> dict[str, list[str]]:
     found = {}
     for i, home in enumerate(regions):
         others = sorted(
-            (r for r in regions if r != home), key=lambda r, h=home: topology.region_latency_ms(h, r)
+            (r for r in regions if r != home), key=functools.partial(topology.region_latency_ms, home)
         )
         members = [home, *others[: 2 + i % 3]]
         found[f"{PREFIX}.{home}"] = [r for r in regions if r in members]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from statistics import mean
+from typing import Any
 
 from loadtest.harness.report import num, render_table
 from loadtest.harness.results import OP_TITLES, OPS, ProtocolRun, VisibilityRow
@@ -83,7 +84,7 @@ def comparison(topology: Topology, runs: Sequence[ProtocolRun]) -> dict | None:
                 "baseline_region_cpu_us_per_op": b_dc, "region_cpu_us_per_op": o_dc,
                 "region_cpu_ratio": _ratio(o_dc, b_dc),
             }  # fmt: skip
-        pairs = []
+        pairs: list[dict[str, Any]] = []
         for key, (mean_ms, p90_ms) in _visibility(protocol_runs).items():
             ref_mean, ref_p90 = base_pairs.get(key, (None, None))
             direct = topology.region_latency_ms(*key)

@@ -19,6 +19,7 @@ full replication); (b) runs on the tree generated for the workload's traffic
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -236,7 +237,7 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
             row(
                 f"(a) staleness overhead % at {n} datacenters",
                 "large / small / -",
-                lambda p, n=n: stale("a", n, p),
+                functools.partial(stale, "a", n),
             )
             for n in (counts[0], most)
         ),
@@ -244,7 +245,7 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
             row(
                 f"(b) staleness overhead % at degree {d}",
                 "grows to ≈ 800 / low / -",
-                lambda p, d=d: stale("b", d, p),
+                functools.partial(stale, "b", d),
             )
             for d in (high, low)
         ),

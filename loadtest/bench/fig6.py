@@ -118,9 +118,10 @@ def table(steps: list[Step]) -> str:
 def plot(steps: list[Step], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.8))
     for name, colour in (("T1", "#1f77b4"), ("T2", "#ff7f0e")):
-        mine = sorted((s.delay_ms, s.extra_ms) for s in steps if s.configuration == name)
-        mine = [(d, e) for d, e in mine if e is not None]
-        ax.plot([d for d, _ in mine], [e for _, e in mine], "o-", color=colour,
+        points = sorted(
+            (s.delay_ms, s.extra_ms) for s in steps if s.configuration == name and s.extra_ms is not None
+        )
+        ax.plot([d for d, _ in points], [e for _, e in points], "o-", color=colour,
                 label=f"{name}: serializer in {'Oregon' if name == 'T1' else 'Ireland'}")  # fmt: skip
     ax.set_xlabel("injected delay on N. California-Oregon (ms)")
     ax.set_ylabel("extra visibility over eventual (ms)")

@@ -100,9 +100,9 @@ def latency_round(
         try:
             for n in range(requests):
                 command = CompareAndSet(value if n else None, str(n + 1))
-                took_red = timed(lambda c=command: registers.execute(region, NAMESPACE, key, c))
+                took_red = timed(lambda: registers.execute(region, NAMESPACE, key, command))  # noqa: B023 (called at once)
                 value = str(n + 1)
-                took_blue = timed(lambda n=n: session.write("all", f"{key}-blue", {"n": str(n)}))
+                took_blue = timed(lambda: session.write("all", f"{key}-blue", {"n": str(n)}))  # noqa: B023
                 with lock:
                     red.append(took_red)
                     blue.append(took_blue)
@@ -175,9 +175,9 @@ def throughput_run(
             while not stop.is_set():
                 if registers is not None:
                     command = CompareAndSet(str(n) if n else None, str(n + 1))
-                    ms = timed(lambda c=command: registers.execute(region, NAMESPACE, key, c))
+                    ms = timed(lambda: registers.execute(region, NAMESPACE, key, command))  # noqa: B023 (called at once)
                 else:
-                    ms = timed(lambda n=n: session.write("all", key, {"n": str(n)}))
+                    ms = timed(lambda: session.write("all", key, {"n": str(n)}))  # noqa: B023
                 n += 1
                 if not stop.is_set():
                     with lock:
@@ -207,7 +207,7 @@ def measure_throughput(hold_ms: float, loads: list[int], seconds: float, work: P
     subset = Topology.load(first_regions(base, 2, work / "ec2-first-2-throughput.toml"))
     topology = with_overrides(subset, protocol="saturn")
     topology = with_overrides(topology, base_port=find_base_port(topology))
-    rows = []
+    rows: list[ThroughputRow] = []
     with started(topology, work / "run-throughput") as cluster, clients_at_sites(cluster.topology) as clients:
         for mode in MODES:
             for share in MIXES:

@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(results: list[Result]) -> None:
-    alone = {}
+    alone: dict[int, list[float]] = {}
     for r in results:
         if r.variant == VARIANTS[0]:
             alone.setdefault(r.clients, []).append(r.writes_per_s)

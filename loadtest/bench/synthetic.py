@@ -36,6 +36,7 @@ tree is chosen for the pairs that exchange the most), is what ``traffic_weights`
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import random
@@ -111,7 +112,7 @@ class Buckets:
         self.others = {
             r: sorted(
                 (o for o in self.regions if o != r),
-                key=lambda o, r=r: (topology.region_latency_ms(r, o), self.regions.index(o)),
+                key=functools.partial(_nearest_first, topology, self.regions, r),
             )
             for r in self.regions
         }
@@ -264,3 +265,8 @@ EXPERIMENT = Experiment(
     arguments=arguments,
     about=__doc__ or "",
 )
+
+
+def _nearest_first(topology: Topology, regions: tuple[str, ...], here: str, other: str) -> tuple[float, int]:
+    """A sort key: ``other``'s latency from ``here``, then its place in the topology."""
+    return topology.region_latency_ms(here, other), regions.index(other)

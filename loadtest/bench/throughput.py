@@ -199,14 +199,13 @@ def run(args: argparse.Namespace) -> int:
         if args.base_port:
             topology = with_overrides(topology, base_port=args.base_port)
         settings = settings_for(args, topology)
-        protocols: list[str | None] = [p.strip() for p in (args.protocols or "").split(",") if p.strip()]
-        for protocol in protocols:
+        named = [p.strip() for p in (args.protocols or "").split(",") if p.strip()]
+        for protocol in named:
             with_overrides(topology, protocol=split_variant(protocol)[0])  # unknown names fail here
     except (TopologyError, BenchError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not protocols:
-        protocols = [None if args.attach else topology.protocol]
+    protocols: list[str | None] = [*named] or [None if args.attach else topology.protocol]
 
     names = ", ".join(p or "as running" for p in protocols)
     say(

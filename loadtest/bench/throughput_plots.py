@@ -106,8 +106,8 @@ def _cpu_by_role(ax: Axes, results: dict) -> None:
                 for p in run["throughput"]
                 if p["system"] == "causal" and p["op"] == op and p.get("cpu_us_per_op")
             ]  # fmt: skip
-            roles = {role for p in phases for role in p["cpu_us_per_op"]}
-            per[protocol, op] = {r: median(p["cpu_us_per_op"].get(r, 0.0) for p in phases) for r in roles}
+            seen = {role for p in phases for role in p["cpu_us_per_op"]}
+            per[protocol, op] = {r: median(p["cpu_us_per_op"].get(r, 0.0) for p in phases) for r in seen}
     if not any(per.values()):
         ax.set_visible(False)
         return

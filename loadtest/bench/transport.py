@@ -39,6 +39,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from causal_client import tls
 from loadtest.harness.experiment import PASSED, Experiment
@@ -183,7 +184,7 @@ async def send_grpc(endpoint: str, mode: str, count: int) -> float:
             yield await outbox.get()
 
     async with grpc.aio.insecure_channel(endpoint) as channel:
-        call = channel.stream_stream("/bench.Bench/Stream")(requests())
+        call: Any = channel.stream_stream("/bench.Bench/Stream")(requests())
         replies = call.__aiter__()
 
         async def ask(body: bytes) -> bytes:

@@ -10,6 +10,7 @@ extra visibility of every pair.
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
 import time
 from collections.abc import Callable
@@ -98,9 +99,9 @@ def mean_extra(rows: list[PairRow]) -> float | None:
 
 def extra_over_updates(rows: list[PairRow]) -> float | None:
     """The extra visibility averaged over every update (pairs weighted by what they carried)."""
-    counted = [r for r in rows if r.extra_ms is not None and r.updates]
-    total = sum(r.updates for r in counted)
-    return sum(r.extra_ms * r.updates for r in counted) / total if total else None  # type: ignore[operator]
+    weighted = [(r.extra_ms, r.updates) for r in rows if r.extra_ms is not None and r.updates]
+    total = sum(updates for _, updates in weighted)
+    return sum(ms * updates for ms, updates in weighted) / total if total else None
 
 
 def summary_table(figure: Figure, rows: list[PairRow]) -> str:
@@ -116,10 +117,10 @@ def summary_table(figure: Figure, rows: list[PairRow]) -> str:
             cells += [num(row.mean_ms), num(row.p90_ms)]
         lines.append(cells)
     heads = [f"{short(o)}→{short(d)} {what}" for o, d in figure.pairs for what in ("mean ms", "p90")]
-    pairs = len({(r.origin, r.region) for r in rows})
+    n_pairs = len({(r.origin, r.region) for r in rows})
     return render_table(
         f"{figure.title}: extra visibility = visibility minus the pair's bulk latency",
-        ["configuration", "updates", "extra ms, over updates", f"over {pairs} pairs", *heads],
+        ["configuration", "updates", "extra ms, over updates", f"over {n_pairs} pairs", *heads],
         lines,
     )
 
@@ -167,7 +168,7 @@ def plot(figure: Figure, rows: list[PairRow], out: Path) -> list[Path]:
     for name in names:
         mine = [by[name, o, d] for o, d, _ in pairs]
         label = f"{name} (mean {num(mean_extra(mine), sign=True)} ms)"
-        ys = [r.extra_ms for r in mine]
+        ys = [math.nan if r.extra_ms is None else r.extra_ms for r in mine]
         ax.plot(range(len(pairs)), ys, "o", ms=4, label=label, color=figure.colours.get(name))
     ax.set_xticks(range(len(pairs)), [f"{o[:3]}→{d[:3]}" for o, d, _ in pairs], rotation=90, fontsize=7)
     ax.set_ylabel("visibility minus bulk latency (ms)")

@@ -222,7 +222,10 @@ def load_results(out: Path) -> list[Result]:
         latency = {k: Latency(**v) for k, v in row.pop("latency").items()}
         figures = {k: row.pop(k) for k in ("visibility_flooded", "visibility_other")}
         vis = {k: Latency(**v) if v else None for k, v in figures.items()}
-        results.append(Result(**row, latency=latency, **vis))
+        results.append(
+            Result(**row, latency=latency, visibility_flooded=vis["visibility_flooded"],
+                   visibility_other=vis["visibility_other"])
+        )  # fmt: skip
     return results
 
 

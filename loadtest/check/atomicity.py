@@ -70,7 +70,7 @@ def _fracture(
     label_of: dict[str, tuple[int, str]],
 ) -> Fracture | None:
     for read in reads:
-        seen = writes_by_value.get(read.value) if read.value is not None else None  # type: ignore[arg-type]
+        seen = writes_by_value.get(read.value) if read.value is not None else None
         if seen is None or seen.txn is None:
             continue
         batch = batch_writes[seen.txn]

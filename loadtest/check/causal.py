@@ -257,10 +257,11 @@ def _chain(graph: _Graph, clocks: np.ndarray, start: int, end: int) -> list[Op]:
             if pred not in parent and clocks[pred][column] >= value:
                 parent[pred] = node
                 queue.append(pred)
-    path, node = [], start if start in parent else None
-    while node is not None:
-        path.append(graph.ops[node])
-        node = parent[node]
+    path: list[Op] = []
+    at: int | None = start if start in parent else None
+    while at is not None:
+        path.append(graph.ops[at])
+        at = parent[at]
     if len(path) > MAX_PATH:
         path = path[: MAX_PATH // 2] + path[-(MAX_PATH // 2) :]
     return path

@@ -152,9 +152,9 @@ def linearizable(
     events.sort(key=lambda e: (e[0], e[1]))
     head = _Entry(None, -1, False)  # a sentinel before the first event
     last = head
-    for _, _, entry in events:
-        last.next, entry.prev = entry, last
-        last = entry
+    for _, _, event in events:
+        last.next, event.prev = event, last
+        last = event
 
     def lift(call: _Entry) -> None:
         for entry in (call, call.match):
@@ -176,7 +176,7 @@ def linearizable(
     linearized = 0  # a bitset of the history's indices
     seen: set[tuple[int, str | None]] = set()
     stack: list[tuple[_Entry, str | None]] = []  # (the call lifted, the value before it)
-    entry = head.next
+    entry: _Entry | None = head.next
     while head.next is not None:
         if entry is None:  # only unknown-outcome calls are left: they may never take effect
             return True

@@ -121,16 +121,22 @@ class Nemesis(threading.Thread):
     def now(self) -> float:
         return time.monotonic() - self.clock
 
+    @property
+    def live(self) -> Cluster:
+        """The cluster the faults are done to (a run without one has no faults: ``__init__``)."""
+        assert self.cluster is not None, "faults need a cluster of the run's own"
+        return self.cluster
+
     # -- what can be hit ----------------------------------------------------------------------
     def targets(self, fault: str) -> list[str]:
-        t = self.cluster.topology
+        t = self.live.topology
         if fault == "sink":  # the processes that run sinks: their own, or the bulk senders
             return sorted(filter(None, (label_sink_process(t, r) for r in t.region_names)))
         if fault == TWICE:
             return sorted({n for f in CRASHES for n in self.targets(f)})
         if fault in CRASHES:
             suffix = CRASHES[fault]
-            return sorted(n for n in self.cluster.specs if _named_by(n, suffix))
+            return sorted(n for n in self.live.specs if _named_by(n, suffix))
         if fault == "region":
             return list(t.region_names)
         if fault == "master":  # a failover needs a majority of masters left, and a replica
@@ -171,16 +177,16 @@ class Nemesis(threading.Thread):
 
     def _crash(self, name: str) -> None:
         """SIGKILL from outside, as a crash would; the supervisor brings it back."""
-        dead = self.cluster.processes[name].popen.pid
+        dead = self.live.processes[name].popen.pid
         os.kill(dead, signal.SIGKILL)
         self.stop.wait(self.fault_s)
         deadline = time.monotonic() + BACK_WITHIN_S
         while time.monotonic() < deadline:
-            running = self.cluster.processes[name]
+            running = self.live.processes[name]
             if (
                 running.popen.pid != dead
                 and running.popen.poll() is None
-                and self.cluster.is_healthy(running.spec)
+                and self.live.is_healthy(running.spec)
             ):
                 return
             time.sleep(0.05)
@@ -195,22 +201,22 @@ class Nemesis(threading.Thread):
             self._crash(name)
 
     def _region(self, region: str, down_s: float | None = None) -> None:
-        names = [n for n, spec in self.cluster.specs.items() if spec.region == region and not _web(n)]
+        names = [n for n, spec in self.live.specs.items() if spec.region == region and not _web(n)]
         for name in reversed(names):
-            self.cluster.kill(name)
+            self.live.kill(name)
         self.stop.wait(self.fault_s if down_s is None else down_s)
         for name in names:  # in start order: stores first
-            self.cluster.restart(name)
+            self.live.restart(name)
 
     def _master(self, region: str) -> None:
         """One of the region's current masters SIGKILLed and held down until the cluster has
         promoted a replica in its place (at least the fault's time), then started again."""
-        t = self.cluster.topology
+        t = self.live.topology
         masters = _masters(t, region)
         killed = self.rng.choice(masters)
         victim = f"{region}.redis{killed}"
         self.events[-1].target = victim
-        self.cluster.kill(victim)
+        self.live.kill(victim)
         started = time.monotonic()
         self.stop.wait(self.fault_s)
         deadline = started + BACK_WITHIN_S
@@ -219,11 +225,11 @@ class Nemesis(threading.Thread):
                 raise RuntimeError(f"no replica of {victim} promoted within {BACK_WITHIN_S:.0f} s")
             time.sleep(0.05)
         self.events[-1].note = f"replica promoted after {time.monotonic() - started:.1f} s"
-        self.cluster.restart(victim)
+        self.live.restart(victim)
 
     def _move(self, region: str) -> None:
         """A random shard of the region moved to another of its current masters."""
-        t = self.cluster.topology
+        t = self.live.topology
         shard = self.rng.randrange(t.region(region).shards)
         here = store_cluster.master_of(t, region, shard, auth.secret())
         to = self.rng.choice([k for k in _masters(t, region) if k != here])
@@ -235,7 +241,7 @@ class Nemesis(threading.Thread):
         """One of the region's masters at its memory limit for the fault's time (``maxmemory``
         below what it holds, no eviction): it refuses every write, and its region's clients are
         told so (``StoreFull``); then the limit is lifted and writes go on by themselves."""
-        t = self.cluster.topology
+        t = self.live.topology
         node = self._a_master(region)
         with full_store(t, region, node) as used:
             self.events[-1].note = f"{used / 2**20:.1f} MB held, limit {used // 2 / 2**20:.1f} MB"
@@ -243,7 +249,7 @@ class Nemesis(threading.Thread):
 
     def _a_master(self, region: str) -> int:
         """One of the region's store nodes that is a master now (the event names it)."""
-        node = self.rng.choice(_masters(self.cluster.topology, region) or [0])
+        node = self.rng.choice(_masters(self.live.topology, region) or [0])
         self.events[-1].target = f"{region}.redis{node}"
         return node
 
@@ -251,7 +257,7 @@ class Nemesis(threading.Thread):
         """One of the region's masters stopped (SIGSTOP) and let go (SIGCONT) in bursts for the
         fault's time: a slow partition, as Occult tells it, which must not hold back the other
         shards' remote updates or the other regions."""
-        pid = self.cluster.processes[f"{region}.redis{self._a_master(region)}"].popen.pid
+        pid = self.live.processes[f"{region}.redis{self._a_master(region)}"].popen.pid
         ends, bursts = time.monotonic() + self.fault_s, 0
         try:
             while time.monotonic() < ends and not self.stop.is_set():
@@ -269,7 +275,7 @@ class Nemesis(threading.Thread):
         more or less, then right again (as a time server's mistakes and their correction)."""
         skew = self.rng.uniform(-CLOCK_SKEW_MS, CLOCK_SKEW_MS)
         back = skew - self.rng.uniform(*CLOCK_JUMP_MS)
-        topology = self.cluster.topology
+        topology = self.live.topology
         self.events[-1].note = f"{skew:+.0f} ms, then back to {back:+.0f} ms"
         try:
             set_clock(topology, region, skew)
@@ -286,7 +292,7 @@ class Nemesis(threading.Thread):
         event = self.events[-1]
         self._region(region, self.outage_s)
         event.back = self.now()
-        event.caught_up_s = catch_up(self.cluster.topology, region, self.stop)
+        event.caught_up_s = catch_up(self.live.topology, region, self.stop)
         if event.caught_up_s is not None:
             event.note = f"caught up {event.caught_up_s:.1f} s after it came back"
 
@@ -294,7 +300,7 @@ class Nemesis(threading.Thread):
         """The link's bandwidth taken by a flood for the fault's time; returns once what it
         queued has crossed."""
         from_site, to_site = direction.split(">")
-        result = flood(flood_endpoint(self.cluster.topology, from_site, to_site), self.fault_s, self.stop)
+        result = flood(flood_endpoint(self.live.topology, from_site, to_site), self.fault_s, self.stop)
         self.events[-1].note = f"{result.delivered / 1e6:.1f} MB at {result.mbit_s or 0:.1f} Mbit/s"
 
     def _partition(self, pair: str) -> None:
@@ -306,17 +312,17 @@ class Nemesis(threading.Thread):
     def _wan(self, kind: str, pair: str, fields: dict) -> None:
         now = time.time()
         entry = {"sites": pair.split("|"), "from": now, "until": now + self.fault_s, **fields}
-        write_wan_control(self.cluster, {kind: [entry]})
+        write_wan_control(self.live, {kind: [entry]})
         self.stop.wait(self.fault_s)
-        write_wan_control(self.cluster, {})
+        write_wan_control(self.live, {})
 
     def heal(self) -> None:
         """After the run: no WAN fault left, every process stopped on purpose started again."""
         if self.cluster is None:
             return
-        write_wan_control(self.cluster, {})
-        for name in list(self.cluster.held):
-            self.cluster.restart(name)
+        write_wan_control(self.live, {})
+        for name in list(self.live.held):
+            self.live.restart(name)
 
 
 def set_clock(topology: Topology, region: str, offset_ms: float) -> None:
@@ -380,14 +386,14 @@ def full_store(topology: Topology, region: str, node: int = 0) -> Iterator[int]:
     limit is lifted on the way out."""
     with _store_node(topology.node_host(region), topology.redis_port(region, node)) as store:
         before = store.config_get("maxmemory", "maxmemory-policy")
-        used = int(store.info("memory")["used_memory"])  # type: ignore[index]
+        used = int(store.info("memory")["used_memory"])
         store.config_set("maxmemory-policy", "noeviction")
         store.config_set("maxmemory", max(1, used // 2))
         try:
             yield used
         finally:
-            store.config_set("maxmemory", before["maxmemory"])  # type: ignore[index]
-            store.config_set("maxmemory-policy", before["maxmemory-policy"])  # type: ignore[index]
+            store.config_set("maxmemory", before["maxmemory"])
+            store.config_set("maxmemory-policy", before["maxmemory-policy"])
 
 
 def _store_node(host: str, port: int) -> redis.Redis:

@@ -125,7 +125,7 @@ def checked_run(
         endpoints=topology.client_endpoints(),
     ) as client:
         clock = time.monotonic()
-        sessions = [
+        sessions: list[threading.Thread] = [
             CheckedSession(i, client, regions[i % len(regions)], keys, history, clock, stop, settings.mix,
                            settings.seed * 1000 + i)
             for i in range(settings.sessions)

@@ -227,7 +227,11 @@ class Soak:
         history = self.out / "segments" / f"{number:03d}-{leg.protocol}-{nemesis}.jsonl.gz"
         base = self.checked
         settings.faults, settings.history_file = [nemesis], history
-        settings.on_progress = lambda recorded: bar.update(base + recorded - bar.n)
+
+        def progress(recorded: int) -> None:
+            bar.update(base + recorded - bar.n)
+
+        settings.on_progress = progress
         bar.set_description(f"{leg.protocol} {leg.kind} {nemesis}")
         began = time.monotonic()
         data = checked_run(settings, topology, cluster, lambda line: None)

@@ -83,6 +83,7 @@ class StrongSession(threading.Thread):
             value if kind == WRITE else CompareAndSet(self.seen.get(key), value) if kind == EXECUTE else None
         )
         start = self.now()
+        result: str | CommandResult | None
         try:
             session = self.client.session(self.region)  # attaching there fails while it is down
             if kind == WRITE:

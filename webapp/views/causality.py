@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -40,7 +40,7 @@ def page(request: HttpRequest) -> HttpResponse:
     return render(request, "causality.html", context)
 
 
-def event_stream(request: HttpRequest) -> Iterator[str]:
+def event_stream(request: HttpRequest) -> Generator[str, None, None]:
     yield f"retry: {int(FRAME_EVERY_S * 1000)}\n\n"
     for frame in causality_feed.frames(request.causal.ctx.topology, FRAMES_PER_STREAM, FRAME_EVERY_S):
         yield f"event: frame\ndata: {json.dumps(frame, separators=(',', ':'))}\n\n"
@@ -50,7 +50,7 @@ class Slot:
     """The stream's iterator, holding a stream slot until it ends or the response is closed
     (the server closes it when the browser goes away, even before the first frame)."""
 
-    def __init__(self, frames: Iterator[str]):
+    def __init__(self, frames: Generator[str, None, None]):
         self.frames = frames
         self.held = True
 

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand
 from webapp.accounts import claim_name
 from webapp.context import current
 from webapp.fanout import drain
-from webapp.social import NoSuchUser, Social
+from webapp.social import Entry, NoSuchUser, Social
 
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
 LINES = [
@@ -62,7 +62,7 @@ class Command(BaseCommand):
                 if other != name and not social.is_following(account, other):
                     social.follow(account, accounts[other])
         accounts = {name: social.account(name) for name in accounts}  # fresh counters
-        posted = []
+        posted: list[Entry] = []
         for i in range(tweets):
             for account in accounts.values():
                 original = rng.choice(posted) if posted and i > 0 and rng.random() < 0.5 else None
