@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loadtest import paper
-from loadtest.bench.throughput_plots import plot_comparison, plot_results
 from loadtest.check.nemesis import FAULTS, OUTAGE_S
 from loadtest.check.run import CheckSettings, passed, run_check
 from loadtest.check.soak import PROTOCOLS as SOAK_PROTOCOLS
@@ -47,6 +46,7 @@ from loadtest.graph import generate, statistics
 from loadtest.harness import registry
 from loadtest.harness.options import cluster_store, positive
 from loadtest.harness.report import say
+from loadtest.harness.throughput_plots import plot_comparison, plot_results
 from loadtest.locust_run import LocustOptions
 from loadtest.mix import MIXES
 from loadtest.placement import friend_locality, random_placement

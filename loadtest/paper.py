@@ -86,6 +86,11 @@ def main(args: argparse.Namespace) -> int:
             failed.append(name)
             continue
         table, verdict = figure.paper.compare(out)
+        for part in then(figure):
+            follows = registry.experiment(part).comparison
+            if follows is not None:
+                rows, more = follows(out)
+                table, verdict = [*table, *rows], f"{verdict}\n{more}"
         print(render_table(f"{name}: the paper and this run", ["what", "paper", "here"], table))
         print(verdict)
         (out / "comparison.md").write_text(markdown(name, table, verdict))

@@ -214,7 +214,7 @@ def test_unknown_protocol_is_refused_before_starting_anything(tmp_path: Path):
 
 
 def test_protocol_variants_name_their_environment_and_topology(capsys: pytest.CaptureFixture[str]):
-    from loadtest.bench.throughput import Variant, split_variant
+    from loadtest.harness.variants import Variant, split_variant
 
     assert split_variant("saturn") == ("saturn", Variant())
     assert split_variant("saturn+serial") == ("saturn", Variant(env={"SATURN_CONCURRENT_APPLY": "0"}))

@@ -128,11 +128,49 @@ def test_the_load_test_and_the_checker_do_not_import_the_experiments():
     bad = [
         f"{name}: {module}"
         for name, source in sources("loadtest").items()
-        if not name.startswith("loadtest/bench/") and name != "loadtest/cli.py"
+        if not name.startswith("loadtest/bench/")
         for module in imported_modules(source)
         if module == "loadtest.bench" or module.startswith("loadtest.bench.")
     ]
     assert bad == []
+
+
+def bench_modules_imported(source: str) -> set[str]:
+    """The modules of loadtest/bench/ a source imports (``from loadtest.bench import x`` too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(
+                a.name.rpartition(".")[2] for a in node.names if a.name.startswith("loadtest.bench.")
+            )
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "loadtest.bench":
+                found.update(alias.name for alias in node.names)
+            elif node.module.startswith("loadtest.bench."):
+                found.add(node.module.split(".")[2])
+    return found
+
+
+def test_no_experiment_imports_another():
+    """A registered experiment is run, never used as a library: what several share lives in the
+    harness (loadtest/harness/) or in a family's library under loadtest/bench/ whose name says so
+    (``*_family.py``), or is an experiment's own part that no other imports."""
+    from loadtest.harness.registry import MODULES
+
+    registered = set(MODULES)
+    bad = [
+        f"{name}: {module}"
+        for name, source in sources("loadtest/bench").items()
+        for module in sorted(bench_modules_imported(source))
+        if module in registered
+    ]
+    assert bad == []
+    shared: dict[str, set[str]] = {}
+    for name, source in sources("loadtest/bench").items():
+        for module in bench_modules_imported(source):
+            shared.setdefault(module, set()).add(name)
+    unnamed = sorted(m for m, users in shared.items() if len(users) > 1 and not m.endswith("_family"))
+    assert unnamed == [], "modules several experiments share are a family's library: name them *_family"
 
 
 def module_graph(packages: list[str]) -> dict[str, set[str]]:

@@ -21,8 +21,8 @@ from loadtest.bench import (
     transport,
     vivace_strong,
 )
-from loadtest.bench import synthetic as fig5_synthetic
-from loadtest.bench.synthetic import Mix
+from loadtest.bench import synthetic_family as fig5_synthetic
+from loadtest.bench.synthetic_family import Mix
 from loadtest.cli import main as loadtest_main
 from loadtest.harness import registry
 from loadtest.harness.report import write_rows
@@ -147,10 +147,10 @@ def test_fig5_measures_the_synthetic_workload_per_protocol(tmp_path):
         tmp_path / "topology.toml",
     )
     mixes = [fig5.DEFAULT, Mix(remote_read_fraction=0.4), Mix(correlation="full", value_bytes=512)]
-    settings = fig5.Settings(clients=1, warmup=0.3, duration=1.0)
+    settings = fig5_synthetic.Settings(clients=1, warmup=0.3, duration=1.0)
     points = []
     for protocol in ("eventual", "saturn", "gentlerain", "cure"):
-        points += fig5.measure_protocol(protocol, topology, mixes, settings, tmp_path / protocol, 1)
+        points += fig5_synthetic.measure_protocol(protocol, topology, mixes, settings, tmp_path / protocol, 1)
     assert [(p.protocol, p.mix) for p in points] == [
         (q, m) for q in ("eventual", "saturn", "gentlerain", "cure") for m in mixes
     ]

@@ -1,4 +1,4 @@
-"""The synthetic workload's buckets (loadtest/bench/synthetic.py): which regions replicate what a
+"""The synthetic workload's buckets (loadtest/bench/synthetic_family.py): which regions replicate what a
 client draws, under each correlation, as the paper's benchmark driver draws them."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from collections import Counter
 import pytest
 from helpers.topologies import TOPOLOGIES, load_topology
 
-from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, inclusion, traffic_weights, write_topology
+from loadtest.bench.synthetic import traffic_weights
+from loadtest.bench.synthetic_family import CORRELATIONS, Buckets, Mix, inclusion, write_topology
 from loadtest.harness import registry
 from services.configure.inputs import weights_from_file
 from services.topology import Topology

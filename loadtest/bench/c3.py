@@ -32,7 +32,6 @@ from pathlib import Path
 
 from causal_client import CausalClient
 from loadtest import topology_file
-from loadtest.bench.throughput import split_variant, variant_environment
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
 from loadtest.harness.experiment import FAILED, PASSED, Experiment, Paper
 from loadtest.harness.loop import Op, run_closed_loop
@@ -42,6 +41,7 @@ from loadtest.harness.plots import colour, plt, save
 from loadtest.harness.probes import extra, merged, wait_flowing
 from loadtest.harness.report import num, publish, render_table, say
 from loadtest.harness.stats import percentile
+from loadtest.harness.variants import split_variant, variant_environment
 from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-m.toml"

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.bench.reconfigure import Recorder
 from loadtest.harness.cluster import find_base_port, started, with_overrides
 from loadtest.harness.experiment import PASSED, Experiment
 from loadtest.harness.options import positive
+from loadtest.harness.phases import Recorder
 from loadtest.harness.probes import Prober, wait_flowing
 from loadtest.harness.report import num, render_table, say, write_rows
 from services import plan

@@ -10,7 +10,7 @@ rows that its region and its d - 1 closest regions replicate), "until only datac
 each other replicate the same data". Saturn beside them, as the paper's later figures put it.
 
 Everything else is Fig. 5's workload at its defaults (``synthetic.py``: 2-byte values, 90:10
-reads:writes, closed-loop clients at every region; ``fig5.measure_protocol`` runs it). For (a)
+reads:writes, closed-loop clients at every region; ``synthetic_family.measure_protocol`` runs it). For (a)
 each N gets its own Saturn tree from the configuration generator (every pair weighs the same under
 full replication); (b) runs on the tree generated for the workload's traffic
 (ec2-7region-mx.toml). Writes ``fig1.json`` and ``fig1.png``.
@@ -25,15 +25,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from loadtest.bench import fig5
-from loadtest.bench.synthetic import Mix, write_topology
+from loadtest.bench.synthetic_family import Mix, Settings, first_regions, measure_protocol, write_topology
+from loadtest.bench.synthetic_family import Point as RunPoint
 from loadtest.harness.comparison import mean, rows_of
 from loadtest.harness.experiment import FAILED, PASSED, Experiment, Paper
 from loadtest.harness.options import positive
 from loadtest.harness.plots import colour, plt, save
 from loadtest.harness.report import num, publish, render_table, say
 from loadtest.harness.stats import median_present
-from services.configure.inputs import generate
 from services.topology import Topology
 
 BASE = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region.toml"
@@ -45,7 +44,7 @@ FULL = Mix(correlation="full")
 
 
 @dataclass
-class Point(fig5.Point):
+class Point(RunPoint):
     panel: str = "a"  # "a": datacenters added under full replication; "b": replication degree
     datacenters: int = 7
 
@@ -53,31 +52,6 @@ class Point(fig5.Point):
     def x(self) -> int:
         """The panel's horizontal axis: datacenters in (a), the replication degree in (b)."""
         return self.datacenters if self.panel == "a" else self.replicas
-
-
-def first_regions(base: Topology, n: int, out: Path) -> Path:
-    """``base``'s first ``n`` regions (their latencies only) with the tree the generator makes
-    for them, and the synthetic workload's groups, written to ``out``."""
-    regions = base.regions[:n]
-    sites = {r.site for r in regions}
-    data = base.model_dump(exclude_defaults=True, exclude_none=True)
-    data.update(
-        name=out.stem,
-        protocol="eventual",
-        regions=[r.model_dump(exclude_defaults=True, exclude_none=True) for r in regions],
-        latency_ms={a: {b: ms for b, ms in row.items() if b in sites} for a, row in base.latency_ms.items()
-                    if a in sites},
-        groups={"all": ["*"]},
-    )  # fmt: skip
-    for key in ("serializers", "tree"):
-        data.pop(key, None)
-    config, mismatch = generate(Topology.from_dict(data, source=str(out)))
-    say(
-        f"  {n} datacenters: a generated tree of {len(config.serializers)} serializers "
-        f"({mismatch:.1f} ms mean mismatch)"
-    )
-    subset = Topology.from_dict({**data, **config.topology_fields()}, source=str(out))
-    return write_topology(subset, out)
 
 
 @dataclass(frozen=True)
@@ -99,7 +73,7 @@ class Plan:
 QUICK = Plan(counts=DATACENTERS_QUICK, degrees=DEGREES_QUICK)
 
 
-def measure(plan: Plan, settings: fig5.Settings, rounds: int, out: Path) -> list[Point]:
+def measure(plan: Plan, settings: Settings, rounds: int, out: Path) -> list[Point]:
     base = Topology.load(plan.base)
     topologies = {n: first_regions(base, n, out / f"topology-{n}dc.toml") for n in plan.counts}
     partial = write_topology(Topology.load(plan.partial), out / "topology-partial.toml")
@@ -110,10 +84,10 @@ def measure(plan: Plan, settings: fig5.Settings, rounds: int, out: Path) -> list
             say(f"== round {round_}/{rounds}: {protocol}")
             for n, topology in topologies.items():
                 run = out / f"run-{protocol}-{n}dc-{round_}"
-                measured = fig5.measure_protocol(protocol, topology, [FULL], settings, run, round_)
+                measured = measure_protocol(protocol, topology, [FULL], settings, run, round_)
                 points += [Point(**asdict(p), panel="a", datacenters=n) for p in measured]
             run = out / f"run-{protocol}-partial-{round_}"
-            measured = fig5.measure_protocol(protocol, partial, degrees, settings, run, round_)
+            measured = measure_protocol(protocol, partial, degrees, settings, run, round_)
             points += [Point(**asdict(p), panel="b", datacenters=len(base.regions)) for p in measured]
     return points
 
@@ -201,7 +175,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = fig5.Settings(args.clients, *((1.0, 3.0) if args.quick else (2.0, 10.0)))
+    settings = Settings(args.clients, *((1.0, 3.0) if args.quick else (2.0, 10.0)))
     plan = QUICK if args.quick else Plan()
     clusters = args.rounds * plan.clusters
     minutes = clusters * (15 + settings.warmup + settings.duration + 1) / 60

@@ -1,6 +1,6 @@
 """The paper's Fig. 4 on ec2-7region: ``python -m loadtest bench fig4 [--quick] [--out DIR]``.
 
-Remote-update visibility for five ways of ordering remote updates (``visibility_figure.py``): the
+Remote-update visibility for five ways of ordering remote updates (``visibility_family.py``): the
 generated tree (M, ec2-7region-m.toml), the hand-made chain (ec2-7region.toml), one serializer in
 Ireland (S, ec2-7region-s.toml), timestamp order without a tree (P: the chain's regions with every
 serializer killed once running, so that every proxy orders by timestamp, §6.1), and the per-pair
@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from loadtest.bench import visibility_figure
-from loadtest.bench.visibility_figure import Configuration, Figure
+from loadtest.bench import visibility_family
+from loadtest.bench.visibility_family import Configuration, Figure
 from loadtest.harness.cluster import BenchError
 from loadtest.harness.comparison import extra_by_configuration, pair, rows_of
 from loadtest.harness.experiment import Paper
@@ -81,7 +81,7 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
     return table, verdict
 
 
-EXPERIMENT = visibility_figure.experiment(
+EXPERIMENT = visibility_family.experiment(
     FIGURE,
     "Saturn Fig. 4: visibility with the generated tree M, one serializer S, timestamp order P, the optimum",
     minutes=(2.0, 3.0),

@@ -22,27 +22,28 @@ from __future__ import annotations
 import argparse
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from causal_client import CausalClient
-from loadtest.bench.synthetic import CORRELATIONS, Buckets, Mix, client_op, preload_replicated, write_topology
-from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
+from loadtest.bench.synthetic_family import (
+    CORRELATIONS,
+    TOPOLOGY,
+    Mix,
+    Point,
+    Settings,
+    measure_protocol,
+    write_topology,
+)
 from loadtest.harness.comparison import mean, rows_of
-from loadtest.harness.cpu import CLIENT_ROLE, CpuByProcess, CpuMeter, by_role, used_between
 from loadtest.harness.experiment import FAILED, PASSED, BenchError, Experiment, Paper
-from loadtest.harness.loop import run_closed_loop
-from loadtest.harness.metrics import scrape_visibility
 from loadtest.harness.options import positive
 from loadtest.harness.plots import colour, plt, save
-from loadtest.harness.probes import extra, merged
 from loadtest.harness.report import cpu_role_table, num, publish, render_table, say
-from loadtest.harness.stats import median_present, to_ms
+from loadtest.harness.stats import median_present
 from services.topology import Topology
 
 # The tree the generator makes for this workload's traffic at the defaults (exponential
 # correlation): half the label lag of the equal-weights tree for it (docs/MEASUREMENTS.md).
-TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-mx.toml"
 PROTOCOLS = ("eventual", "saturn", "gentlerain", "cure")
 DEFAULT = Mix()
 
@@ -72,129 +73,6 @@ def points_of(quick: bool) -> list[Mix]:
     return sorted(mixes, key=lambda m: m.value_bytes)
 
 
-@dataclass
-class Point:
-    protocol: str
-    round: int
-    value_bytes: int
-    read_fraction: float
-    correlation: str
-    remote_read_fraction: float
-    ops: int
-    ops_per_s: float
-    writes: int
-    errors: int
-    first_error: str | None
-    remote_updates: int  # made visible at another region inside the window
-    over_bulk_ms: float | None  # their mean visibility minus the bulk link's latency
-    cpu_us_per_op: float | None  # the cluster's processes (not the clients)
-    cpu_us_by_role: dict[str, float] = field(default_factory=dict)
-    replicas: int = 0  # Mix.replicas (Fig. 1b's replication degree)
-    visibility_ms: float | None = None  # the remote updates' mean visibility
-
-    @property
-    def regions_cpu_us_per_op(self) -> float | None:
-        """Without the serializers: what the regions' own machines would spend on the paper's
-        testbed, where serializers ran on machines of their own."""
-        if self.cpu_us_per_op is None:
-            return None
-        return self.cpu_us_per_op - self.cpu_us_by_role.get("serializer", 0.0)
-
-    @property
-    def mix(self) -> Mix:
-        return Mix(
-            self.value_bytes, self.read_fraction, self.correlation, self.remote_read_fraction, self.replicas
-        )
-
-
-@dataclass(frozen=True)
-class Settings:
-    clients: int  # per region
-    warmup: float
-    duration: float
-
-
-def measure_protocol(
-    protocol: str, topology_file: Path, mixes: list[Mix], settings: Settings, run_dir: Path, round_: int
-) -> list[Point]:
-    """Every point on one fresh cluster of ``protocol``."""
-    topology = with_overrides(Topology.load(topology_file), protocol=protocol)
-    topology = with_overrides(topology, base_port=find_base_port(topology))
-    buckets = Buckets(topology)
-    points = []
-    with started(topology, run_dir) as cluster, clients_at_sites(cluster.topology) as clients:
-        running = cluster.topology
-        meter = CpuMeter({name: r.popen.pid for name, r in cluster.processes.items()})
-        size = None
-        for i, mix in enumerate(mixes, 1):
-            if mix.value_bytes != size:
-                size = mix.value_bytes
-                preload_replicated(protocol, running, clients, buckets, size)
-            points.append(_measure_point(protocol, running, clients, buckets, mix, settings, meter, round_))
-            p = points[-1]
-            say(
-                f"[{protocol}] [{i}/{len(mixes)}] {mix.name}: {p.ops_per_s:,.0f} ops/s, "
-                f"visibility over bulk {num(p.over_bulk_ms)} ms, {num(p.cpu_us_per_op, 0)} µs CPU/op"
-                + (f", {p.errors} errors ({p.first_error})" if p.errors else "")
-            )
-    return points
-
-
-def _measure_point(
-    protocol: str,
-    topology: Topology,
-    clients: dict[str, CausalClient],
-    buckets: Buckets,
-    mix: Mix,
-    settings: Settings,
-    meter: CpuMeter,
-    round_: int,
-) -> Point:
-    ops = [
-        client_op(clients[region], region, buckets, mix, seed=1000 * r + c)
-        for r, region in enumerate(topology.region_names)
-        for c in range(settings.clients)
-    ]
-    cpu_at: dict[str, CpuByProcess] = {}
-    # The visibility histograms are read before the clients start and after they stop, not at the
-    # window's edges: a scrape costs every region's metrics process (and this one) up to a second
-    # of CPU under Saturn, which taken inside a 3 s window cost Saturn a quarter of its throughput
-    # and hid the CPU of the window's first seconds. Visibility then counts the warm-up's updates
-    # too, and every update of the window however late it arrives.
-    seen_then = scrape_visibility(topology)
-    stats = run_closed_loop(
-        ops, settings.warmup, settings.duration, lambda edge: cpu_at.update({edge: meter.snapshot()})
-    )
-    seen_now = scrape_visibility(topology)
-    cpu_then, cpu_now = cpu_at["open"], cpu_at["close"]
-    remote_updates, over_bulk = extra(topology, seen_now, seen_then)
-    visible = merged(seen_now, seen_then)
-    cpu = used_between(cpu_then, cpu_now)
-    cpu.pop(CLIENT_ROLE, None)
-    done = sum(len(s.latencies) for s in stats)
-    errors = [s.first_error for s in stats if s.first_error]
-    return Point(
-        protocol=protocol,
-        round=round_,
-        value_bytes=mix.value_bytes,
-        read_fraction=mix.read_fraction,
-        correlation=mix.correlation,
-        remote_read_fraction=mix.remote_read_fraction,
-        ops=done,
-        ops_per_s=done / settings.duration,
-        writes=sum(s.writes for s in stats),
-        errors=sum(s.errors for s in stats),
-        first_error=errors[0] if errors else None,
-        remote_updates=remote_updates,
-        over_bulk_ms=over_bulk,
-        cpu_us_per_op=1e6 * sum(cpu.values()) / done if done else None,
-        cpu_us_by_role={role: 1e6 * s / done for role, s in by_role(cpu).items()} if done else {},
-        replicas=mix.replicas,
-        visibility_ms=to_ms(visible.mean),
-    )
-
-
-# -- reading the points ---------------------------------------------------------------------------
 def figure(
     points: list[Point], protocol: str, mix: Mix, what: Callable[[Point], float | None]
 ) -> float | None:

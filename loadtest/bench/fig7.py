@@ -28,9 +28,9 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadtest.bench import visibility_figure
-from loadtest.bench.synthetic import Buckets, Mix, client_op, preload_replicated, write_topology
-from loadtest.bench.visibility_figure import TOPOLOGIES, Configuration, Figure, PairRow
+from loadtest.bench import visibility_family
+from loadtest.bench.synthetic_family import Buckets, Mix, client_op, preload_replicated, write_topology
+from loadtest.bench.visibility_family import TOPOLOGIES, Configuration, Figure, PairRow
 from loadtest.harness import budget, metrics
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides, with_shards
 from loadtest.harness.comparison import (
@@ -57,7 +57,7 @@ FIGURE = Figure(
     pairs=PAIRS,
     colours=PROTOCOL_COLOURS,
 )
-PROBES = visibility_figure.experiment(FIGURE, "", minutes=(1.5, 2.5), about="")
+PROBES = visibility_family.experiment(FIGURE, "", minutes=(1.5, 2.5), about="")
 
 
 @dataclass
@@ -140,7 +140,7 @@ def measure_at_load(
         )
         seen_then, seen_now = (metrics.parsed(texts, metrics.parse_visibility) for texts in (before, after))
         stages_then, stages_now = (metrics.parsed(texts, budget.parse_stages) for texts in (before, after))
-        rows = visibility_figure.rows_for(protocol, running, seen_now, seen_then)
+        rows = visibility_family.rows_for(protocol, running, seen_now, seen_then)
         return load, rows, budget.budgets(running, budget.since(stages_now, stages_then))
 
 
@@ -221,9 +221,9 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(cpu_table(loads))
     print()
-    print(visibility_figure.summary_table(FIGURE, rows))
+    print(visibility_family.summary_table(FIGURE, rows))
     print()
-    print(visibility_figure.per_pair(rows))
+    print(visibility_family.per_pair(rows))
     print()
     print(budget.summary(budgets))
     saturn = [b for b in budgets if b.protocol == "saturn"]
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     write_rows(str(out), "fig7", rows)
     write_rows(str(out), "fig7-load", loads)
     write_rows(str(out), "fig7-budget", budgets)
-    for path in visibility_figure.plot(FIGURE, rows, out):
+    for path in visibility_family.plot(FIGURE, rows, out):
         say(f"wrote {path}")
     if saturn:
         say(f"wrote {budget.plot('saturn', saturn, out / 'fig7-budget.png')}")
@@ -249,7 +249,7 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
     over_updates = {
         name: value
         for name, mine in by_configuration.items()
-        if (value := visibility_figure.extra_over_updates(mine)) is not None
+        if (value := visibility_family.extra_over_updates(mine)) is not None
     }
     over_pairs = extra_by_configuration(rows)
     extra = {name: value - over_updates["eventual"] for name, value in over_updates.items()}

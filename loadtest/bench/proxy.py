@@ -23,7 +23,7 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from loadtest.bench.serializer import topology_with_free_ports
+from loadtest.harness.cluster import one_serializer_topology
 from loadtest.harness.cpu import cpu_seconds
 from loadtest.harness.experiment import PASSED, Experiment
 from loadtest.harness.options import numbers, positive
@@ -172,7 +172,7 @@ async def one_size(played: PlayedRegionA, pids: dict[str, int], batch: int, tota
 
 def run_batches(batches: list[int], total: int) -> list[Row]:
     """Region b's proxy alone, ``total`` updates through it at each batch size."""
-    topology = topology_with_free_ports()
+    topology = one_serializer_topology()
     with tempfile.TemporaryDirectory() as scratch, Cluster(topology, Path(scratch)) as cluster:
         for name in reversed(list(cluster.specs)):
             if not name.startswith(KEPT):

@@ -35,7 +35,7 @@ from pathlib import Path
 from causal_client import CausalClient, CompareAndSet
 from causal_client.strong import StrongRegisters
 from causal_client.token import TokenRegisters
-from loadtest.bench.fig1 import first_regions
+from loadtest.bench.synthetic_family import first_regions
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
 from loadtest.harness.experiment import PASSED, Experiment, Paper
 from loadtest.harness.options import non_negative, numbers, positive

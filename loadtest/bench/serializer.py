@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.harness.cluster import PORT_BLOCKS, find_base_port, with_overrides
+from loadtest.harness.cluster import one_serializer_topology
 from loadtest.harness.cpu import cpu_seconds
 from loadtest.harness.experiment import PASSED, BenchError, Experiment
 from loadtest.harness.options import numbers, positive
@@ -32,8 +32,6 @@ from services.labelpath.links import TREE, OutgoingLink, TreeEndpoint, neighbour
 from services.proto import saturn_pb2
 from services.topology import Topology
 from services.transport.server import LinkServer
-
-SITE = "X"
 
 
 @dataclass
@@ -45,19 +43,6 @@ class Row:
     labels_per_s: float
     cpu_us_per_label: float
     cores: float  # the serializer's CPU over the run, in cores
-
-
-def topology_with_free_ports() -> Topology:
-    """a — s — b on one site, on a free block of ports below the ephemeral range (the bench's
-    cluster picker: a port chosen from an ephemeral one could be any outgoing connection's)."""
-    topology = Topology.from_dict({
-        "name": "serializer-bench", "protocol": "saturn", "base_port": PORT_BLOCKS[0],
-        "regions": [{"name": "a", "site": SITE}, {"name": "b", "site": SITE}],
-        "groups": {"all": ["*"]},
-        "serializers": [{"name": "s", "site": SITE}],
-        "tree": [{"a": "a", "b": "s"}, {"a": "b", "b": "s"}],
-    })  # fmt: skip
-    return with_overrides(topology, base_port=find_base_port(topology))
 
 
 class Counting:
@@ -127,7 +112,7 @@ async def measure(topology: Topology, pid: int, batches: list[int], total: int) 
 
 def run_batches(batches: list[int], total: int) -> list[Row]:
     """A serializer of its own, ``total`` labels through it at each batch size."""
-    topology = topology_with_free_ports()
+    topology = one_serializer_topology()
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "topology.json"
         path.write_text(json.dumps(topology.model_dump(mode="json")))

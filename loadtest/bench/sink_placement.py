@@ -1,6 +1,6 @@
 """Where a region's label sink runs: ``python -m loadtest bench sink-placement [--rounds N] --out DIR``.
 
-Saturn on ec2-7region-mx under Fig. 5's workload (``fig5.measure_protocol``) at the defaults and
+Saturn on ec2-7region-mx under Fig. 5's workload (``measure_protocol``) at the defaults and
 at 50:50, once with the sink in a process of its own and once in the bulk sender's
 (``[saturn] sink_in_bulk_sender``), the two taking turns round by round (the machine is shared
 and noisy). Prints, per round and as medians, throughput and the CPU per operation of the sink
@@ -14,15 +14,14 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.bench import fig5
-from loadtest.bench.synthetic import Mix, write_topology
+from loadtest.bench.synthetic_family import TOPOLOGY, Mix, Settings, measure_protocol, write_topology
 from loadtest.harness.cluster import with_overrides
 from loadtest.harness.experiment import PASSED, Experiment
 from loadtest.harness.options import positive
 from loadtest.harness.report import num, render_table, say, write_rows
 from services.topology import Topology
 
-MIXES = (fig5.DEFAULT, Mix(read_fraction=0.5))
+MIXES = (Mix(), Mix(read_fraction=0.5))
 SHIPPING = ("label-sink", "bulk-sender")  # the roles the setting merges
 
 
@@ -36,8 +35,8 @@ class Row:
     cpu_us_per_op: float | None  # the whole cluster's
 
 
-def measure(rounds: int, settings: fig5.Settings, out: Path) -> list[Row]:
-    base = Topology.load(fig5.TOPOLOGY)
+def measure(rounds: int, settings: Settings, out: Path) -> list[Row]:
+    base = Topology.load(TOPOLOGY)
     files = {
         together: write_topology(
             with_overrides(base, saturn={**base.saturn.model_dump(), "sink_in_bulk_sender": together}),
@@ -49,7 +48,7 @@ def measure(rounds: int, settings: fig5.Settings, out: Path) -> list[Row]:
     for round_ in range(1, rounds + 1):
         for together in (False, True) if round_ % 2 else (True, False):
             run = out / f"run-{'together' if together else 'apart'}-{round_}"
-            for p in fig5.measure_protocol("saturn", files[together], list(MIXES), settings, run, round_):
+            for p in measure_protocol("saturn", files[together], list(MIXES), settings, run, round_):
                 shipping = sum(p.cpu_us_by_role.get(role, 0.0) for role in SHIPPING)
                 rows.append(Row(together, round_, p.mix.name, p.ops_per_s, shipping, p.cpu_us_per_op))
     return rows
@@ -78,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     say(f"sink placement: {args.rounds} round(s) x 2 placements x {len(MIXES)} points of {args.seconds:g} s")
-    rows = measure(args.rounds, fig5.Settings(2, 2.0, args.seconds), out)
+    rows = measure(args.rounds, Settings(2, 2.0, args.seconds), out)
     for r in rows:
         where = "together" if r.together else "apart"
         cost = f"sink + sender {r.shipping_cpu_us_per_op:.0f} µs/op, cluster {num(r.cpu_us_per_op, 0)} µs/op"

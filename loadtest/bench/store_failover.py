@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from causal_client import CausalClient
-from loadtest.bench.store_restart import GROUP, REGION, add_around, crash_and_write, report_outages
+from loadtest.bench.store_outage_family import (
+    CLIENT_TIMEOUT_S,
+    GROUP,
+    REGION,
+    add_around,
+    crash_and_write,
+    report_outages,
+)
 from loadtest.harness.cluster import find_base_port, started, with_overrides
 from loadtest.harness.experiment import Experiment
 from loadtest.harness.options import numbers
@@ -30,7 +37,6 @@ from loadtest.harness.report import say
 from services.topology import Topology
 
 MASTERS, REPLICAS = 3, 2
-CLIENT_TIMEOUT_S = 1.0  # a refused or unanswered write is tried again after at most this
 
 
 @dataclass

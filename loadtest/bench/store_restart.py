@@ -18,24 +18,25 @@ import argparse
 import functools
 import signal
 import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from causal_client import CausalClient, Mutation, ReadSpec
-from causal_client.errors import CausalError
+from causal_client import CausalClient, Mutation
+from loadtest.bench.store_outage_family import (
+    CLIENT_TIMEOUT_S,
+    GROUP,
+    REGION,
+    add_around,
+    crash_and_write,
+    report_outages,
+)
 from loadtest.harness.cluster import find_base_port, started, with_overrides
-from loadtest.harness.experiment import FAILED, PASSED, Experiment
+from loadtest.harness.experiment import Experiment
 from loadtest.harness.options import numbers
-from loadtest.harness.report import render_table, say, write_rows
+from loadtest.harness.report import say
 from services.topology import Topology
 
-REGION = "a"
-GROUP = "all"
 PRELOAD_BATCH = 100  # rows per atomic batch while preloading
-WRITE_EVERY_S = 0.005  # the writer's pace around the crash
-CLIENT_TIMEOUT_S = 1.0  # a refused or unanswered write is tried again after at most this
 
 
 @dataclass
@@ -58,55 +59,6 @@ def preload(client: CausalClient, rows: int, tag: str) -> None:
     for start in range(0, rows, PRELOAD_BATCH):
         part = range(start, min(rows, start + PRELOAD_BATCH))
         session.batch([Mutation(GROUP, f"{tag}-{i}").set("v", b"x" * 200) for i in part])
-
-
-@dataclass
-class Outage:
-    unavailable_s: float  # from the crash to the first write acknowledged after it
-    failed_writes: int  # writes refused or unanswered meanwhile
-    acknowledged: int  # writes acknowledged around the crash
-    lost: int  # of those, missing afterwards
-
-
-def crash_and_write(
-    client: CausalClient, crash: Callable[[], None], row_name: Callable[[int], str], around_s: float
-) -> Outage:
-    """Writes rows (``row_name(i)``: on the shard the crash hits) at a steady pace for
-    ``around_s``, crashes, writes on until writes have been acknowledged again for ``around_s``;
-    then reads back every acknowledged row."""
-    session = client.session(REGION)
-    acknowledged: list[str] = []
-    failed, killed_at, back_at = 0, None, None
-    deadline = time.monotonic() + around_s
-    i = 0
-    while True:
-        now = time.monotonic()
-        if killed_at is None and now >= deadline:
-            crash()
-            killed_at = time.monotonic()
-        if back_at is not None and now - back_at >= around_s:
-            break
-        if killed_at is not None and now - killed_at > 60:
-            break  # never came back: reported as unavailable for the whole minute
-        row = row_name(i)
-        try:
-            session.write(GROUP, row, {"v": b"y"})
-            acknowledged.append(row)
-            if killed_at is not None and back_at is None:
-                back_at = time.monotonic()
-        except CausalError:
-            failed += 1
-            session = client.session(REGION, label=session.token)  # a fresh session, the same past
-        i += 1
-        time.sleep(WRITE_EVERY_S)
-    reader = client.session(REGION, label=session.token)
-    lost = 0
-    for start in range(0, len(acknowledged), 100):
-        part = acknowledged[start : start + 100]
-        rows = reader.multi_read([ReadSpec(GROUP, r, ("v",)) for r in part])
-        lost += sum(1 for row in rows if "v" not in row)
-    unavailable = (back_at or time.monotonic()) - (killed_at or time.monotonic())
-    return Outage(unavailable, failed, len(acknowledged), lost)
 
 
 def one_crash(topology: Topology, rows: int, around_s: float) -> Row:
@@ -141,26 +93,6 @@ def run(args: argparse.Namespace) -> int:
     title = f"{topology.name} ({topology.protocol}): a store killed and restarted by the supervisor"
     cells = [[str(r.preload), f"{r.aof_bytes / 1e6:.1f}"] for r in rows]
     return report_outages(args.out, "store-restart", title, ["rows before", "AOF MB"], cells, rows)
-
-
-def report_outages(
-    out: str, name: str, title: str, heads: list[str], cells: list[list[str]], rows: list
-) -> int:
-    """The table of outages (``rows``: each with Outage's fields; ``cells``: each row's first
-    columns, under ``heads``), written as JSON too; FAILED when one lost an acknowledged write."""
-    print(render_table(
-        title, [*heads, "writes refused for s", "refused writes", "acknowledged", "lost"],
-        [[*first, f"{r.unavailable_s:.2f}", str(r.failed_writes), str(r.acknowledged), str(r.lost)]
-         for first, r in zip(cells, rows, strict=True)],
-    ))  # fmt: skip
-    write_rows(out, name, rows)
-    return FAILED if any(r.lost for r in rows) else PASSED
-
-
-def add_around(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--around", type=float, default=1.0, help="seconds of writes before the crash and after the return"
-    )
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:

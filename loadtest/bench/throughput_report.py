@@ -84,7 +84,7 @@ def write_outputs(out: Path, results: dict) -> list[Path]:
     paths = [json_path]
     if results["runs"]:
         try:
-            from loadtest.bench.throughput_plots import plot_comparison, plot_results
+            from loadtest.harness.throughput_plots import plot_comparison, plot_results
         except ImportError as exc:
             say(f"no plot: {exc} (pip install -e '.[bench]')")
         else:

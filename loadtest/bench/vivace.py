@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from causal_client import CausalClient, CausalError, InsertIfAbsent
-from loadtest.bench import vivace_strong
+from loadtest.bench import vivace_family
 from loadtest.harness.cluster import find_base_port, started, with_bandwidth, with_overrides
-from loadtest.harness.experiment import PASSED, Comparison, Experiment, Paper
+from loadtest.harness.experiment import PASSED, Experiment, Paper
 from loadtest.harness.options import positive
 from loadtest.harness.plots import LINK_COLOURS, plt, save
 from loadtest.harness.report import num, publish, render_table, say
@@ -259,9 +259,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- Vivace's figures beside this run (python -m loadtest paper vivace) ---------------------------
-#: Vivace §6.4's figures (vivace_strong.VIVACE: R1 post, R2 a user's tweets, R3 the friends'
+#: Vivace §6.4's figures (vivace_family.VIVACE: R1 post, R2 a user's tweets, R3 the friends'
 #: timeline) by the names of Chirp's operations that do the same.
-VIVACE = dict(zip(("post", "user page", "home timeline"), vivace_strong.VIVACE.values(), strict=True))
+VIVACE = dict(zip(("post", "user page", "home timeline"), vivace_family.VIVACE.values(), strict=True))
 
 
 def compare(out: Path) -> tuple[list[list[str]], str]:
@@ -328,14 +328,6 @@ def compare(out: Path) -> tuple[list[list[str]], str]:
     return table, "\n".join(f"- {s}" for s in verdict)
 
 
-def compare_both(out: Path) -> Comparison:
-    """``python -m loadtest paper vivace``: this experiment and Twissandra's strong variant
-    (``vivace-strong``, run into the same folder), their rows and verdicts one after the other."""
-    rows, verdict = compare(out)
-    strong_rows, strong_verdict = vivace_strong.compare(out)
-    return rows + strong_rows, f"{verdict}\n{strong_verdict}"
-
-
 EXPERIMENT = Experiment(
     name="vivace",
     summary="Vivace's congestion experiment: Chirp's load with one link flooded, FIFO against priority",
@@ -343,6 +335,6 @@ EXPERIMENT = Experiment(
     run=run,
     arguments=arguments,
     shared={"quick": "20 s a condition, 300 users, 6 Locust users", "out": None},
-    paper=Paper(compare_both, then=("vivace-strong",)),
+    paper=Paper(compare, then=("vivace-strong",)),  # its comparison follows this one's
     about=__doc__ or "",
 )

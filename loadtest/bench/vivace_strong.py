@@ -31,7 +31,8 @@ from pathlib import Path
 
 from causal_client import CausalClient, CausalError, Prepend
 from causal_client.strong import StrongRegisters
-from loadtest.bench.fig1 import first_regions
+from loadtest.bench.synthetic_family import first_regions
+from loadtest.bench.vivace_family import VIVACE
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_bandwidth, with_overrides
 from loadtest.harness.experiment import PASSED, Experiment
 from loadtest.harness.options import positive
@@ -245,15 +246,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- Vivace's figures beside this run (python -m loadtest paper vivace) ---------------------------
-#: Vivace §6.4, Twissandra under congestion: (median s, max s) with its prior algorithms (no
-#: priority) and with its new ones (prioritised critical messages).
-VIVACE = {
-    "R1 post": ((2.0, 14.1), (0.3, 0.4)),
-    "R2 a user's tweets": ((1.2, 11.3), (0.4, 0.6)),
-    "R3 home timeline": ((2.0, 11.9), (0.5, 0.8)),
-}
-
-
 def compare(out: Path) -> tuple[list[list[str]], str]:
     if not (out / "vivace_strong.json").exists():
         return [], "- Twissandra's strong variant was not run."
@@ -298,5 +290,6 @@ EXPERIMENT = Experiment(
     run=run,
     arguments=arguments,
     shared={"quick": "30 requests of each kind (default: 200, as Vivace), 20 s a kind at most", "out": None},
+    comparison=compare,  # beside Vivace's figures, where ``paper vivace`` runs it (Paper.then)
     about=__doc__ or "",
 )

@@ -104,3 +104,17 @@ def clients_at_sites(topology: Topology) -> Iterator[dict[str, CausalClient]]:
     finally:
         for client in clients.values():
             client.close()
+
+
+def one_serializer_topology() -> Topology:
+    """a — s — b on one site (the serializer and proxy benches' tree), on a free block of ports
+    below the ephemeral range (the bench's cluster picker: a port chosen from an ephemeral one
+    could be any outgoing connection's)."""
+    topology = Topology.from_dict({
+        "name": "serializer-bench", "protocol": "saturn", "base_port": PORT_BLOCKS[0],
+        "regions": [{"name": "a", "site": "X"}, {"name": "b", "site": "X"}],
+        "groups": {"all": ["*"]},
+        "serializers": [{"name": "s", "site": "X"}],
+        "tree": [{"a": "a", "b": "s"}, {"a": "b", "b": "s"}],
+    })  # fmt: skip
+    return with_overrides(topology, base_port=find_base_port(topology))

@@ -45,4 +45,7 @@ class Experiment:
     # The shared options it takes (loadtest/harness/options.py), each with its default here.
     shared: Mapping[str, object] = field(default_factory=dict)
     paper: Paper | None = None
+    #: Its rows beside a paper's, where another experiment's figure runs it (``Paper.then``):
+    #: ``python -m loadtest paper`` puts them after that figure's own.
+    comparison: Callable[[Path], Comparison] | None = None
     about: str = ""  # the longer description ``--help`` prints (usually the module's docstring)
