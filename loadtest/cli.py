@@ -42,18 +42,18 @@ from loadtest.check.run import CheckSettings, passed, run_check
 from loadtest.check.soak import PROTOCOLS as SOAK_PROTOCOLS
 from loadtest.check.soak import Soak
 from loadtest.check.workload import Mix
-from loadtest.graph import generate, statistics
 from loadtest.harness import registry
 from loadtest.harness.options import cluster_store, positive
 from loadtest.harness.report import say
 from loadtest.harness.throughput_plots import plot_comparison, plot_results
-from loadtest.locust_run import LocustOptions
-from loadtest.mix import MIXES
-from loadtest.placement import friend_locality, random_placement
-from loadtest.plan import Plan, PlanError, make_plan
-from loadtest.run import measure, run_protocol, running_topology
-from loadtest.summary import report, write_summary
-from loadtest.summary_plot import plot_summary
+from loadtest.workload.graph import generate, statistics
+from loadtest.workload.locust_run import LocustOptions
+from loadtest.workload.mix import MIXES
+from loadtest.workload.placement import friend_locality, random_placement
+from loadtest.workload.plan import Plan, PlanError, make_plan
+from loadtest.workload.run import measure, run_protocol, running_topology
+from loadtest.workload.summary import report, write_summary
+from loadtest.workload.summary_plot import plot_summary
 from services.launcher.cluster import read_state
 from services.protocols import PROTOCOLS
 from services.topology import Topology, TopologyError

@@ -6,11 +6,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from loadtest.actors import Actor
-from loadtest.graph import generate
-from loadtest.mix import MIXES, Action, Op
-from loadtest.placement import place
-from loadtest.plan import Plan
+from loadtest.workload.actors import Actor
+from loadtest.workload.graph import generate
+from loadtest.workload.mix import MIXES, Action, Op
+from loadtest.workload.placement import place
+from loadtest.workload.plan import Plan
 from services.topology import Topology
 
 ROOT = Path(__file__).resolve().parents[1]

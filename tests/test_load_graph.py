@@ -9,7 +9,7 @@ from collections import deque
 import networkx as nx
 import pytest
 
-from loadtest.graph import (
+from loadtest.workload.graph import (
     NEW_ORLEANS_AVERAGE_DEGREE,
     NEW_ORLEANS_EDGES,
     NEW_ORLEANS_USERS,

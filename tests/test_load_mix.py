@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from loadtest.mix import MIXES, READS, Action, Mix, Op, draw, mix_named
+from loadtest.workload.mix import MIXES, READS, Action, Mix, Op, draw, mix_named
 
 DRAWS = 400_000
 USERS = 1000

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.graph import SocialGraph, generate
-from loadtest.placement import (
+from loadtest.workload.graph import SocialGraph, generate
+from loadtest.workload.placement import (
     BALANCE,
     Placement,
     balance_bounds,

@@ -13,9 +13,9 @@ from helpers.topologies import free_base_port
 
 from loadtest.cli import main
 from loadtest.harness.report import say
-from loadtest.locust_run import LocustOptions
-from loadtest.plan import Plan, make_plan
-from loadtest.run import measure
+from loadtest.workload.locust_run import LocustOptions
+from loadtest.workload.plan import Plan, make_plan
+from loadtest.workload.run import measure
 from services.launcher.cluster import Cluster
 from services.topology import Topology
 

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from causal_client import CausalClient
-from loadtest import topology_file
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
 from loadtest.harness.experiment import FAILED, PASSED, Experiment, Paper
 from loadtest.harness.loop import Op, run_closed_loop
@@ -42,6 +41,7 @@ from loadtest.harness.probes import extra, merged, wait_flowing
 from loadtest.harness.report import num, publish, render_table, say
 from loadtest.harness.stats import percentile
 from loadtest.harness.variants import split_variant, variant_environment
+from loadtest.workload import topology_file
 from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-m.toml"

@@ -5,7 +5,7 @@ to ``eventual`` and extra visibility over it: ``python -m loadtest bench fig8 [-
 
 For every maximum (2 to 5, the paper's x-axis; ``--quick``: 2 and 5) a plan is made (the social
 graph placed over the topology's regions, at least 2 and at most that many replicas), then each
-protocol runs it on a fresh cluster (``loadtest.run.run_protocol``: seeding, Locust, the
+protocol runs it on a fresh cluster (``loadtest.workload.run.run_protocol``: seeding, Locust, the
 services' metrics). Writes ``fig8.json`` and ``fig8.png`` (two panels, as the paper's 8a) and
 prints a table. Fig. 8b, from the same runs: the visibility CDFs of the paper's two pairs,
 Ireland→Frankfurt (10 ms, Saturn's best case: the label's path is the link) and Ireland→Tokyo
@@ -27,9 +27,9 @@ from loadtest.harness.options import positive
 from loadtest.harness.plots import colour, plt, save
 from loadtest.harness.report import num, publish, render_table, say
 from loadtest.harness.stats import Histogram, median_present, to_ms
-from loadtest.locust_run import LocustOptions
-from loadtest.plan import make_plan
-from loadtest.run import run_protocol
+from loadtest.workload.locust_run import LocustOptions
+from loadtest.workload.plan import make_plan
+from loadtest.workload.run import run_protocol
 from services.topology import Topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "ec2-7region-m.toml"

@@ -24,9 +24,9 @@ from loadtest.harness.experiment import FAILED, PASSED, Experiment
 from loadtest.harness.options import numbers, positive
 from loadtest.harness.plots import plt, save
 from loadtest.harness.report import num, publish, render_table, say
-from loadtest.locust_run import LocustOptions
-from loadtest.plan import make_plan
-from loadtest.run import run_protocol
+from loadtest.workload.locust_run import LocustOptions
+from loadtest.workload.plan import make_plan
+from loadtest.workload.run import run_protocol
 from services.topology import Topology
 
 SHARDS = 8  # every run's: the data's shape does not change with the masters

@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from causal_client import CausalClient, Mutation
-from loadtest import topology_file
 from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
 from loadtest.harness.cpu import CLIENT_ROLE, CpuByProcess, CpuMeter, by_role, used_between
 from loadtest.harness.loop import Op, run_closed_loop
@@ -53,6 +52,7 @@ from loadtest.harness.probes import extra, merged
 from loadtest.harness.report import num, say
 from loadtest.harness.stats import to_ms
 from loadtest.harness.visibility import DRAIN_TIMEOUT_S, wait_replicated
+from loadtest.workload import topology_file
 from services.configure.inputs import generate
 from services.topology import Topology
 

@@ -38,10 +38,10 @@ from loadtest.harness.options import positive
 from loadtest.harness.plots import LINK_COLOURS, plt, save
 from loadtest.harness.report import num, publish, render_table, say
 from loadtest.harness.stats import Latency
-from loadtest.locust_run import LocustOptions
-from loadtest.plan import Plan, make_plan
-from loadtest.population import seed, wait_seeded
-from loadtest.run import measure
+from loadtest.workload.locust_run import LocustOptions
+from loadtest.workload.plan import Plan, make_plan
+from loadtest.workload.population import seed, wait_seeded
+from loadtest.workload.run import measure
 from services.topology import Topology
 from services.wan.flood import flood
 from services.wan.routes import flood_endpoint

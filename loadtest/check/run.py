@@ -24,7 +24,7 @@ from loadtest.check.strong_sessions import StrongHistory, StrongSession, final_r
 from loadtest.check.timeline import VisibilitySampler
 from loadtest.check.workload import CheckedSession, Mix, hot_keys
 from loadtest.harness.cluster import find_base_port, with_bandwidth, with_overrides, with_shards
-from loadtest.run import running_topology
+from loadtest.workload.run import running_topology
 from services.launcher.cluster import Cluster
 from services.topology import Topology
 

@@ -24,9 +24,9 @@ from typing import Any
 import requests
 
 from causal_client import CausalError, tls
-from loadtest.mix import Action, Mix, Op, draw
-from loadtest.plan import Plan
-from loadtest.population import BODIES, PASSWORD, username
+from loadtest.workload.mix import Action, Mix, Op, draw
+from loadtest.workload.plan import Plan
+from loadtest.workload.population import BODIES, PASSWORD, username
 from webapp.context import RegionContext
 from webapp.social import Social
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from causal_client import CausalClient, Mutation
-from loadtest.graph import SocialGraph
-from loadtest.placement import Placement
+from loadtest.workload.graph import SocialGraph
+from loadtest.workload.placement import Placement
 from services.topology import Topology
 from webapp.social import Entry
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from loadtest.harness.report import num, render_table
 from loadtest.harness.results import VisibilityRow
-from loadtest.locust_run import RequestStats
+from loadtest.workload.locust_run import RequestStats
 
 
 @dataclass
@@ -217,7 +217,7 @@ def report(runs: Sequence[ProtocolSummary]) -> str:
 
 def write_summary(out_dir: Path, settings: dict, runs: Sequence[ProtocolSummary]) -> list[Path]:
     """summary.json, summary.txt and summary.png in ``out_dir``."""
-    from loadtest.summary_plot import plot_summary
+    from loadtest.workload.summary_plot import plot_summary
 
     data = {"settings": settings, "runs": [r.to_json() for r in runs]}
     if len(runs) > 1 and runs[0].ops_per_s:

@@ -2,8 +2,8 @@
 
 A plan is a directory, made once (``python -m loadtest plan``) and read by every Locust process:
 
-    graph.txt.gz     the friendship graph (loadtest/graph.py)
-    placement.json   each user's home region and replicas (loadtest/placement.py)
+    graph.txt.gz     the friendship graph (loadtest/workload/graph.py)
+    placement.json   each user's home region and replicas (loadtest/workload/placement.py)
     topology.toml    the base topology plus one replication group per replica set in use
 
 Locust processes read the topology the cluster actually runs (the launcher's
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.graph import SocialGraph, generate
-from loadtest.placement import Placement, place, write_topology
+from loadtest.workload.graph import SocialGraph, generate
+from loadtest.workload.placement import Placement, place, write_topology
 from services.topology import Topology, load_topology
 
 GRAPH_FILE = "graph.txt.gz"

@@ -66,8 +66,8 @@ from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
 
-from loadtest import topology_file
-from loadtest.graph import SocialGraph
+from loadtest.workload import topology_file
+from loadtest.workload.graph import SocialGraph
 from services.topology import NAME_PATTERN, Topology
 
 BALANCE = 0.05  # each region's home users stay within floor/ceil of (1 -/+ BALANCE) * users / regions

@@ -14,10 +14,10 @@ from loadtest.harness.cpu import CLIENT_ROLE, CpuMeter, by_role, used_between
 from loadtest.harness.metrics import Pair, parse_histograms, scrape, scrape_visibility
 from loadtest.harness.stats import Histogram, to_ms
 from loadtest.harness.visibility import visibility_rows
-from loadtest.locust_run import LocustOptions, RequestStats, read_failures, run_locust
-from loadtest.plan import Plan
-from loadtest.population import seed, username, wait_seeded
-from loadtest.summary import LOAD_GENERATOR, AttachRow, MigrationRow, ProtocolSummary
+from loadtest.workload.locust_run import LocustOptions, RequestStats, read_failures, run_locust
+from loadtest.workload.plan import Plan
+from loadtest.workload.population import seed, username, wait_seeded
+from loadtest.workload.summary import LOAD_GENERATOR, AttachRow, MigrationRow, ProtocolSummary
 from services.topology import Topology, load_topology
 
 ATTACH_METRIC = "causal_attach_wait_seconds"

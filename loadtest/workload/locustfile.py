@@ -2,7 +2,7 @@
 ``WebUser`` (HTTP against each region's web app). Every Locust user is one user of the plan's
 social graph, with its own causal session and home region.
 
-    locust -f loadtest/locustfile.py --headless -u 20 -t 60s \\
+    locust -f loadtest/workload/locustfile.py --headless -u 20 -t 60s \\
         --plan PLAN_DIR --topology .run/topology.json --mix facebook StoreUser
 
 ``python -m loadtest run`` does all of it (plan, cluster, seeding, Locust, summary); this file is
@@ -23,9 +23,9 @@ from locust import User, events, task
 
 grpc_gevent.init_gevent()  # gRPC's own I/O cooperates with gevent (before any channel exists)
 
-from loadtest.actors import Actor, StoreActor, WebActor  # noqa: E402
-from loadtest.mix import MIXES, mix_named  # noqa: E402
-from loadtest.plan import Plan  # noqa: E402
+from loadtest.workload.actors import Actor, StoreActor, WebActor  # noqa: E402
+from loadtest.workload.mix import MIXES, mix_named  # noqa: E402
+from loadtest.workload.plan import Plan  # noqa: E402
 from webapp.context import RegionContext  # noqa: E402
 
 _plan: Plan | None = None
