@@ -17,7 +17,8 @@ from helpers.waiting import eventually, play_until_caught
 from causal_client import ReadSpec
 from services.launcher.cluster import Cluster
 from webapp.context import RegionContext
-from webapp.social import Account, Social
+from webapp.social import Social
+from webapp.social_values import Account
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 

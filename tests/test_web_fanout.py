@@ -17,7 +17,8 @@ from helpers.waiting import eventually, unique
 from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (fixtures)
 
 from webapp.context import current
-from webapp.social import Account, Social
+from webapp.social import Social
+from webapp.social_values import Account
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
@@ -95,7 +96,7 @@ def test_a_drained_cell_is_not_delivered_twice(django_region):  # noqa: F811
     retry after a crash) finds nothing and writes nothing; a cell put back is delivered to the
     same timeline cell, so the follower still has the tweet once."""
     from webapp.fanout import drain
-    from webapp.social import Pending
+    from webapp.social_values import Pending
 
     social, star, fan = star_and_fan("once")
     entry = social.post(star, "exactly once")

@@ -26,7 +26,7 @@ from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (
 from causal_client import ReadSpec
 from webapp import notices
 from webapp.context import current
-from webapp.social import Entry, outbox_row
+from webapp.social_values import Entry, outbox_row
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 

@@ -12,7 +12,7 @@ from helpers.waiting import eventually
 from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (fixtures)
 
 from webapp.context import current
-from webapp.social import entries_of
+from webapp.social_values import entries_of
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 

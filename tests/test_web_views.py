@@ -30,7 +30,8 @@ from causal_client import Label
 from causal_client.client import Session
 from loadtest.check.nemesis import full_store
 from webapp.context import current
-from webapp.social import PAGE_SIZE, Account, Entry, Social, new_tweet_id
+from webapp.social import PAGE_SIZE, Social
+from webapp.social_values import Account, Entry, new_tweet_id
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 

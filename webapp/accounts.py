@@ -20,7 +20,7 @@ from django.contrib.auth.hashers import check_password, make_password
 
 from causal_client import Conflict, InsertIfAbsent, OutcomeUnknown, Session
 from webapp.causal import CausalRequest
-from webapp.social import Account, NoSuchUser
+from webapp.social_values import Account, NoSuchUser
 
 USERNAMES = "username"  # the strong registers' namespace of usernames
 PENDING_KEY = "signup_tokens"  # in the browser's session: name → the token its sign-up presents

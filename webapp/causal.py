@@ -37,7 +37,8 @@ from causal_client import (
 from webapp import notices, tasks
 from webapp.context import RegionContext, current
 from webapp.label_marks import LabelMarks, later_token
-from webapp.social import Account, NoSuchUser, Social
+from webapp.social import Social
+from webapp.social_values import Account, NoSuchUser
 
 log = logging.getLogger("webapp.causal")
 

@@ -12,7 +12,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from webapp.formatting import avatar_url, rich, user_url, when
-from webapp.social import Entry, Reactions
+from webapp.social_values import Entry, Reactions
 
 MISSING = "that tweet is not visible in {} (a reply seen before its tweet)"
 

@@ -45,18 +45,34 @@ up in one more read to show it (or to say it is not visible here: the anomaly `e
 
 from __future__ import annotations
 
-import json
 import re
-import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from causal_client import Conflict, InsertIfAbsent, Mutation, NotReplicatedHere, ReadSpec, Row, Session
 from causal_client.commands import CompareAndSet
 from webapp import notices, pins
 from webapp.context import RegionContext
 from webapp.notices import Notice, NoticeCell
+from webapp.social_values import (
+    Account,
+    Conversation,
+    Entry,
+    Lookups,
+    NoSuchUser,
+    Page,
+    Pending,
+    Profile,
+    Reactions,
+    TweetDeleted,
+    entries_of,
+    new_tweet_id,
+    one_per_tweet,
+    outbox_row,
+    placed,
+    tweet_of,
+)
 
 PAGE_SIZE = 40  # as Twissandra
 MAX_TWEET_CHARS = 280
@@ -70,215 +86,6 @@ ANCESTORS = 20  # how far up a reply chain a tweet's page reads
 OWN_LINES = ("userline", "timeline")  # a poster's lines that get their own tweets and reposts
 DELETED_ROW = "deleted"  # tombstones, in the accounts group: tweet id (or undone repost id) -> when
 UNDONE = "-"  # a repost register holding "-<id>": that repost was undone
-
-
-class TweetDeleted(LookupError):
-    """The tweet was deleted (its tombstone is visible here)."""
-
-
-class NoSuchUser(LookupError):
-    """No account of that name (or not visible in this region yet)."""
-
-
-def new_tweet_id(now_us: int | None = None) -> str:
-    """Sortable by time: 16 hex digits of µs since the epoch, then 6 random hex digits."""
-    return f"{now_us or time.time_ns() // 1000:016x}{secrets.token_hex(3)}"
-
-
-def tweet_time_us(tweet_id: str) -> int:
-    return int(tweet_id[:16], 16)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A tweet as it appears in a line (timeline, userline, public line)."""
-
-    id: str
-    author: str
-    body: str
-    group: str  # the author's home group (where tweet:<id> lives)
-    reply_to: str | None = None
-    reply_author: str | None = None
-    reply_group: str | None = None
-    reposted_by: str | None = None  # a repost: this user's, of the tweet ``original_id``
-    original_id: str | None = None
-    #: shown once for several of its reposts in one page: the other reposters (never stored)
-    also_reposted_by: tuple[str, ...] = ()
-
-    @property
-    def time_us(self) -> int:
-        return tweet_time_us(self.id)
-
-    @property
-    def tweet_id(self) -> str:
-        """The tweet itself (a repost's original): where its page, likes and reposts are."""
-        return self.original_id or self.id
-
-    @property
-    def poster(self) -> str:
-        """Whose followers get this entry: the reposter's for a repost, else the author's."""
-        return self.reposted_by or self.author
-
-    def to_json(self) -> str:
-        data: dict[str, str | None] = {"a": self.author, "b": self.body, "g": self.group}
-        if self.reply_to:
-            data |= {"r": self.reply_to, "ra": self.reply_author, "rg": self.reply_group}
-        if self.reposted_by:
-            data |= {"rp": self.reposted_by, "o": self.original_id}
-        return json.dumps(data, separators=(",", ":"))
-
-    @staticmethod
-    def from_json(tweet_id: str, text: str) -> Entry:
-        data = json.loads(text)
-        return Entry(
-            tweet_id, data["a"], data["b"], data["g"], data.get("r"), data.get("ra"), data.get("rg"),
-            data.get("rp"), data.get("o"),
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Reactions:
-    """A tweet's likes and reposts (the sizes of its likers and reposters rows: exact whatever
-    ran twice or concurrently) and whether the reader did either."""
-
-    likes: int = 0
-    reposts: int = 0
-    liked: bool = False
-    reposted: bool = False
-    replies: int = 0
-
-
-def outbox_row(region: str) -> str:
-    return f"outbox:{region}"
-
-
-REMOVAL = "-rm"  # an outbox column ending so is a removal's (its tweet's own cell may still be pending)
-
-
-@dataclass(frozen=True)
-class Pending:
-    """One outbox cell: a tweet to write into timelines of ``group`` (or, ``removal``, to take
-    out of them: a deleted tweet, an undone repost). ``followers`` None: all of the poster's
-    followers (the cell a post or repost writes, in the poster's home group); else these, all
-    homed in ``group`` (a part relayed from a region that does not replicate it)."""
-
-    entry: Entry
-    group: str
-    followers: tuple[str, ...] | None = None
-    queued_us: int = 0
-    removal: bool = False
-
-    @property
-    def column(self) -> str:
-        return self.entry.id + (REMOVAL if self.removal else "")
-
-    def mutation(self, region: str) -> Mutation:
-        """The cell, in the outbox of ``region`` (which must replicate ``group``)."""
-        value: dict[str, object] = {"e": self.entry.to_json(), "q": self.queued_us or time.time_ns() // 1000}
-        if self.followers is not None:
-            value["f"] = list(self.followers)
-        if self.removal:
-            value["x"] = 1
-        return Mutation(self.group, outbox_row(region)).set(self.column, json.dumps(value))
-
-    @staticmethod
-    def parse(group: str, column: str, text: str) -> Pending:
-        value = json.loads(text)
-        followers = value.get("f")
-        entry = Entry.from_json(column.removesuffix(REMOVAL), value["e"])
-        followers = tuple(followers) if followers is not None else None
-        return Pending(entry, group, followers, int(value["q"]), bool(value.get("x")))
-
-
-@dataclass
-class Page:
-    entries: list[Entry]
-    next_cursor: str | None
-    originals: dict[str, Entry | None] = field(
-        default_factory=dict
-    )  # reply-to id -> original (None: not here)
-    gone: frozenset[str] = frozenset()  # originals that were deleted
-    reactions: dict[str, Reactions] | None = None  # read with the page (None: not read)
-    newest_read: str = ""  # the newest entry read, shown or not (what a live page counts from)
-
-
-@dataclass
-class Lookups:
-    """What a page of entries needs besides the entries (``Social.lookups``)."""
-
-    gone: set[str]  # tombstoned ids among the entries and the tweets they reply to
-    originals: dict[str, Entry | None]  # reply-to id -> the tweet (None: not here, or deleted)
-    reactions: dict[str, Reactions] | None  # tweet id -> its reactions, when asked for
-
-
-@dataclass
-class Conversation:
-    """A tweet's page (``Social.conversation``): what it replies to, oldest first (``ancestors``;
-    ``cut`` when the chain goes on in a group not replicated here or beyond ANCESTORS), and a
-    page of its replies, oldest first (``next_cursor``: the next page's)."""
-
-    tweet: Entry
-    ancestors: list[Entry]
-    replies: list[Entry]
-    next_cursor: str | None
-    cut: bool = False
-    parent_gone: bool = False  # the chain stops at a deleted tweet
-    last_read: str = ""  # the newest reply read, shown or not (what a live page counts from)
-
-
-@dataclass
-class Profile:
-    """What a user's page shows, read at one moment (``Social.profile``)."""
-
-    user: Account
-    page: Page
-    is_following: bool
-    pinned: list[Entry] = field(default_factory=list)  # newest pin first (webapp/pins.py)
-
-
-@dataclass(frozen=True)
-class Account:
-    username: str
-    password_hash: str
-    home_group: str
-    joined_us: int
-    tweets: int = 0  # the sizes of the rows they count, once read (Social.with_relations)
-    followers: int = 0
-    following: int = 0
-    ended: bool = False  # the browser session that asked was signed out (Social.account)
-    claim: str = ""  # the token its name's register holds ("": made before the registers)
-
-
-def placed(line: Mutation, entry: Entry, remove: bool = False) -> Mutation:
-    """``line`` (a userline or timeline) with ``entry`` set in it, or (``remove``) taken out."""
-    return line.delete(entry.id) if remove else line.set(entry.id, entry.to_json())
-
-
-def tweet_of(tweet_id: str, row: Row) -> Entry | None:
-    """The tweet a ``tweet:<id>`` row read with "entry" and "deleted" holds (None: none, or deleted)."""
-    text = row.text("entry")
-    return Entry.from_json(tweet_id, text) if text and "deleted" not in row else None
-
-
-def entries_of(row: Row) -> list[Entry]:
-    return [Entry.from_json(cell.column, cell.text) for cell in row]
-
-
-def one_per_tweet(entries: Sequence[Entry]) -> list[Entry]:
-    """A page's entries with each tweet once, where it was shared last: a tweet that several
-    people one follows reposted (or that one reposted oneself) shows as its newest repost, naming
-    the other reposters of the page, not once per repost beside the original."""
-    newest: dict[str, Entry] = {}
-    reposters: dict[str, list[str]] = {}
-    for entry in entries:  # newest first
-        newest.setdefault(entry.tweet_id, entry)
-        if entry.reposted_by:
-            reposters.setdefault(entry.tweet_id, []).append(entry.reposted_by)
-    shown = []
-    for tweet_id, entry in newest.items():
-        others = tuple(n for n in dict.fromkeys(reposters.get(tweet_id, ())) if n != entry.reposted_by)
-        shown.append(replace(entry, also_reposted_by=others) if others else entry)
-    return shown
 
 
 class Social:

@@ -26,7 +26,8 @@ TWEETS = 40
 
 
 def run(args: argparse.Namespace) -> int:
-    from webapp.social import Reactions, Social
+    from webapp.social import Social
+    from webapp.social_values import Reactions
 
     with signed_in_client(Path(args.topology), args.protocol, "benchpage") as client:
         say(f"posting {TWEETS} tweets ...")

@@ -21,7 +21,7 @@ from causal_client import CausalClient, Mutation
 from loadtest.workload.graph import SocialGraph
 from loadtest.workload.placement import Placement
 from services.topology import Topology
-from webapp.social import Entry
+from webapp.social_values import Entry
 
 PASSWORD = "load-test-password"
 HASH_ITERATIONS = 1_000

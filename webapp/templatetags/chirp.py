@@ -8,7 +8,7 @@ from django.utils.safestring import SafeString
 
 from webapp import formatting
 from webapp.entry_html import Reader, entry_html
-from webapp.social import tweet_time_us
+from webapp.social_values import tweet_time_us
 
 register = template.Library()
 

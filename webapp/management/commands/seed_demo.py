@@ -15,7 +15,8 @@ from django.core.management.base import BaseCommand
 from webapp.accounts import claim_name
 from webapp.context import current
 from webapp.fanout import drain
-from webapp.social import Entry, NoSuchUser, Social
+from webapp.social import Social
+from webapp.social_values import Entry, NoSuchUser
 
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
 LINES = [
