@@ -8,7 +8,7 @@ from helpers.pages import (
 )
 
 from webapp.forms import FindForm, PostForm, SignupForm, valid_cursor
-from webapp.social import MAX_TWEET_CHARS
+from webapp.social_core import MAX_TWEET_CHARS
 from webapp.social_values import Entry, new_tweet_id
 
 

@@ -30,7 +30,8 @@ from causal_client import Label
 from causal_client.client import Session
 from loadtest.check.nemesis import full_store
 from webapp.context import current
-from webapp.social import PAGE_SIZE, Social
+from webapp.social import Social
+from webapp.social_core import PAGE_SIZE
 from webapp.social_values import Account, Entry, new_tweet_id
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
@@ -382,7 +383,7 @@ def test_following_brings_their_recent_tweets_home(django_region):  # noqa: F811
     """A follow copies the followed user's latest tweets into the follower's home timeline at
     once (no fan-out involved: they were posted before the follow), newest first, at most
     BACKFILL of them; a home timeline that stayed empty after following reads as broken."""
-    from webapp.social import BACKFILL
+    from webapp.social_core import BACKFILL
 
     star, star_name = new_user("bf")
     said = [f"older tweet {i} {unique('t')}" for i in range(BACKFILL + 2)]

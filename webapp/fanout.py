@@ -33,7 +33,8 @@ from causal_client import Mutation, ReadSpec, Session
 from causal_client.errors import CausalError
 from webapp import notices
 from webapp.context import RegionContext
-from webapp.social import DELETED_ROW, Social
+from webapp.social import Social
+from webapp.social_core import DELETED_ROW
 from webapp.social_values import REMOVAL, Pending, outbox_row
 
 log = logging.getLogger("webapp.fanout")

@@ -9,7 +9,7 @@ from django import forms
 from django.contrib.auth import password_validation
 from django.core.exceptions import ValidationError
 
-from webapp.social import MAX_TWEET_CHARS, USERNAME_PATTERN
+from webapp.social_core import MAX_TWEET_CHARS, USERNAME_PATTERN
 
 # "<group>/<tweet id>"; a group name as topology files allow (services/topology.py NAME_PATTERN)
 TWEET_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/[0-9a-f]{22}$")

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET
 
 from causal_client import ReadSpec
 from webapp.forms import CURSOR
-from webapp.social import USERNAME_PATTERN
+from webapp.social_core import USERNAME_PATTERN
 from webapp.social_values import NoSuchUser
 
 LIVE_CAP = 20  # the bar says "20+ new tweets" beyond

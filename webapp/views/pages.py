@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from webapp.forms import CURSOR, FindForm, PostForm, valid_cursor
-from webapp.social import USERNAME_PATTERN
+from webapp.social_core import USERNAME_PATTERN
 from webapp.social_values import Account, Entry, NoSuchUser, Page, TweetDeleted
 from webapp.views import errors
 from webapp.views.errors import ShownBadRequest

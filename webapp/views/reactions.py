@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from webapp import pins
 from webapp.avatars import avatar_svg
-from webapp.social import USERNAME_PATTERN
+from webapp.social_core import USERNAME_PATTERN
 from webapp.views import errors
 from webapp.views.account import next_url
 from webapp.views.pages import check_tweet_ref, signed_in, tweet_or_404
