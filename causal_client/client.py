@@ -15,7 +15,6 @@ a region's gRPC gateway (``connect_gateway``). Synchronous, so it works from Dja
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import warnings
@@ -29,10 +28,9 @@ import grpc
 from causal_client import direct, peers, tls
 from causal_client.claims import owner_region
 from causal_client.commands import Command
-from causal_client.credentials import CLIENT_SECRET_ENV, client_password
+from causal_client.credentials import bearer_metadata, deployment_secret, store_password
 from causal_client.data import Mutation, ReadSpec, Row, Value
 from causal_client.errors import (
-    SECRET_ENV,
     InvalidRequest,
     NotReplicatedHere,
     RegionUnavailable,
@@ -112,9 +110,9 @@ class CausalClient:
         strong = strong or {}  # the deployment's `[strong]` settings (Topology.describe)
         self.strong_mode = str(strong.get("mode", "vivace"))
         self.token_hold_ms = float(strong.get("token_hold_ms", 1000.0))  # type: ignore[arg-type]
-        secret = _secret(secret)
-        self.metadata = _credentials(secret)
-        password = _client_password(secret)
+        secret = deployment_secret(secret)
+        self.metadata = bearer_metadata(secret)
+        password = store_password(secret)
         self.groups = {g: tuple(members) for g, members in (groups or {}).items()}
         self.latencies_ms = dict(latencies_ms or {})
         self.site = site
@@ -150,8 +148,8 @@ class CausalClient:
         promoted). ``endpoints``: where this client reaches regions' stores, where that differs
         from where the regions name them (a client outside the containers, through published
         ports)."""
-        secret = _secret(secret)
-        described = _described(address, _client_password(secret), timeout)
+        secret = deployment_secret(secret)
+        described = _described(address, store_password(secret), timeout)
         endpoints = endpoints or {}
         relays = Relays(described.get("relays"))  # links with a bandwidth: through their relays
         regions = []
@@ -199,7 +197,7 @@ class CausalClient:
         with tls.grpc_channel(endpoint, OPTIONS) as channel:
             try:
                 reply = store_pb2_grpc.StoreStub(channel).Describe(
-                    store_pb2.DescribeRequest(), timeout=timeout, metadata=_credentials(secret)
+                    store_pb2.DescribeRequest(), timeout=timeout, metadata=bearer_metadata(secret)
                 )
             except grpc.RpcError as exc:
                 error = from_rpc_error(exc)
@@ -349,25 +347,6 @@ def _described(address: str | Sequence[str], password: str | None, timeout: floa
             if i == len(addresses) - 1:
                 raise
     raise AssertionError("unreachable")
-
-
-def _secret(secret: str | None) -> str | None:
-    """The deployment's secret: the one given, else ``$SATURN_SECRET``."""
-    return secret if secret is not None else os.environ.get(SECRET_ENV)
-
-
-def _client_password(secret: str | None) -> str | None:
-    """The stores' client user's password: derived from the deployment's secret, or a client's
-    own (``$SATURN_CLIENT_SECRET``) where it holds no secret; None where the stores want none."""
-    if secret:
-        return client_password(secret)
-    return os.environ.get(CLIENT_SECRET_ENV) or None
-
-
-def _credentials(secret: str | None) -> tuple[tuple[str, str], ...]:
-    """gRPC metadata carrying the deployment's secret."""
-    value = _secret(secret)
-    return (("authorization", f"Bearer {value}"),) if value else ()
 
 
 class Session:

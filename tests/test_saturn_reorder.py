@@ -19,7 +19,8 @@ from helpers.topologies import load_topology
 from services.launcher.redis_binary import find_redis_server
 from services.proto import saturn_pb2
 from services.region import gears
-from services.region.store import RegionStore, RemoteUpdate, RowChange
+from services.region.remote_update import RemoteUpdate, RowChange
+from services.region.store import RegionStore
 from services.saturn.proxy import RemoteProxy
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it

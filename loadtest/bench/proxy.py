@@ -35,7 +35,7 @@ from services.launcher.cluster import Cluster
 from services.proto import bulk_pb2, saturn_pb2
 from services.region import gears
 from services.region.gears import ColumnChange
-from services.region.store import RemoteUpdate, RowChange
+from services.region.remote_update import RemoteUpdate, RowChange
 from services.topology import Topology
 from services.transport.client import open_link
 from services.transport.connection import Connection

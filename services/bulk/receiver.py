@@ -25,7 +25,8 @@ from services import metrics, runtime
 from services.labelpath.stages import Stage
 from services.proto import bulk_pb2
 from services.protocols import Protocol, ReceivingSide, protocol_for
-from services.region.store import RegionStore, RemoteUpdate
+from services.region.remote_update import RemoteUpdate
+from services.region.store import RegionStore
 from services.region.sweeper import sweep_forever
 from services.topology import Topology
 from services.transport.connection import Connection

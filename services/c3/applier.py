@@ -41,8 +41,9 @@ from dataclasses import dataclass, field
 
 from services.proto import saturn_pb2
 from services.region import gears
+from services.region.remote_update import RemoteUpdate
 from services.region.stable_order import NEVER, Applied, StableOrder
-from services.region.store import RegionStore, RemoteUpdate
+from services.region.store import RegionStore
 
 log = logging.getLogger("c3-applier")
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from causal_client.label import Label
+from services.region.remote_update import RemoteUpdate
 from services.region.stable_order import StableOrder
-from services.region.store import RegionStore, RemoteUpdate
+from services.region.store import RegionStore
 from services.topology import Topology
 from services.transport.server import Health, LinkServer
 

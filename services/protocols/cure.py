@@ -28,8 +28,8 @@ for the slowest region that ships here. The price: a vector in every payload, ro
 from __future__ import annotations
 
 from services.protocols.gentlerain import GentleRain, Stabilizer
+from services.region.remote_update import RemoteUpdate
 from services.region.stable_order import NEVER
-from services.region.store import RemoteUpdate
 
 
 class VectorStabilizer(Stabilizer):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.protocols.base import AppliedCallback, Protocol
-from services.region.store import RemoteUpdate
+from services.region.remote_update import RemoteUpdate
 
 
 class Eventual(Protocol):

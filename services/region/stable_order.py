@@ -23,7 +23,8 @@ from collections.abc import Awaitable, Callable
 
 from redis.exceptions import RedisError
 
-from services.region.store import RegionStore, RemoteUpdate
+from services.region.remote_update import RemoteUpdate
+from services.region.store import RegionStore
 
 log = logging.getLogger("stable-order")
 

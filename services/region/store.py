@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import hiredis
-import msgpack
 import redis.asyncio as aioredis
 from redis.exceptions import AskError, ClusterDownError, MovedError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as StoreConnectionError
@@ -23,101 +19,14 @@ from redis.typing import EncodableT, FieldT
 from causal_client import errors, tls, transactions, wire
 from causal_client.data import Mutation, ReadSpec
 from causal_client.errors import gear_error
-from causal_client.label import Label, LabelType, merge_vectors, parse_vector
+from causal_client.label import Label, LabelType
 from services.region import gears
-from services.region.lean_redis import LeanRedis, StoreUnreachable
+from services.region.following import follows_cluster, follows_cluster_once, moved_url
+from services.region.lean_redis import LeanRedis
+from services.region.remote_update import RemoteUpdate, RowChange, deps_text, rows_args, staged_rows
 from services.topology import Topology
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class RowChange:
-    """What one update does to one row."""
-
-    group: str
-    row: str
-    changes: tuple[gears.ColumnChange, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteUpdate:
-    """One payload as the origin gear packed it (see write.lua): one label, one or more rows
-    (an atomic batch's), which become visible together."""
-
-    ts: int
-    src: str
-    origin_time_us: int
-    rows: tuple[RowChange, ...]
-    #: Cure only (None otherwise): the writer's vector (per region, the greatest ts it had observed)
-    deps: tuple[tuple[str, int], ...] | None = None
-
-    @property
-    def origin_region(self) -> str:
-        return self.src.split("/", 1)[0]
-
-    @property
-    def key(self) -> str:
-        """What names it in the remote proxy until its label comes: its label's "src|ts"."""
-        return f"{self.src}|{self.ts}"
-
-    @property
-    def groups(self) -> set[str]:
-        return {r.group for r in self.rows}
-
-    def only(self, groups: set[str] | frozenset[str]) -> RemoteUpdate | None:
-        """The update restricted to rows of ``groups`` (those replicated here), None if none is."""
-        rows = tuple(r for r in self.rows if r.group in groups)
-        if len(rows) == len(self.rows):
-            return self
-        return replace(self, rows=rows) if rows else None
-
-    def pack(self) -> bytes:
-        """As the write gear packs it (write.lua): ts, src, the origin's time, rows, [vector]."""
-        rows = [[r.group, r.row, [[c.kind, c.column, c.arg] for c in r.changes]] for r in self.rows]
-        fields: list = [self.ts, self.src, self.origin_time_us, rows]
-        if self.deps is not None:
-            fields.append(" ".join(f"{region}:{ts}" for region, ts in self.deps))
-        return msgpack.packb(fields)
-
-    @staticmethod
-    def unpack(body: bytes) -> RemoteUpdate:
-        ts, src, origin_time, rows, *rest = msgpack.unpackb(body, raw=True)
-        changes = tuple(
-            RowChange(
-                g.decode(),
-                r.decode(),
-                tuple(gears.ColumnChange(k.decode(), c.decode(), a) for k, c, a in ops),
-            )
-            for g, r, ops in rows
-        )
-        deps = parse_vector(rest[0].decode()) if rest else None  # a vector under Cure (write.lua)
-        return RemoteUpdate(ts, src.decode(), origin_time, changes, deps)
-
-
-def _deps_text(update: RemoteUpdate) -> str:
-    """What ``deliver.lua`` merges into the row's dependencies: under Cure the writer's vector
-    with the update's own entry; "" otherwise (nothing is kept)."""
-    if update.deps is None:
-        return ""
-    return " ".join(f"{r}:{t}" for r, t in merge_vectors([update.deps, ((update.origin_region, update.ts),)]))
-
-
-def _rows_args(tag: str, update: RemoteUpdate, keys: list[str], args: list) -> None:
-    """An update's rows as apply.lua and deliver.lua read them (n_rows, then per row n_ops and
-    the ops; three keys per row, of the shard with hash tag ``tag``)."""
-    args.append(len(update.rows))
-    for row in update.rows:
-        keys += gears.row_keys(tag, row.group, row.row)
-        args += [len(row.changes), *gears.change_args(row.changes)]
-
-
-def _staged_rows(update: RemoteUpdate, rows: list[RowChange]) -> list:
-    """A remote stage's tail (txn.lua): deps, n_rows, then per row group, row, n_ops, ops."""
-    args: list = [_deps_text(update), len(rows)]
-    for row in rows:
-        args += [row.group, row.row, len(row.changes), *gears.change_args(row.changes)]
-    return args
 
 
 def _flat_entries(raw: list) -> list[tuple[int, dict[bytes, bytes]]]:
@@ -174,55 +83,6 @@ def async_client(url: str, **options: Any) -> aioredis.Redis:
     )
 
 
-CLUSTER_DOWN_WAIT_S = 10.0  # how long a call waits out a cluster that is down (a failover under way)
-CLUSTER_DOWN_RETRY_S = 0.1
-
-
-def _moved_url(url: str, moved: MovedError) -> str:
-    """``url`` (credentials and all) with the host and port a MOVED reply names."""
-    parts = urlsplit(url)
-    credentials = parts.netloc.rpartition("@")[0]
-    where = f"{moved.host}:{moved.port}"
-    return urlunsplit(parts._replace(netloc=f"{credentials}@{where}" if credentials else where))
-
-
-def follows_cluster(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """A Shard method that follows the shard when a Redis Cluster moved it (``follow_cluster``):
-    made again after a MOVED or, as it is harmless to do twice, at the next node after a lost
-    connection."""
-    return _following(method, again_when_lost=True)
-
-
-def _following(method: Callable[..., Awaitable[T]], again_when_lost: bool) -> Callable[..., Awaitable[T]]:
-    @functools.wraps(method)
-    async def following(self: Shard, *args, **kwargs) -> T:
-        tries = wire.MOVES_FOLLOWED + len(self.nodes)
-        attempt, down_until = 0, None
-        while True:
-            try:
-                return await method(self, *args, **kwargs)
-            except (MovedError, StoreConnectionError, OSError) as exc:  # (MOVED first: an ASK's kind)
-                again = await self.follow_cluster(exc)
-                harmless = again_when_lost or isinstance(exc, StoreUnreachable)  # nothing was sent
-                if not (again or (harmless and self.nodes)) or attempt == tries:
-                    raise
-                attempt += 1
-            except (ClusterDownError, TryAgainError, AskError):
-                # A failover or a shard's move under way: nothing was done; again shortly.
-                down_until = down_until or time.monotonic() + CLUSTER_DOWN_WAIT_S
-                if time.monotonic() > down_until:
-                    raise
-                await asyncio.sleep(CLUSTER_DOWN_RETRY_S)
-
-    return following
-
-
-def follows_cluster_once(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """As ``follows_cluster``, for a call that may change something: after a lost connection
-    (it may have been made) it is not made again, the next call goes to the next node."""
-    return _following(method, again_when_lost=False)
-
-
 class Shard:
     """One shard: its keys (in a Redis server running the gears' library, each carrying the
     shard's hash tag ``tag``), and the gear that owns them. Gear calls and stream reads go
@@ -259,7 +119,7 @@ class Shard:
         connection moves it to the region's next node, which serves it if it was promoted and
         names the master that does (``MOVED``) if not."""
         if isinstance(error, MovedError):
-            await self._move(_moved_url(self.url, error))
+            await self._move(moved_url(self.url, error))
             return True
         if isinstance(error, (StoreConnectionError, OSError)) and self.nodes:
             await self._move(wire.node_after(self.nodes, self.url))
@@ -374,7 +234,7 @@ class Shard:
         args: list = [origin_gear, origin_gear.split("/", 1)[0], through_ts, len(updates)]
         for update in updates:
             args += [update.ts, update.src]
-            _rows_args(self.tag, update, keys, args)
+            rows_args(self.tag, update, keys, args)
         return [int(ts) for ts in await self.call("saturn_apply", args, keys, replicated=True)]
 
     async def deliver(
@@ -386,8 +246,8 @@ class Shard:
         keys: list[str] = []
         args: list = [floor, len(updates)]
         for u in updates:
-            args += [u.ts, u.src, u.origin_region, _deps_text(u)]
-            _rows_args(self.tag, u, keys, args)
+            args += [u.ts, u.src, u.origin_region, deps_text(u)]
+            rows_args(self.tag, u, keys, args)
         args.append(len(marks))
         for origin, ts in marks.items():
             args += [origin, ts]
@@ -627,7 +487,7 @@ class RegionStore:
             ]
             proposals = await asyncio.gather(
                 *(
-                    self.shards[k].call("saturn_stage_remote", [*head, *_staged_rows(update, rows)])
+                    self.shards[k].call("saturn_stage_remote", [*head, *staged_rows(update, rows)])
                     for k, rows in parts.items()
                 )
             )

@@ -63,8 +63,9 @@ from services import metrics
 from services.labelpath.pump import any_of
 from services.labelpath.stages import Stage
 from services.proto import saturn_pb2
+from services.region.remote_update import RemoteUpdate
 from services.region.stable_order import MAX_RUN, NEVER, Applied, StableOrder
-from services.region.store import RegionStore, RemoteUpdate
+from services.region.store import RegionStore
 from services.saturn import epochs
 from services.saturn.proxy_trees import SINK_POLL_S, TreeEpochs
 from services.topology import Topology
