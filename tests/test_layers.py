@@ -238,3 +238,24 @@ def test_no_module_imports_itself_through_others():
 def test_the_circle_finder_finds_a_circle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert import_circles(graph) == [["a", "b", "c"]]
+
+
+MAX_METHODS = 40  # a class with more does more than one job
+MAX_LINES = 600  # a source file longer is several modules
+
+
+def test_no_class_has_more_than_forty_methods_and_no_source_file_more_than_six_hundred_lines():
+    """The house stays easy to enter: a big class is cut along its seams (``Topology`` into its
+    fields, addresses and tree; ``Social`` into its core and reactions), a long file into modules
+    with one job each."""
+    crowded, long = [], []
+    for package in LAYERS:
+        for name, source in sources(package).items():
+            if len(source.splitlines()) > MAX_LINES:
+                long.append(f"{name}: {len(source.splitlines())} lines")
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.ClassDef):
+                    methods = sum(isinstance(b, ast.FunctionDef | ast.AsyncFunctionDef) for b in node.body)
+                    if methods > MAX_METHODS:
+                        crowded.append(f"{name}: {node.name} has {methods} methods")
+    assert (crowded, long) == ([], [])
