@@ -68,7 +68,6 @@ from services.region.stable_order import MAX_RUN, NEVER, Applied, StableOrder
 from services.region.store import RegionStore
 from services.saturn import epochs
 from services.saturn.proxy_trees import SINK_POLL_S, TreeEpochs
-from services.topology import Topology
 
 log = logging.getLogger("remote-proxy")
 
@@ -106,15 +105,7 @@ class RemoteProxy(StableOrder, TreeEpochs):
         self.awaiting_stable = False  # a marked label waits for the stable time: heartbeats wanted
         self.mode = "timestamp"  # until the tree has proved it delivers everything (see above)
         self.on_change = on_change  # the mode, the marking or the need of heartbeats changed
-        # -- trees by epoch (online reconfiguration, module doc)
-        self.epoch = topology.epoch  # the tree whose labels are delivered
-        self.trees: dict[int, Topology] = {topology.epoch: topology}
-        self.next_epoch: int | None = None  # a newer tree whose labels are buffered
-        self.next_labels: deque[saturn_pb2.TreeLabel] = deque()
-        self.buffering_since = 0.0  # when the first of them came
-        self.epoch_changes: set[tuple[str, int]] = set()  # (origin, epoch) changes delivered
-        self.sink_epoch = topology.epoch  # the tree this region's own sink sends on
-        self.sink_checked = 0.0
+        self.init_epochs(topology)  # the trees by epoch: TreeEpochs's own (proxy_trees.py)
         self.reported_epoch: int | None = None
         self.retired_dropped = 0  # labels of a retired tree, dropped
         self.naive = os.environ.get(NAIVE_RECONFIGURATION_ENV) == "1"

@@ -39,10 +39,10 @@ SINK_POLL_S = 0.05  # during a reconfiguration: how often the own sink's epoch i
 class TreeEpochs:
     """Which tree's labels are delivered, and the move to the next one.
 
-    It keeps no state of its own: what it reads below is ``RemoteProxy``'s (proxy.py), the
-    attributes its ``__init__`` sets (``store``, ``region`` and ``wakeup`` in its base's,
-    ``StableOrder.__init__``) and its methods ``take_labels`` and ``switch``; declared here for
-    the type checker (annotations only: nothing of them exists at run time in this class)."""
+    The trees by epoch are its own (``init_epochs``). What it reads besides is ``RemoteProxy``'s
+    (proxy.py): the attributes its ``__init__`` sets (``store``, ``region`` and ``wakeup`` in its
+    base's, ``StableOrder.__init__``) and its methods ``take_labels`` and ``switch``; declared
+    here for the type checker (annotations only: nothing of them exists at run time here)."""
 
     # -- StableOrder's (services/region/stable_order.py)
     store: RegionStore
@@ -57,15 +57,17 @@ class TreeEpochs:
     origin_set: frozenset[str]
     take_labels: Callable[[saturn_pb2.LabelBatch], None]
     switch: Callable[[str], None]
-    # -- RemoteProxy's: the trees by epoch (this module)
-    epoch: int  # the tree whose labels are delivered
-    trees: dict[int, Topology]
-    next_epoch: int | None  # a newer tree whose labels are buffered
-    next_labels: deque[saturn_pb2.TreeLabel]
-    buffering_since: float
-    epoch_changes: set[tuple[str, int]]  # (origin, epoch) changes delivered
-    sink_epoch: int  # the tree this region's own sink sends on
-    sink_checked: float
+
+    def init_epochs(self, topology: Topology) -> None:
+        """The trees by epoch, this class's own state: the one the process started with."""
+        self.epoch = topology.epoch  # the tree whose labels are delivered
+        self.trees: dict[int, Topology] = {topology.epoch: topology}
+        self.next_epoch: int | None = None  # a newer tree whose labels are buffered
+        self.next_labels: deque[saturn_pb2.TreeLabel] = deque()
+        self.buffering_since = 0.0  # when the first of them came
+        self.epoch_changes: set[tuple[str, int]] = set()  # (origin, epoch) changes delivered
+        self.sink_epoch = topology.epoch  # the tree this region's own sink sends on
+        self.sink_checked = 0.0
 
     async def accepts(self, sender: str, epoch: int) -> str | None:
         """Whether ``sender`` may open a tree link here: this region's parent in the tree of
