@@ -6,6 +6,7 @@ what a cluster cannot be (more masters than shards, more nodes than a region has
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import threading
@@ -405,6 +406,21 @@ def test_a_killed_masters_replica_takes_over_and_loses_nothing_acknowledged(clus
             reader = client.session(region, label=writer.label)
             seen = until_available(lambda r=reader: [x.text("v") for x in r.multi_read(specs)] == expect)
             eventually(seen, timeout=20)
+        # A gateway that crashes now starts again: its install's keyless FUNCTION LOAD went to
+        # the node it was configured with, a replica since the failover, and was refused
+        # (READONLY); it exited at every start, and the supervisor gave it up (the soak found it).
+        dead = cluster.processes["a.frontend0"].popen.pid
+        os.kill(dead, signal.SIGKILL)
+
+        def back() -> bool:
+            running = cluster.processes["a.frontend0"]
+            return (
+                running.popen.pid != dead
+                and running.popen.poll() is None
+                and cluster.is_healthy(running.spec)
+            )
+
+        eventually(back, timeout=30)
 
 
 def _connects_and_serves_while_a_master_is_down(

@@ -134,7 +134,11 @@ class Shard:
         about: str,
     ) -> None:
         """Loads the gears' library (replacing any other version) and the region's settings they
-        check calls against; atomic, so a call sees the old settings or the new ones."""
+        check calls against; atomic, so a call sees the old settings or the new ones. A keyed
+        read first: on a Redis Cluster it finds the shard's master (a MOVED, followed), where the
+        keyless FUNCTION LOAD alone would reach a replica, promoted away from, and be refused
+        (READONLY): a gateway restarted after a failover kept exiting on it (the soak found it)."""
+        await self.redis.exists(self.key(gears.CONFIG_KEY))
         await self.redis.function_load(gears.library_source(), replace=True)
         config, groups_key, gears_key = (
             self.key(n) for n in (gears.CONFIG_KEY, gears.GROUPS_KEY, gears.GEARS_KEY)
