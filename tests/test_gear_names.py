@@ -2,7 +2,7 @@
 (services/region/lua/library.lua), the client's constants (causal_client/wire.py) and the store
 module's allowlist of what the client user may call (services/region/module/saturn_calls.c).
 The registrations are the list; the other two are checked against it here, so a gear added in one
-place and forgotten in another fails this test, not a client in the field (ARCHITECTURE.md, "How
+place and forgotten in another fails this test, not a client in the field (EXTENDING.md, "How
 to add a gear")."""
 
 from __future__ import annotations
