@@ -29,7 +29,8 @@ def test_delay_line_holds_each_item_for_the_latency_and_keeps_order():
     out = asyncio.run(run())
     assert [item for item, _ in out] == list(range(50)), "jitter must not reorder a link"
     assert min(delay for _, delay in out) >= 0.030
-    assert max(delay for _, delay in out) < 0.030 + 0.020 + 0.060  # jitter bound plus slack
+    # jitter bound plus slack: a busy machine (the suite two files at a time) delays a wake-up
+    assert max(delay for _, delay in out) < 0.030 + 0.020 + 0.200
 
 
 def test_items_put_back_leave_first_and_at_once():

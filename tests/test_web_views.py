@@ -32,7 +32,7 @@ from loadtest.check.nemesis import full_store
 from webapp.context import current
 from webapp.social import Social
 from webapp.social_core import PAGE_SIZE
-from webapp.social_values import Account, Entry, new_tweet_id
+from webapp.social_values import Account, Entry, NoSuchUser, new_tweet_id
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
@@ -560,7 +560,14 @@ def test_a_request_after_one_at_the_same_region_does_not_attach(django_region, s
     update label whose stabilization could otherwise wait for every region's heartbeat)."""
     _, poster_name = new_user("far")
     ireland = current().client.session("ireland")
-    me = Social(current(), ireland).account(poster_name)
+
+    def account_there() -> Account | None:  # signed up here: in ireland once it has replicated
+        try:
+            return Social(current(), ireland).account(poster_name)
+        except NoSuchUser:
+            return None
+
+    me = eventually(account_there, timeout=10)
     body = f"written in ireland {unique('t')}"
     Social(current(), ireland).post(me, body)
     reader = Client()

@@ -35,7 +35,10 @@ from services.wan import Link
 
 log = logging.getLogger("bulk-sender")
 
-WINDOW = 64  # batches with payloads in flight per destination (empty ones are not acknowledged)
+# Batches with payloads in flight per destination (empty ones are not acknowledged): a shipper
+# whose window is full holds no label back (tail.stall), so it must rarely be full but on a slow
+# or cut link; 64 filled at ~300 small batches a second on a 100 ms link.
+WINDOW = 512
 # A destination that has nothing new of its own still hears how far the gear's time got: every
 # heartbeat period (the protocol's, ``Protocol.bulk_heartbeat_s``) while its receiver orders
 # updates by timestamp (Saturn's fallback, §6.1, GentleRain, Cure) and so asks for heartbeats,
@@ -171,8 +174,15 @@ class GearShipper:
             batch = bulk_pb2.PayloadBatch(through_ts=through)
             for ts, payload in mine:
                 batch.payloads.add(ts=ts, body=payload)
-            if batch.payloads:
-                await in_flight.acquire()  # flow control counts batches with payloads only
+            if batch.payloads:  # flow control counts batches with payloads only
+                if in_flight.locked():  # a full window: the link is slow or cut (tail.stall)
+                    await self.tail.stall(self, True)
+                    try:
+                        await in_flight.acquire()
+                    finally:
+                        await self.tail.stall(self, False)
+                else:
+                    await in_flight.acquire()
             elif self.heartbeats:
                 self.heartbeats_sent.inc()
             batch.sent_at = time.time()

@@ -54,6 +54,7 @@ class GearTail:
         self.through = 0
         self.positions: dict[object, int] = {}  # shippers reading from memory -> their position
         self.limited: set[object] = set()  # readers that take only what the shippers sent (the sink)
+        self.stalled: set[object] = set()  # shippers waiting for their window: they hold no label back
         self.heartbeats_wanted: Callable[[], bool] = lambda: False
         self.changed = asyncio.Condition()
 
@@ -142,8 +143,24 @@ class GearTail:
         is): a label beyond it may not leave yet, or a region stopped now would leave its payload
         unsent while the label went on, and every later label elsewhere would wait for it
         (bulk/receiver.py). A shipper catching up from Redis holds nothing back."""
-        shippers = [p for reader, p in self.positions.items() if reader not in self.limited]
+        shippers = [
+            p
+            for reader, p in self.positions.items()
+            if reader not in self.limited and reader not in self.stalled
+        ]
         return min(shippers) if shippers else None
+
+    async def stall(self, shipper: object, stalled: bool) -> None:
+        """A shipper waits for its window (its link is slow or cut) or is done waiting. While it
+        waits it holds no label back: a partitioned link would otherwise hold the region's labels
+        to every other region too (a region that dies meanwhile leaves that destination waiting
+        for payloads it could not have had anyway)."""
+        if stalled:
+            self.stalled.add(shipper)
+            async with self.changed:
+                self.changed.notify_all()  # the sink may take more now
+        else:
+            self.stalled.discard(shipper)
 
     def released(self) -> int:
         sent = self.sent()
@@ -152,6 +169,7 @@ class GearTail:
     def leave(self, shipper: object) -> None:
         """The shipper's session ended: it holds nothing in memory any more."""
         self.positions.pop(shipper, None)
+        self.stalled.discard(shipper)
 
     async def catch_up(self, position: int) -> tuple[list[Entry], int]:
         """Entries after ``position`` read from Redis, and the time they cover. A read that comes
