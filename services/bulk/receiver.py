@@ -52,9 +52,8 @@ class BulkReceiver:
         self.local_groups = topology.groups_at(region)
         self.remote_gears = {g: r for r in topology.region_names if r != region for g in topology.gear_ids(r)}
         self.ack_lines: set[DelayedWrites[bulk_pb2.Position]] = set()  # of the open connections
-        self.connections: dict[
-            str, asyncio.Future[None]
-        ] = {}  # origin gear → its last connection, done when taken
+        # origin gear → its last connection, done once its batches have all been taken
+        self.connections: dict[str, asyncio.Future[None]] = {}
         self.payload_stage = Stage(region, "payload")
         self.visible_stage = Stage(region, "visible")
 

@@ -143,11 +143,8 @@ class GearTail:
         is): a label beyond it may not leave yet, or a region stopped now would leave its payload
         unsent while the label went on, and every later label elsewhere would wait for it
         (bulk/receiver.py). A shipper catching up from Redis holds nothing back."""
-        shippers = [
-            p
-            for reader, p in self.positions.items()
-            if reader not in self.limited and reader not in self.stalled
-        ]
+        holding = self.limited | self.stalled  # the sink itself, and shippers waiting for their window
+        shippers = [p for reader, p in self.positions.items() if reader not in holding]
         return min(shippers) if shippers else None
 
     async def stall(self, shipper: object, stalled: bool) -> None:
