@@ -200,13 +200,20 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--clients", type=positive(int), default=2, help="closed-loop clients per region (default: 2)"
     )
+    parser.add_argument(
+        "--client-processes",
+        type=positive(int),
+        default=1,
+        help="spread the clients over this many processes (default: 1; on many cores one process "
+        "of clients is the ceiling, not the cluster)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     protocols = args.protocols
     if protocols[0] != "eventual":
         raise BenchError(f"--protocols must start with eventual (the reference), got {','.join(protocols)}")
-    settings = Settings(args.clients, *((1.0, 3.0) if args.quick else (2.0, 10.0)))
+    settings = Settings(args.clients, *((1.0, 3.0) if args.quick else (2.0, 10.0)), args.client_processes)
     mixes = points_of(args.quick)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -215,7 +222,8 @@ def run(args: argparse.Namespace) -> int:
     minutes = args.rounds * len(protocols) * (len(mixes) * per_point + 60) / 60
     say(
         f"Fig. 5: {len(mixes)} points x {len(protocols)} protocols x {args.rounds} round(s), "
-        f"{args.clients} clients per region, {settings.duration:g} s a point: about {minutes:.0f} minutes"
+        f"{args.clients} clients per region in {args.client_processes} process(es), "
+        f"{settings.duration:g} s a point: about {minutes:.0f} minutes"
     )
     points: list[Point] = []
     for round_ in range(1, args.rounds + 1):

@@ -44,9 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from causal_client import CausalClient, Mutation
-from loadtest.harness.cluster import clients_at_sites, find_base_port, started, with_overrides
+from loadtest.harness.cluster import client_at_site, clients_at_sites, find_base_port, started, with_overrides
 from loadtest.harness.cpu import CLIENT_ROLE, CpuByProcess, CpuMeter, by_role, used_between
 from loadtest.harness.loop import Op, run_closed_loop
+from loadtest.harness.loop_processes import run_closed_loop_in_processes
 from loadtest.harness.metrics import Pair, scrape_visibility
 from loadtest.harness.probes import extra, merged
 from loadtest.harness.report import num, say
@@ -242,6 +243,7 @@ class Point:
     cpu_us_by_role: dict[str, float] = field(default_factory=dict)
     replicas: int = 0  # Mix.replicas (Fig. 1b's replication degree)
     visibility_ms: float | None = None  # the remote updates' mean visibility
+    clients_cpu_us_per_op: float | None = None  # the bench's clients (are they the ceiling?)
 
     @property
     def regions_cpu_us_per_op(self) -> float | None:
@@ -263,6 +265,36 @@ class Settings:
     clients: int  # per region
     warmup: float
     duration: float
+    processes: int = 1  # client processes (threads of one process share one core's worth of work)
+
+
+@dataclass(frozen=True)
+class SyntheticClients:
+    """One point's closed-loop clients, dealt over ``processes`` client processes: the
+    ``index``-th builds every ``processes``-th client with its own connections, and the same
+    seeds as one process would, so the workload is the same however it is spread."""
+
+    topology: Topology
+    mix: Mix
+    per_region: int
+    processes: int
+
+    def __call__(self, index: int) -> list[Op]:
+        buckets = Buckets(self.topology)
+        clients: dict[str, CausalClient] = {}
+        ops = []
+        for k, (r, region, c) in enumerate(_client_seats(self.topology, self.per_region)):
+            if k % self.processes != index:
+                continue
+            if region not in clients:
+                clients[region] = client_at_site(self.topology, region)
+            ops.append(client_op(clients[region], region, buckets, self.mix, seed=1000 * r + c))
+        return ops
+
+
+def _client_seats(topology: Topology, per_region: int) -> list[tuple[int, str, int]]:
+    """(region's index, region, client's index in it) for every client of a point."""
+    return [(r, region, c) for r, region in enumerate(topology.region_names) for c in range(per_region)]
 
 
 def measure_protocol(
@@ -286,6 +318,7 @@ def measure_protocol(
             say(
                 f"[{protocol}] [{i}/{len(mixes)}] {mix.name}: {p.ops_per_s:,.0f} ops/s, "
                 f"visibility over bulk {num(p.over_bulk_ms)} ms, {num(p.cpu_us_per_op, 0)} µs CPU/op"
+                f" (clients {num(p.clients_cpu_us_per_op, 0)})"
                 + (f", {p.errors} errors ({p.first_error})" if p.errors else "")
             )
     return points
@@ -301,11 +334,6 @@ def _measure_point(
     meter: CpuMeter,
     round_: int,
 ) -> Point:
-    ops = [
-        client_op(clients[region], region, buckets, mix, seed=1000 * r + c)
-        for r, region in enumerate(topology.region_names)
-        for c in range(settings.clients)
-    ]
     cpu_at: dict[str, CpuByProcess] = {}
     # The visibility histograms are read before the clients start and after they stop, not at the
     # window's edges: a scrape costs every region's metrics process (and this one) up to a second
@@ -313,15 +341,24 @@ def _measure_point(
     # and hid the CPU of the window's first seconds. Visibility then counts the warm-up's updates
     # too, and every update of the window however late it arrives.
     seen_then = scrape_visibility(topology)
-    stats = run_closed_loop(
-        ops, settings.warmup, settings.duration, lambda edge: cpu_at.update({edge: meter.snapshot()})
-    )
+    at_edge = lambda edge: cpu_at.update({edge: meter.snapshot()})  # noqa: E731
+    if settings.processes > 1:
+        factory = SyntheticClients(topology, mix, settings.clients, settings.processes)
+        stats = run_closed_loop_in_processes(
+            factory, settings.processes, settings.warmup, settings.duration, at_edge
+        )
+    else:
+        ops = [
+            client_op(clients[region], region, buckets, mix, seed=1000 * r + c)
+            for r, region, c in _client_seats(topology, settings.clients)
+        ]
+        stats = run_closed_loop(ops, settings.warmup, settings.duration, at_edge)
     seen_now = scrape_visibility(topology)
     cpu_then, cpu_now = cpu_at["open"], cpu_at["close"]
     remote_updates, over_bulk = extra(topology, seen_now, seen_then)
     visible = merged(seen_now, seen_then)
     cpu = used_between(cpu_then, cpu_now)
-    cpu.pop(CLIENT_ROLE, None)
+    clients_cpu = cpu.pop(CLIENT_ROLE, None)
     done = sum(len(s.latencies) for s in stats)
     errors = [s.first_error for s in stats if s.first_error]
     return Point(
@@ -342,6 +379,7 @@ def _measure_point(
         cpu_us_by_role={role: 1e6 * s / done for role, s in by_role(cpu).items()} if done else {},
         replicas=mix.replicas,
         visibility_ms=to_ms(visible.mean),
+        clients_cpu_us_per_op=1e6 * clients_cpu / done if done and clients_cpu is not None else None,
     )
 
 

@@ -90,15 +90,17 @@ def started(topology: Topology, run_dir: Path, web: bool = False) -> Iterator[Cl
         cluster.stop()
 
 
+def client_at_site(topology: Topology, region: str) -> CausalClient:
+    """A client of ``region`` running at its site."""
+    address, site = topology.client_address(region), topology.region(region).site
+    return CausalClient.connect(address, site=site, endpoints=topology.client_endpoints())
+
+
 @contextlib.contextmanager
 def clients_at_sites(topology: Topology) -> Iterator[dict[str, CausalClient]]:
     """One client per region, running at that region's site (calls to other regions pay the
     emulated WAN, and links with a bandwidth carry them), closed on the way out."""
-    endpoints = topology.client_endpoints()
-    clients = {
-        r: CausalClient.connect(topology.client_address(r), site=topology.region(r).site, endpoints=endpoints)
-        for r in topology.region_names
-    }
+    clients = {r: client_at_site(topology, r) for r in topology.region_names}
     try:
         yield clients
     finally:

@@ -94,8 +94,9 @@ def tree_cpu_seconds(
 
 
 class CpuMeter:
-    """Snapshots of the CPU time of named processes with their descendants (plus this process
-    alone: the benchmark's clients; its children are the cluster, counted by name)."""
+    """Snapshots of the CPU time of named processes with their descendants, and of the
+    benchmark's clients: this process with its children that are not named (client processes;
+    the named ones are the cluster)."""
 
     def __init__(self, processes: Mapping[str, int]):
         self.pids = dict(processes)
@@ -111,9 +112,25 @@ class CpuMeter:
             for name, pid in self.pids.items()
             if (seconds := tree_cpu_seconds(pid, table, children)) is not None
         }
-        if (own := cpu_seconds(os.getpid())) is not None:
+        if (own := self._clients(table, children)) is not None:
             cpu[CLIENT_ROLE] = own
         return cpu
+
+    def _clients(
+        self, table: Mapping[int, tuple[int, float]], children: Mapping[int, list[int]]
+    ) -> float | None:
+        """This process and its descendants that are not the cluster's (client processes)."""
+        if not table:
+            return cpu_seconds(os.getpid())
+        cluster = set(self.pids.values())
+        total, stack = 0.0, [os.getpid()]
+        while stack:
+            process = stack.pop()
+            if process in cluster or process not in table:
+                continue
+            total += table[process][1]
+            stack.extend(children.get(process, ()))
+        return total
 
 
 def used_between(before: CpuByProcess, after: CpuByProcess) -> CpuByProcess:

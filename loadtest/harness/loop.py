@@ -28,6 +28,28 @@ class ThreadStats:
     first_error: str | None = None
 
 
+def closed_loop_client(
+    op: Op, mine: ThreadStats, begin: float, end: float, stop: threading.Event, clock: Callable[[], float]
+) -> None:
+    """One closed-loop client: ``op`` back to back until the window ``[begin, end]`` closes,
+    counting only the calls that start and finish inside it."""
+    while not stop.is_set():
+        started = clock()
+        try:
+            wrote = op()
+        except (CausalError, redis.RedisError) as exc:
+            mine.errors += started >= begin
+            mine.first_error = mine.first_error or f"{type(exc).__name__}: {exc}"
+            time.sleep(ERROR_PAUSE_S)  # a failing region is not hammered in a tight loop
+            continue
+        finished = clock()
+        mine.writes += wrote
+        if started >= begin and finished <= end:
+            mine.latencies.append(finished - started)
+        if finished >= end:
+            return
+
+
 def run_closed_loop(
     ops: Sequence[Op], warmup: float, duration: float, at_edge: Callable[[str], None] | None = None
 ) -> list[ThreadStats]:
@@ -52,22 +74,7 @@ def run_closed_loop(
             barrier.wait()
         except threading.BrokenBarrierError:
             return  # interrupted before the start
-        begin, end = window
-        while not stop.is_set():
-            started = time.perf_counter()
-            try:
-                wrote = op()
-            except (CausalError, redis.RedisError) as exc:
-                mine.errors += started >= begin
-                mine.first_error = mine.first_error or f"{type(exc).__name__}: {exc}"
-                time.sleep(ERROR_PAUSE_S)  # a failing region is not hammered in a tight loop
-                continue
-            finished = time.perf_counter()
-            mine.writes += wrote
-            if started >= begin and finished <= end:
-                mine.latencies.append(finished - started)
-            if finished >= end:
-                return
+        closed_loop_client(op, mine, window[0], window[1], stop, time.perf_counter)
 
     threads = [
         threading.Thread(target=loop, args=(op, mine), daemon=True, name=f"bench-client-{i}")
