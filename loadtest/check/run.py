@@ -54,7 +54,7 @@ class CheckSettings:
     registers: int = 4  # the registers they work on
     strong_mode: str | None = None  # "vivace" or "token", instead of the topology's
     tls: bool = False  # every connection over TLS (the launcher makes the certificates)
-    ops: int | None = None  # end once this many operations are recorded (and each fault was done)
+    ops: int | None = None  # end once this many operations (causal and strong) are recorded, each fault done
     interrupted: threading.Event | None = None  # set (Ctrl-C): end now, check what was recorded
     history_file: Path | None = None  # where the history goes (.jsonl.gz), for checking again
     quiet: bool = False  # no report printed or written (a soak's segment: the soak reports)
@@ -146,7 +146,7 @@ def checked_run(
         )
         for thread in (*sessions, nemesis, sampler):
             thread.start()
-        _until_done(settings, clock, nemesis, history, say)
+        _until_done(settings, clock, nemesis, history, strong, say)
         stop.set()
         for thread in sessions:
             thread.join(CALL_TIMEOUT_S * 4)
@@ -193,18 +193,27 @@ def checked_run(
 
 
 def _until_done(
-    settings: CheckSettings, clock: float, nemesis: Nemesis, history: History, say: Callable[[str], None]
+    settings: CheckSettings,
+    clock: float,
+    nemesis: Nemesis,
+    history: History,
+    strong: StrongHistory,
+    say: Callable[[str], None],
 ) -> None:
     """Waits out the run's duration (or, given ``ops``, until that many operations are
-    recorded), and past it until the nemesis has done each of its faults once (healing them takes
-    longer on a busy machine; a run that skipped a fault would check less than it was asked to),
-    but never past twice the duration; at once when ``interrupted``. Progress every 10 s."""
+    recorded, causal and strong), and past it until the nemesis has done each of its faults once
+    (healing them takes longer on a busy machine; a run that skipped a fault would check less
+    than it was asked to), but never past twice the duration; at once when ``interrupted``.
+    Progress every 10 s."""
     duration, wanted, interrupted = settings.duration, settings.ops, settings.interrupted
     ends, last_word = clock + duration, clock + 2 * duration
 
+    def recorded() -> int:
+        return len(history.ops) + len(strong.ops)
+
     def enough() -> bool:
         if wanted is not None:
-            return len(history.ops) >= wanted
+            return recorded() >= wanted
         return time.monotonic() >= ends
 
     def done() -> bool:
@@ -217,7 +226,7 @@ def _until_done(
     while not done():
         now = time.monotonic()
         if settings.on_progress is not None:
-            settings.on_progress(len(history.ops))
+            settings.on_progress(recorded())
         if not enough():
             time.sleep(tick if wanted is not None else min(tick, max(ends - now, 0.05)))
         else:
@@ -228,7 +237,7 @@ def _until_done(
         if not done() and not settings.quiet and time.monotonic() - said >= PROGRESS_EVERY_S - 0.01:
             said = time.monotonic()
             say(
-                f"  [{time.monotonic() - clock:6.1f}s] {len(history.ops):,} operations, "
+                f"  [{time.monotonic() - clock:6.1f}s] {recorded():,} operations, "
                 f"{len(history.failures):,} failed calls"
             )
 

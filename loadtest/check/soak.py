@@ -154,8 +154,8 @@ class Soak:
     interrupted: threading.Event = field(default_factory=threading.Event)
 
     def plan(self) -> tuple[list[Leg], int, int]:
-        """The legs, the rounds of them, and each segment's operations (of the causal sessions;
-        the strong sessions' come on top)."""
+        """The legs, the rounds of them, and each segment's operations (causal and strong: the
+        soak's N counts both, as its table does)."""
         planned = legs(self.nemeses, self.protocols)
         segments = sum(len(leg.nemeses) for leg in planned)
         rounds = max(1, -(-self.ops // (segments * MAX_SEGMENT_OPS)))
