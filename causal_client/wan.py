@@ -128,6 +128,11 @@ class Link:
                 time.sleep(delay)
 
 
+#: A link with no latency: for a sender whose receiver serves the latency on arrival (bulk
+#: payloads, C3's labels), so that what was sent outlives its sender, as bytes on a wire do.
+AT_ONCE = Link(0.0)
+
+
 class DelayLine(Generic[T]):
     """An asyncio FIFO whose items come out one link-latency after they went in.
 

@@ -10,6 +10,7 @@ import asyncio
 import time
 
 import pytest
+from helpers.clusters import Writer, region_processes
 from helpers.topologies import load_topology, with_groups
 from helpers.waiting import eventually, expect_caught, unique
 
@@ -123,3 +124,31 @@ def test_a_dependency_on_an_update_a_region_does_not_replicate_is_kept(launch, p
             eventually(lambda at_m=at_m, w=w: len(at_m.read("w", w)), timeout=10, interval=0.001)
             missed += len(at_m.read("z", z)) == 0
     expect_caught(protocol, missed, rounds, "a dependency through a region that lacks it")
+
+
+@pytest.mark.cluster
+def test_a_region_gone_while_it_writes_does_not_stall_the_others(launch, client_for):
+    """Every process of a stopped while it writes (a region-outage). b applied a's last writes
+    (5 ms away) before their labels reached c (100 ms away), so every write at b since depends
+    on them. Labels on their way from a to c must arrive although a is gone, as bytes on a wire
+    do: the receiver serves the link's latency (links.py, ``arrival_delay``), a's sender writes at
+    once. Held in a's sender for the latency, they died with it, and c showed nothing of b until
+    a came back. Back, a catches up."""
+    cluster = launch("causality-3region.toml", protocol="c3")
+    client = client_for(cluster)
+    writer = Writer(client, 100_000).start()
+    eventually(lambda: writer.done > 50, timeout=10)
+    for name in reversed(region_processes(cluster, "a")):
+        cluster.kill(name)
+    b, c = client.session("b", auto_migrate=False), client.session("c", auto_migrate=False)
+    for _ in range(3):
+        for at, reader in ((b, c), (c, b)):
+            row = unique("gone")
+            at.write("all", row, {"v": "1"})
+            eventually(lambda row=row, reader=reader: reader.read("all", row), timeout=5)
+    for name in region_processes(cluster, "a"):
+        cluster.restart(name)
+    row = unique("back")
+    b.write("all", row, {"v": "1"})
+    a = client.session("a", auto_migrate=False)
+    eventually(lambda: a.read("all", row), timeout=30)

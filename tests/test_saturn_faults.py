@@ -4,11 +4,10 @@ and sinks. Nothing lost, nothing applied twice, and causality holds throughout."
 from __future__ import annotations
 
 import signal
-import threading
 import time
 
 import pytest
-from helpers.clusters import metric_sum
+from helpers.clusters import Writer, metric_sum, region_processes
 from helpers.topologies import TOPOLOGIES
 from helpers.waiting import eventually, unique
 
@@ -67,11 +66,6 @@ def test_tree_down_updates_still_apply_in_timestamp_order(saturn3):
     cluster.restart("serializer.s-b")
     eventually(lambda: proxy_mode(cluster, "c") == 1, timeout=10)
     assert causal_rounds(client, 5)[0] == 0
-
-
-def region_processes(cluster: Cluster, region: str) -> list[str]:
-    """Every process of the region, in start order (stores first)."""
-    return [n for n, spec in cluster.specs.items() if spec.region == region]
 
 
 @pytest.mark.parametrize("while_writing", [False, True], ids=["idle", "while it writes"])
@@ -150,25 +144,6 @@ def test_services_stop_promptly_while_their_tree_neighbour_is_down(saturn3):
         assert cluster.processes[name].popen.returncode == 0, f"{name} did not exit cleanly"
 
 
-class Writer:
-    """Writes n updates in region a: a distinct column each, and +1 on a counter each."""
-
-    def __init__(self, client: CausalClient, n: int):
-        self.session = client.session("a")
-        self.n, self.row, self.done = n, unique("crash"), 0
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def run(self) -> None:
-        for i in range(self.n):
-            self.session.write("all", self.row, {f"u{i:05d}": str(i)})
-            self.session.increment("all", self.row + ":n", "count", 1)
-            self.done = i + 1
-
-    def start(self) -> Writer:
-        self.thread.start()
-        return self
-
-
 def sinks(cluster: Cluster, regions: str) -> list[str]:
     """The processes that run these regions' label sinks (by default their bulk senders)."""
     return [label_sink_process(cluster.topology, r) or "" for r in regions]
@@ -217,7 +192,7 @@ def crash_and_restart_lose_and_double_nothing(
     for name in victims:
         cluster.restart(name)
     writer.thread.join(120)
-    assert writer.done == writer.n
+    assert writer.done == writer.n, writer.error
 
     def converged() -> bool:
         return len(reader.read("all", writer.row)) == writer.n

@@ -31,7 +31,7 @@ from services.transport.client import open_link
 from services.transport.connection import Connection
 from services.transport.delayed import DelayedWrites
 from services.transport.errors import LinkClosed, LinkError
-from services.wan import Link
+from services.wan import AT_ONCE
 
 log = logging.getLogger("bulk-sender")
 
@@ -44,7 +44,6 @@ WINDOW = 512
 # updates by timestamp (Saturn's fallback, §6.1, GentleRain, Cure) and so asks for heartbeats,
 # else every PROGRESS_S (its acknowledgements let the stream be trimmed).
 PROGRESS_S = 1.0
-AT_ONCE = Link(0.0)  # the outbox's link: the receiver holds batches for the latency
 
 
 class GearShipper:

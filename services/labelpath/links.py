@@ -37,7 +37,7 @@ from services.transport.connection import Connection
 from services.transport.delayed import DelayedWrites
 from services.transport.errors import LINK_FAILURES, LinkClosed
 from services.tuning import SaturnTuning
-from services.wan import Link
+from services.wan import AT_ONCE, DelayLine, Link
 
 log = logging.getLogger("tree-link")
 
@@ -98,7 +98,10 @@ class OutgoingLink:
         self.seq = 0  # the last number given (resumable)
         self.kept: deque[tuple[int, float, saturn_pb2.LabelBatch]] = deque()  # (seq, when, batch) sent
         self.trimmed_through = 0  # the last seq no longer kept
-        link = topology.wan_link(node, neighbour, tree=not direct)
+        # A direct link's receiver serves its latency on arrival (TreeEndpoint's arrival_delay):
+        # what this region sent outlives it, as bytes on a wire do. A tree link's sender holds
+        # its batches for the latency (a serializer's own delay is part of the tree's design).
+        link = AT_ONCE if direct else topology.wan_link(node, neighbour, tree=True)
         self.out: DelayedWrites[Outgoing] = DelayedWrites(link, self._encode)
         self.out_stage = Stage(node, f"out:{neighbour}")
         self.connected = asyncio.Event()
@@ -245,8 +248,11 @@ class TreeEndpoint:
 
     def __init__(
         self, node: str, accepts: Accepts, on_batch: OnBatch, on_lost: OnLost | None = None,
-        positions: Positions | None = None,
+        positions: Positions | None = None, arrival_delay: Callable[[str], Link] | None = None,
     ):  # fmt: skip
+        """``arrival_delay``: the link from a sender whose latency this end serves (C3's direct
+        links: their senders write at once); batches and losses are handed on once it passed,
+        in the order they came, over every connection from that sender (one line per sender)."""
         self.node = node
         self.accepts = accepts
         self.on_batch = on_batch
@@ -254,6 +260,10 @@ class TreeEndpoint:
         self.positions = positions or Positions()
         self.streams_opened: dict[tuple[str, int], int] = {}  # per (neighbour, epoch), since start
         self.duplicates = 0  # batches a resumable sender sent again, dropped
+        self.arrival_delay = arrival_delay
+        # per (sender, epoch): what arrived, until its latency passed (None: a possible loss)
+        self.arriving: dict[tuple[str, int], DelayLine[tuple[saturn_pb2.LabelBatch, bytes] | None]] = {}
+        self.handing_on: set[asyncio.Task] = set()
 
     async def serve(self, connection: Connection, hello_bytes: bytes) -> None:
         """The link transport's handler of the ``tree`` service."""
@@ -310,11 +320,37 @@ class TreeEndpoint:
                     self.duplicates += 1
                     continue
                 self.positions.note(sender, hello.incarnation, seq)
-            self.on_batch(sender, batch, epoch, body)
+            self._arrived(sender, epoch, (batch, body))
 
     def lost(self, sender: str, epoch: int) -> None:
         if self.on_lost is not None:
-            self.on_lost(sender, epoch)
+            self._arrived(sender, epoch, None)
+
+    def _arrived(self, sender: str, epoch: int, item: tuple[saturn_pb2.LabelBatch, bytes] | None) -> None:
+        if self.arrival_delay is None:
+            self._hand_on(sender, epoch, item)
+            return
+        line = self.arriving.get((sender, epoch))
+        if line is None:
+            line = self.arriving[sender, epoch] = DelayLine(self.arrival_delay(sender))
+            task = asyncio.ensure_future(self._hand_on_when_due(sender, epoch, line))
+            self.handing_on.add(task)
+            task.add_done_callback(self.handing_on.discard)
+        line.put(item)
+
+    async def _hand_on_when_due(
+        self, sender: str, epoch: int, line: DelayLine[tuple[saturn_pb2.LabelBatch, bytes] | None]
+    ) -> None:
+        while True:
+            for item in await line.get_due():
+                self._hand_on(sender, epoch, item)
+
+    def _hand_on(self, sender: str, epoch: int, item: tuple[saturn_pb2.LabelBatch, bytes] | None) -> None:
+        if item is None:
+            if self.on_lost is not None:
+                self.on_lost(sender, epoch)
+        else:
+            self.on_batch(sender, item[0], epoch, item[1])
 
 
 def neighbours_at(node: str, topology: Topology) -> Accepts:

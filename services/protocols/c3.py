@@ -34,7 +34,10 @@ class C3(HoldsPayloads):
         sender = DirectLabelSender(
             topology, region, applier.dependencies, applier.note_attach, applier.persist
         )
-        endpoint = TreeEndpoint(region, applier.accepts, applier.on_labels, on_lost=applier.on_link_lost)
+        endpoint = TreeEndpoint(
+            region, applier.accepts, applier.on_labels, on_lost=applier.on_link_lost,
+            arrival_delay=lambda sender: topology.wan_link(sender, region, tree=False),
+        )  # fmt: skip
         side.server.add(TREE, endpoint.serve)
         side.health.set(READY_HEALTH, True)
         return [applier.run(side.stop), sender.run(side.stop)]

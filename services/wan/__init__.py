@@ -10,6 +10,17 @@ and the flood that congests a link (flood.py). See
 docs/OPERATIONS.md, "WAN emulation".
 """
 
-from causal_client.wan import CONTROL_ENV, TRAFFIC_CLASSES, DelayLine, Link, Relays, WanControl, control
+from causal_client.wan import (
+    AT_ONCE,
+    CONTROL_ENV,
+    TRAFFIC_CLASSES,
+    DelayLine,
+    Link,
+    Relays,
+    WanControl,
+    control,
+)
 
-__all__ = ["CONTROL_ENV", "TRAFFIC_CLASSES", "DelayLine", "Link", "Relays", "WanControl", "control"]
+__all__ = [
+    "AT_ONCE", "CONTROL_ENV", "TRAFFIC_CLASSES", "DelayLine", "Link", "Relays", "WanControl", "control",
+]  # fmt: skip

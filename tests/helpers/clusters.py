@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import urllib.request
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ from prometheus_client.samples import Sample
 
 from causal_client import CausalClient
 from helpers.topologies import load_topology
+from helpers.waiting import unique
 from services.auth import http_headers
 from services.launcher.cluster import Cluster
 
@@ -50,3 +52,31 @@ def metric_sum(cluster: Cluster, at: str, name: str, **labels: str) -> float:
         for s in metric_samples(cluster, at)
         if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
     )
+
+
+def region_processes(cluster: Cluster, region: str) -> list[str]:
+    """Every process of the region, in start order (stores first)."""
+    return [n for n, spec in cluster.specs.items() if spec.region == region]
+
+
+class Writer:
+    """Writes n updates in region a: a distinct column each, and +1 on a counter each."""
+
+    def __init__(self, client: CausalClient, n: int):
+        self.session = client.session("a")
+        self.n, self.row, self.done = n, unique("crash"), 0
+        self.error: Exception | None = None  # what ended it early (a's region gone, say)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        try:
+            for i in range(self.n):
+                self.session.write("all", self.row, {f"u{i:05d}": str(i)})
+                self.session.increment("all", self.row + ":n", "count", 1)
+                self.done = i + 1
+        except Exception as exc:  # kept for the test to judge, not a thread's traceback
+            self.error = exc
+
+    def start(self) -> Writer:
+        self.thread.start()
+        return self
