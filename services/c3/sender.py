@@ -8,7 +8,9 @@ second), and differs in where labels go:
 - an update label to every other region that replicates one of its groups, a migration label to
   its target only, a heartbeat (every ``sink_heartbeat_s``) to every other region;
 - over one resumable link per destination (``OutgoingLink(direct=True)``): one link-transport
-  connection, so FIFO, paying the emulated WAN between the two sites and no tree;
+  connection, so FIFO, paying the emulated WAN between the two sites and no tree. The receiver
+  serves that latency on arrival and this end writes at once, so labels on their way outlive
+  this region if it dies (the others would otherwise wait for them until it came back);
 - each label carries ``deps``: this region's executing-operations clock (RoE) when the label is
   read, which is after its write was applied here, so it covers every remote update its client
   can have seen here (``C3Applier.dependencies``), capped just below the label's own ts: its

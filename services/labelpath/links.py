@@ -3,7 +3,9 @@
 A link u→v is one link-transport connection (services/transport) from u to v's ``tree`` service:
 one connection, so one order. The sender holds batches in a :class:`DelayLine` for the link's
 latency (WAN latency between the two sites plus the edge's artificial delay, paper §5.4), then
-writes every batch that is due as one message (drained, never waiting for company).
+writes every batch that is due as one message (drained, never waiting for company). A direct
+link (C3's, region to region) is the other way round: its receiver holds what arrived for the
+latency (``TreeEndpoint``'s ``arrival_delay``), so that labels sent outlive their sender.
 
 A connection is reliable while it lasts; labels are lost only when one ends (a process died with
 labels in memory, or a connection with labels in flight). So the receiving end reports every
