@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 import matplotlib
@@ -21,6 +22,7 @@ from loadtest.check.convergence import Convergence
 from loadtest.check.history import Failure, History, Op
 from loadtest.check.linearizable import LinearizabilityResult
 from loadtest.check.nemesis import Event
+from loadtest.check.shard_probe import ProbeSample, shard_effects
 from loadtest.harness.report import num, render_table
 
 WARM_UP_S = 3.0  # the first seconds of a run, left out of fault effects
@@ -177,6 +179,7 @@ def to_json(
     events: list[Event],
     visibility: list[tuple[float, str, float | None]],
     atomicity: AtomicityResult,
+    probes: Sequence[ProbeSample] = (),
 ) -> dict:
     data = {
         "settings": settings,
@@ -203,6 +206,7 @@ def to_json(
         "outages": outage_effects(history, events),
         "throughput": throughput(history),
         "visibility": visibility,
+        "shard_probes": [asdict(p) for p in probes],
     }
     data["fault_effects"] = fault_effects(data)
     return data
@@ -312,7 +316,7 @@ def fault_effects(data: dict) -> list[dict]:
         return round(sum(values) / len(values), 1) if values else None
 
     quiet_rate, quiet_seen = average(rates.get(None, [])), average(seen.get(None, []))
-    return [
+    effects = [
         {
             "fault": kind,
             "ops_s": average(rates.get(kind, [])),
@@ -322,6 +326,21 @@ def fault_effects(data: dict) -> list[dict]:
         }
         for kind in sorted({kind for kind, _, _ in spans})
     ]
+    for effect in effects:
+        if effect["fault"] == "slow-shard":
+            effect["others_visibility_ms"] = average(_elsewhere(data, "slow-shard"))
+            effect["shards"] = shard_effects(data["faults"], data.get("shard_probes", []))
+    return effects
+
+
+def _elsewhere(data: dict, kind: str) -> list[float]:
+    """The visibility samples of the regions a fault of ``kind`` did not hit, while it was on."""
+    hits = [(f["target"].partition(".")[0], f["start"], f["end"] or f["start"]) for f in data["faults"]
+            if f["fault"] == kind]  # fmt: skip
+    return [
+        mean for t, region, mean in data["visibility"]
+        if mean is not None and any(a <= t < b and region != hit for hit, a, b in hits)
+    ]  # fmt: skip
 
 
 def fault_effects_text(effects: list[dict]) -> str:
@@ -331,4 +350,14 @@ def fault_effects_text(effects: list[dict]) -> str:
         for e in effects
     ]  # fmt: skip
     headers = ["fault", "ops/s during", "without faults", "visibility ms during", "without faults"]
-    return render_table("\nWhat each kind of fault cost", headers, rows)
+    text = render_table("\nWhat each kind of fault cost", headers, rows)
+    for e in effects:
+        shards = e.get("shards")
+        if e["fault"] == "slow-shard" and shards:
+            text += (
+                f"\nslow-shard, written elsewhere to seen at the slowed region: its slowed shard "
+                f"{num(shards['slowed_shard_ms'])} ms, its other shards {num(shards['other_shards_ms'])} ms, "
+                f"without faults {num(shards['without_faults_ms'])} ms ({shards['samples']} rows); "
+                f"the other regions' visibility meanwhile {num(e.get('others_visibility_ms'))} ms\n"
+            )
+    return text

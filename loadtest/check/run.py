@@ -20,6 +20,7 @@ from loadtest.check.convergence import check_convergence
 from loadtest.check.history import History, write_ops
 from loadtest.check.linearizable import check_linearizable
 from loadtest.check.nemesis import OUTAGE_S, Nemesis
+from loadtest.check.shard_probe import start_probes
 from loadtest.check.strong_sessions import StrongHistory, StrongSession, final_reads, register_keys
 from loadtest.check.timeline import VisibilitySampler
 from loadtest.check.workload import CheckedSession, Mix, hot_keys
@@ -139,6 +140,9 @@ def checked_run(
             settings.outage_s,
         )  # fmt: skip
         sampler = VisibilitySampler(topology, clock, stop)
+        probes, probe_samples = (
+            start_probes(client, topology, clock, stop) if "slow-shard" in nemesis.faults else ([], [])
+        )
         say(
             f"[{topology.protocol}] {len(sessions)} sessions over {', '.join(regions)}, "
             f"{len(keys)} hot keys in {len(groups)} groups, {settings.duration:.0f} s; "
@@ -152,6 +156,8 @@ def checked_run(
             thread.join(CALL_TIMEOUT_S * 4)
         nemesis.join(60)
         sampler.join(5)
+        for probe in probes:
+            probe.join(CALL_TIMEOUT_S * 2)
         nemesis.heal()
         say(f"[{topology.protocol}] {len(history.ops):,} operations; letting replication quiesce ...")
         convergence = check_convergence(client, history, keys, topology.group_members, say)
@@ -173,7 +179,7 @@ def checked_run(
     for problem in nemesis.errors:
         say(f"nemesis: {problem}")
     data = report.to_json(
-        run_settings, history, result, convergence, nemesis.events, sampler.samples, atomicity
+        run_settings, history, result, convergence, nemesis.events, sampler.samples, atomicity, probe_samples
     )
     data["strong_operations"] = len(strong.ops)
     data["nemesis_errors"] = nemesis.errors
