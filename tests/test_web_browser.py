@@ -361,7 +361,8 @@ def test_an_overlong_tweet_is_refused_and_not_posted(sign_up):
 
 def test_the_character_counter_counts_as_the_server_does(sign_up):
     """280 emoji are 280 characters to the server; a textarea's maxlength counted 560 UTF-16
-    units and stopped at 140. The counter counts characters, a line break as one."""
+    units and stopped at 140. The counter counts characters, a line break as one. Ctrl+Enter
+    posts; a skip link is the keyboard's first stop."""
     fay = sign_up("fay")
     page = fay.page
     fay.goto(HOME)
@@ -378,9 +379,16 @@ def test_the_character_counter_counts_as_the_server_does(sign_up):
     box.fill(body)
     assert counter.inner_text() == "0 characters left" and button.is_enabled()
     shoot(page, "character-counter")
-    response = submit(page, button)
-    assert response.status == 200
+    with page.expect_navigation() as navigation:  # Ctrl+Enter posts, as the button does
+        box.press("Control+Enter")
+    assert navigation.value is not None and navigation.value.status == 200
     assert line_bodies(page)[0] == body
+    # The keyboard's first stop is a link past the header to the page's content.
+    page.keyboard.press("Tab")
+    skip = page.locator("a.skip-link")
+    assert skip.evaluate("link => link === document.activeElement") and skip.is_visible()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
 
 
 def test_log_out_leads_to_the_public_line(sign_up):

@@ -106,6 +106,8 @@ def test_pins_are_limited_to_three_and_shown_first(django_region):  # noqa: F811
         assert browser.post(f"/t/{group}/{tweet_id}/pin/").status_code == 302
     page = html(browser.get(f"/u/{me}/"))
     assert pinned_on(page) == ["tweet 0", "tweet 1", "tweet 2"]  # the last pinned on top
+    pinned_page = html(browser.get(f"/t/{refs[1][0]}/{refs[1][1]}/"))  # a pinned tweet: Unpin, not Pin
+    assert "Unpin from your profile" in pinned_page and "Pin to your profile" not in pinned_page
     refused = browser.post(f"/t/{refs[0][0]}/{refs[0][1]}/pin/", follow=True)
     assert "at most 3" in html(refused)
     assert pinned_on(html(browser.get(f"/u/{me}/"))) == ["tweet 0", "tweet 1", "tweet 2"]

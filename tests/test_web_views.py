@@ -238,6 +238,48 @@ def test_replies(django_region):  # noqa: F811
     assert "into the void" not in html(replier.get("/"))
 
 
+def test_every_reply_listed_has_a_reply_link_and_a_reply_to_oneself_names_nobody(django_region):  # noqa: F811
+    """The page's own tweet has the reply form below it, so no Reply link; every reply listed
+    under it has one (the link was decided once per page, by whichever tweet was drawn first).
+    Replying to one's own tweet starts with nobody's name; replying to another's, with theirs."""
+    author, author_name = new_user("root")
+    replier, _ = new_user("rep")
+    assert author.post("/post/", {"body": "a root tweet"}).status_code == 302
+    group, tweet_id = tweet_refs(html(author.get("/")))[0]
+    for n in range(2):
+        answer = {"body": f"answer {n}", "reply_to": f"{group}/{tweet_id}"}
+        assert replier.post("/post/", answer).status_code == 302
+    own = html(author.get(f"/t/{group}/{tweet_id}/"))
+    assert [b for b in bodies(own) if b.startswith("answer")] == ["answer 0", "answer 1"]
+    assert own.count('class="reply-link"') == 2
+    assert f"@{author_name} </textarea>" not in own
+    theirs = html(replier.get(f"/t/{group}/{tweet_id}/"))
+    assert theirs.count('class="reply-link"') == 2 and f"@{author_name} </textarea>" in theirs
+
+
+def test_pages_carry_a_content_security_policy_and_no_inline_script(client, django_region):  # noqa: F811
+    """Scripts, styles and images from the page's own origin only; nothing inline that such a
+    policy would block (the pages would break under it)."""
+    browser, me = new_user("csp")
+    assert browser.post("/post/", {"body": "<script>alert(1)</script> onclick=x"}).status_code == 302
+    for who, path in ((client, "/"), (client, "/login/"), (browser, "/"), (browser, f"/u/{me}/")):
+        reply = who.get(path)
+        policy = reply["Content-Security-Policy"]
+        assert "default-src 'self'" in policy and "object-src 'none'" in policy, policy
+        page = html(reply)
+        assert not re.search(r"<script(?![^>]*\ssrc=)[^>]*>", page), path  # every script is a file
+        assert not re.search(r"<[a-z][^>]*\s(?:on[a-z]+|style)=", page), path  # no inline handler, style
+
+
+def test_the_login_page_sends_a_signed_in_user_on(client, django_region):  # noqa: F811
+    browser, _ = new_user("in")
+    reply = browser.get("/login/")
+    assert reply.status_code == 302 and reply["Location"] == "/"
+    reply = browser.get("/login/?next=/people/")
+    assert reply.status_code == 302 and reply["Location"] == "/people/"
+    assert client.get("/login/").status_code == 200  # signed out: the form
+
+
 def test_a_tweets_page_is_its_conversation(django_region, monkeypatch):  # noqa: F811
     """What it replies to up the chain, the tweet, its replies oldest first (paged), reply counts
     on every tweet; replying lands on the conversation."""
@@ -437,7 +479,7 @@ def test_pagination(client, django_region):  # noqa: F811
             reply = client.get(url, {"after": bad})
             assert reply.status_code == 400, (url, bad)
             assert "not a page cursor" in html(reply)
-            assert "<script>" not in html(reply).split("<main>", 1)[1]
+            assert "<script>" not in html(reply).split("<main ", 1)[1]
 
 
 def test_no_older_link_when_a_line_fits_one_page(client, django_region):  # noqa: F811

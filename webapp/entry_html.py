@@ -65,11 +65,14 @@ def form(action: str, reader: Reader, back: str, button: SafeString) -> SafeStri
 
 
 def counter_button(kind: str, on: bool, pressed: str | None, title: str, sign: str, count: int) -> SafeString:
-    """The like or repost button: its count, lit when the reader did it."""
+    """The like or repost button: its count, lit when the reader did it. A screen reader hears
+    its label ("Like, 3 likes"), not the sign and the number ("♥ 3")."""
+    label = f"{title}, {count} {kind}{'' if count == 1 else 's'}"
     return format_html(
-        '<button type="submit" class="{}{}"{} title="{}">{} <span class="count">{}</span></button>',
+        '<button type="submit" class="{}{}"{} title="{}" aria-label="{}">'
+        '{} <span class="count">{}</span></button>',
         kind, " on" if on else "", format_html(' aria-pressed="{}"', pressed) if pressed else "",
-        title, sign, count,
+        title, label, sign, count,
     )  # fmt: skip
 
 

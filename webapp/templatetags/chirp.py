@@ -3,6 +3,8 @@ text (webapp/formatting.py), dictionary lookups."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django import template
 from django.utils.safestring import SafeString
 
@@ -40,11 +42,15 @@ def entry(context: template.Context, shown) -> SafeString:
     original = (context.get("originals") or {}).get(shown.reply_to) if shown.reply_to else None
     parent_gone = bool(shown.reply_to) and shown.reply_to in (context.get("gone") or ())
     reaction = (context.get("reactions") or {}).get(shown.tweet_id)
-    return entry_html(shown, original, reaction, reader(context), parent_gone=parent_gone)
+    seen_by = reader(context)
+    if context.get("on_tweet_page"):  # the page's own tweet; not the replies drawn after it
+        seen_by = replace(seen_by, on_tweet_page=True)
+    return entry_html(shown, original, reaction, seen_by, parent_gone=parent_gone)
 
 
 def reader(context: template.Context) -> Reader:
-    """The page's reader, made once per render (a line draws 40 tweets with it)."""
+    """The page's reader, made once per render (a line draws 40 tweets with it): nothing in it
+    may depend on the entry drawn first (``on_tweet_page`` is set per entry, by ``entry``)."""
     made = context.render_context.get("chirp_reader")
     if made is None:
         made = context.render_context["chirp_reader"] = Reader(
@@ -54,6 +60,5 @@ def reader(context: template.Context) -> Reader:
             region_groups=frozenset(context.get("region_groups") or ()),
             here=context.get("here", "/"),
             csrf_input=str(context.get("csrf_input", "")),
-            on_tweet_page=bool(context.get("on_tweet_page")),
         )
     return made

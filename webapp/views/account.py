@@ -50,6 +50,8 @@ def signup(request: HttpRequest) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def login(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET" and request.causal.account is not None:
+        return HttpResponseRedirect(next_url(request))  # signed in already: no form to fill
     form = LoginForm(request.POST or None)
     status = 400 if request.method == "POST" else 200
     if request.method == "POST" and form.is_valid():

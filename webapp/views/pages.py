@@ -12,6 +12,7 @@ from django.template.backends.utils import csrf_input
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from webapp import pins
 from webapp.forms import CURSOR, FindForm, PostForm, valid_cursor
 from webapp.social_core import USERNAME_PATTERN
 from webapp.social_values import Account, Entry, NoSuchUser, Page, TweetDeleted
@@ -160,10 +161,16 @@ def tweet_page(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
     first = social.lookups(chain[:1])  # what the first one answers, if it is shown at all
     originals |= first.originals
     gone = first.gone
-    form = PostForm(initial={"reply_to": f"{group}/{tweet_id}", "body": f"@{entry.author} "})
+    mine = me is not None and me.username == entry.author
+    addressed = "" if mine else f"@{entry.author} "  # a reply to oneself names nobody
+    form = PostForm(initial={"reply_to": f"{group}/{tweet_id}", "body": addressed})
+    pinned = mine and not entry.reposted_by and any(
+        (p.group, p.tweet_id) == (entry.group, entry.tweet_id)
+        for p in pins.pinned(request.causal.session, me.username, me.home_group)
+    )  # fmt: skip
     return render(request, "tweet.html", {
         "me": me, "entry": entry, "talk": talk, "originals": originals, "form": form, "gone": gone,
-        **entry_context(request, [*chain, *talk.replies]),
+        "pinned": pinned, **entry_context(request, [*chain, *talk.replies]),
     })  # fmt: skip
 
 

@@ -1,6 +1,6 @@
 // Chirp's one script. Everything here is a convenience: without it every page still works.
 // - A live character counter on the tweet box that counts as the server does (characters, a line
-//   break as one). A textarea's maxlength counts UTF-16 units instead, which capped a tweet of
+//   break as one); Ctrl+Enter (Cmd+Enter) posts it. A textarea's maxlength counts UTF-16 units instead, which capped a tweet of
 //   emoji at 140; the server refuses an overlong tweet with a clear message anyway.
 // - The travel page's hand-off form is submitted at once (its button does it otherwise).
 // - A tweet's like and repost buttons are disabled once clicked (a double click sends one
@@ -44,6 +44,12 @@
       button.disabled = left < 0;
     }
     box.addEventListener("input", update);
+    box.addEventListener("keydown", function (event) {  // Ctrl+Enter (Cmd+Enter) posts
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && !button.disabled) {
+        event.preventDefault();
+        box.form.requestSubmit(button);
+      }
+    });
     update();
   });
 
