@@ -89,6 +89,8 @@ class ShardProbe(threading.Thread):
             except (CausalError, redis.RedisError, OSError):
                 continue  # the writer's region is down or refusing: no sample
             seen = self._wait_seen(reader, row, written + GIVE_UP_S)
+            if self.stop.is_set():
+                return  # the run ended while it waited: neither seen nor given up on
             ms = None if seen is None else 1000 * (seen - written)
             self.samples.append(ProbeSample(written - self.clock, self.region, shard, ms))
 
