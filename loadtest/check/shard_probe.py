@@ -25,8 +25,8 @@ from causal_client import CausalClient, CausalError
 from causal_client.wire import shard_of
 from services.topology import Topology
 
-PAUSE_S = 0.2  # between one probe's row and the next
-POLL_S = 0.005  # how often the region is read until the row is there
+PAUSE_S = 0.3  # between one probe's row and the next
+POLL_S = 0.02  # how often the region is read until the row is there (a pause is 300 ms)
 GIVE_UP_S = 10.0  # a row not there by then counts as not seen (None)
 
 
