@@ -253,3 +253,21 @@ def test_leaving_unseen_unknowns_out_never_changes_the_verdict():
     assert set(verdicts) == {True, False} and left_out > 100
     with_decrement = [w("3", 0, 1), x(Decrement(1), True, "2", 2, None), r("2", 3, 4)]
     assert check_linearizable(with_decrement).unseen_unknowns == 0
+
+
+def test_a_recorded_history_is_kept_and_checked_again_with_the_same_verdict(tmp_path):
+    """A soak keeps each segment's strong operations beside its causal history, commands and
+    results included, so that a violation it reports can be looked at and checked again."""
+    from loadtest.check.strong_sessions import read_strong_ops, strong_history_path, write_strong_ops
+
+    bad = [w("a", 0, 1), w("b", 2, 10), r("b", 3, 4), r("a", 5, 6)]
+    good = [x(CompareAndSet(None, "c"), True, "c", 11, 12, key="j"), r("c", 13, 14, key="j")]
+    path = strong_history_path(tmp_path / "013-saturn-clock.jsonl.gz")
+    assert path.name == "013-saturn-clock.strong.pickle.gz"
+    write_strong_ops(path, bad + good)
+    again = read_strong_ops(path)
+    assert again == bad + good
+    before, after = check_linearizable(bad + good), check_linearizable(again)
+    verdict = (before.violations, before.keys, before.operations)
+    assert (after.violations, after.keys, after.operations) == verdict
+    assert after.violations == 1

@@ -57,5 +57,6 @@ def test_a_short_soak_runs_every_nemesis_under_saturn_and_finds_nothing(tmp_path
     segments = data["segments"]
     assert all((tmp_path / "soak" / "segments").glob("*.jsonl.gz"))
     assert len(list((out / "segments").glob("*.jsonl.gz"))) == len(segments)
+    assert len(list((out / "segments").glob("*.strong.pickle.gz"))) == len(segments)  # strong ones too
     assert {s["kind"] for s in segments} == set(KINDS)
     assert not any(s["nemesis_errors"] for s in segments), [s["nemesis_errors"] for s in segments]

@@ -21,7 +21,14 @@ from loadtest.check.history import History, write_ops
 from loadtest.check.linearizable import check_linearizable
 from loadtest.check.nemesis import OUTAGE_S, Nemesis
 from loadtest.check.shard_probe import start_probes
-from loadtest.check.strong_sessions import StrongHistory, StrongSession, final_reads, register_keys
+from loadtest.check.strong_sessions import (
+    StrongHistory,
+    StrongSession,
+    final_reads,
+    register_keys,
+    strong_history_path,
+    write_strong_ops,
+)
 from loadtest.check.timeline import VisibilitySampler
 from loadtest.check.workload import CheckedSession, Mix, hot_keys
 from loadtest.harness.cluster import find_base_port, with_bandwidth, with_overrides, with_shards
@@ -166,6 +173,8 @@ def checked_run(
     history.untyped += strong.untyped
     if settings.history_file is not None:
         write_ops(settings.history_file, history.ops)
+        if strong.ops:  # beside it, to check its linearizability again
+            write_strong_ops(strong_history_path(settings.history_file), strong.ops)
     say(f"[{topology.protocol}] checking the history ...")
     result = check(history.ops)
     atomicity = check_atomicity(history.ops)

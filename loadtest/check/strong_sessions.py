@@ -12,10 +12,13 @@ and then lost would make those reads unexplainable, so "nothing lost" is part of
 
 from __future__ import annotations
 
+import gzip
 import itertools
+import pickle
 import random
 import threading
 import time
+from pathlib import Path
 
 from causal_client import CausalClient, CausalError, CompareAndSet, Conflict, NoQuorum, OutcomeUnknown
 from causal_client.commands import CommandResult
@@ -122,3 +125,20 @@ def final_reads(
             start = time.monotonic() - clock
             value = session.strong_read(NAMESPACE, key).value
             history.add(-1, key, READ, None, value, start, time.monotonic() - clock)
+
+
+def strong_history_path(causal_history: Path) -> Path:
+    """Where a run's strong operations are kept beside its causal history (``NNN-….jsonl.gz``)."""
+    return causal_history.with_name(causal_history.name.removesuffix(".jsonl.gz") + ".strong.pickle.gz")
+
+
+def write_strong_ops(path: Path, ops: list[StrongOp]) -> None:
+    """The strong operations as recorded (commands and results included), so that a run's
+    linearizability can be checked again (``read_strong_ops``, then ``check_linearizable``)."""
+    with gzip.open(path, "wb", compresslevel=3) as out:
+        pickle.dump(list(ops), out)
+
+
+def read_strong_ops(path: Path) -> list[StrongOp]:
+    with gzip.open(path, "rb") as source:
+        return pickle.load(source)
