@@ -24,6 +24,7 @@ from loadtest.check.linearizable import LinearizabilityResult
 from loadtest.check.nemesis import Event
 from loadtest.check.shard_probe import ProbeSample, shard_effects
 from loadtest.harness.report import num, render_table
+from loadtest.harness.stats import mean_present
 
 WARM_UP_S = 3.0  # the first seconds of a run, left out of fault effects
 WINDOW_GAP_S = 1.0  # failures further apart than this are separate unavailability windows
@@ -312,23 +313,20 @@ def fault_effects(data: dict) -> list[dict]:
         if mean is not None and t >= WARM_UP_S:
             seen.setdefault(kind_at(t), []).append(mean)
 
-    def average(values: list) -> float | None:
-        return round(sum(values) / len(values), 1) if values else None
-
-    quiet_rate, quiet_seen = average(rates.get(None, [])), average(seen.get(None, []))
+    quiet_rate, quiet_seen = mean_present(rates.get(None, [])), mean_present(seen.get(None, []))
     effects = [
         {
             "fault": kind,
-            "ops_s": average(rates.get(kind, [])),
+            "ops_s": mean_present(rates.get(kind, [])),
             "ops_s_without_faults": quiet_rate,
-            "visibility_ms": average(seen.get(kind, [])),
+            "visibility_ms": mean_present(seen.get(kind, [])),
             "visibility_ms_without_faults": quiet_seen,
         }
         for kind in sorted({kind for kind, _, _ in spans})
     ]
     for effect in effects:
         if effect["fault"] == "slow-shard":
-            effect["others_visibility_ms"] = average(_elsewhere(data, "slow-shard"))
+            effect["others_visibility_ms"] = mean_present(_elsewhere(data, "slow-shard"))
             effect["shards"] = shard_effects(data["faults"], data.get("shard_probes", []))
     return effects
 

@@ -23,6 +23,7 @@ import redis
 
 from causal_client import CausalClient, CausalError
 from causal_client.wire import shard_of
+from loadtest.harness.stats import mean_present
 from services.topology import Topology
 
 PAUSE_S = 0.3  # between one probe's row and the next
@@ -145,14 +146,10 @@ def shard_effects(faults: list[dict], samples: list[dict]) -> dict | None:
         elif not any(a <= sample["t"] < b for a, b in spans):
             groups["quiet"].append(sample["ms"])
 
-    def mean(values: list[float | None]) -> float | None:
-        seen = [v for v in values if v is not None]
-        return round(sum(seen) / len(seen), 1) if seen else None
-
     return {
-        "slowed_shard_ms": mean(groups["slowed"]),
-        "other_shards_ms": mean(groups["others"]),
-        "without_faults_ms": mean(groups["quiet"]),
+        "slowed_shard_ms": mean_present(groups["slowed"]),
+        "other_shards_ms": mean_present(groups["others"]),
+        "without_faults_ms": mean_present(groups["quiet"]),
         "samples": {k: len(v) for k, v in groups.items()},
         "not_seen": {k: sum(v is None for v in values) for k, values in groups.items()},
     }

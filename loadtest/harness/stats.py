@@ -26,6 +26,12 @@ def median_present(values: Sequence[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
+def mean_present(values: Sequence[float | None], digits: int = 1) -> float | None:
+    """The mean of the values there are, rounded to ``digits``; None when there is none."""
+    present = [v for v in values if v is not None]
+    return round(sum(present) / len(present), digits) if present else None
+
+
 @dataclass(frozen=True)
 class Latency:
     """The one summary of latency samples every experiment reports (milliseconds; None where

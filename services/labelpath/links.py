@@ -348,9 +348,9 @@ class TreeEndpoint:
                 self._hand_on(sender, epoch, item)
 
     def _hand_on(self, sender: str, epoch: int, item: tuple[saturn_pb2.LabelBatch, bytes] | None) -> None:
-        if item is None:
-            if self.on_lost is not None:
-                self.on_lost(sender, epoch)
+        if item is None:  # put only when there is an on_lost (lost())
+            assert self.on_lost is not None
+            self.on_lost(sender, epoch)
         else:
             self.on_batch(sender, item[0], epoch, item[1])
 
