@@ -60,3 +60,7 @@ def test_a_short_soak_runs_every_nemesis_under_saturn_and_finds_nothing(tmp_path
     assert len(list((out / "segments").glob("*.strong.pickle.gz"))) == len(segments)  # strong ones too
     assert {s["kind"] for s in segments} == set(KINDS)
     assert not any(s["nemesis_errors"] for s in segments), [s["nemesis_errors"] for s in segments]
+    # where the time went, for the next person to cut it: every phase of every segment, and the legs
+    assert {"sessions", "quiescing", "checking"} <= set(segments[0]["phases"]), segments[0]["phases"]
+    assert set(data["overhead_s"]) == {"starting clusters", "stopping clusters"}
+    assert "time spent: starting clusters" in done.stdout + done.stderr

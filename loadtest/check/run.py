@@ -127,6 +127,7 @@ def checked_run(
     history, strong = History(), StrongHistory()
     registers = register_keys(settings.registers, run=keys[0][1].rpartition("k")[0])
     stop = threading.Event()
+    phases = Phases()
     with CausalClient.connect(
         topology.store_endpoints(regions[0]),  # the first that answers
         timeout=CALL_TIMEOUT_S,
@@ -157,7 +158,9 @@ def checked_run(
         )
         for thread in (*sessions, nemesis, sampler):
             thread.start()
+        phases.lap("setup")
         _until_done(settings, clock, nemesis, history, strong, say)
+        phases.lap("sessions")
         stop.set()
         for thread in sessions:
             thread.join(CALL_TIMEOUT_S * 4)
@@ -166,15 +169,18 @@ def checked_run(
         for probe in probes:
             probe.join(CALL_TIMEOUT_S * 2)
         nemesis.heal()
+        phases.lap("stopping")
         say(f"[{topology.protocol}] {len(history.ops):,} operations; letting replication quiesce ...")
         convergence = check_convergence(client, history, keys, topology.group_members, say)
         if settings.strong_sessions:
             final_reads(client, regions, registers, strong, clock)
+        phases.lap("quiescing")
     history.untyped += strong.untyped
     if settings.history_file is not None:
         write_ops(settings.history_file, history.ops)
         if strong.ops:  # beside it, to check its linearizability again
             write_strong_ops(strong_history_path(settings.history_file), strong.ops)
+        phases.lap("writing")
     say(f"[{topology.protocol}] checking the history ...")
     result = check(history.ops)
     atomicity = check_atomicity(history.ops)
@@ -190,8 +196,10 @@ def checked_run(
     data = report.to_json(
         run_settings, history, result, convergence, nemesis.events, sampler.samples, atomicity, probe_samples
     )
+    phases.lap("checking")
     data["strong_operations"] = len(strong.ops)
     data["nemesis_errors"] = nemesis.errors
+    data["phase_seconds"] = phases.seconds
     if linearizability is not None:
         data |= report.linearizability_json(linearizability)
     if settings.quiet:
@@ -205,6 +213,19 @@ def checked_run(
     for path in report.write(settings.out, data):
         say(f"wrote {path}")
     return data
+
+
+class Phases:
+    """Where a run's time went, phase by phase (the soak sums them: the cost before the cure)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._since = time.monotonic()
+
+    def lap(self, phase: str) -> None:
+        now = time.monotonic()
+        self.seconds[phase] = round(self.seconds.get(phase, 0.0) + now - self._since, 2)
+        self._since = now
 
 
 def _until_done(

@@ -94,6 +94,7 @@ class SegmentRow:
     history: str  # the file it was written to
     effects: list[dict]  # what its fault cost (report.fault_effects)
     outages: list[dict]  # region-outage: the others' throughput, the catch-up (report.outage_effects)
+    phases: dict[str, float]  # where its seconds went (run.Phases)
 
     @staticmethod
     def of(leg: Leg, nemesis: str, data: dict, seconds: float, history: Path) -> SegmentRow:
@@ -104,7 +105,7 @@ class SegmentRow:
             data["doubled_increments"], data.get("strong_operations", 0), linear.get("violations", 0),
             linear.get("undecided", 0), data["converged"], len(data.get("untyped_errors", [])),
             data.get("nemesis_errors", []), seconds, str(history), data.get("fault_effects", []),
-            data.get("outages", []),
+            data.get("outages", []), data.get("phase_seconds", {}),
         )  # fmt: skip
 
     @property
@@ -151,6 +152,7 @@ class Soak:
     seed: int = 1
     outage_s: float = OUTAGE_S
     rows: list[SegmentRow] = field(default_factory=list)
+    overhead_s: dict[str, float] = field(default_factory=dict)  # starting and stopping the legs' clusters
     interrupted: threading.Event = field(default_factory=threading.Event)
 
     def plan(self) -> tuple[list[Leg], int, int]:
@@ -181,6 +183,7 @@ class Soak:
             bar.close()
             signal.signal(signal.SIGINT, previous)
         print(table(self.rows), flush=True)
+        say(time_spent(self.rows, self.overhead_s))
         for path in self.write():
             say(f"wrote {path}")
         return 130 if self.interrupted.is_set() else verdict(self.rows, say)
@@ -213,11 +216,18 @@ class Soak:
         )  # fmt: skip
         topology = topology_for(settings)
         bar.set_description(f"{leg.protocol} {leg.kind}: starting")
+        began = time.monotonic()
         with checked_cluster(topology, self.out, lambda line: None) as cluster:
+            self._spent("starting clusters", began)
             for nemesis in leg.nemeses:
                 if self.done:
-                    return
+                    break
                 self.run_segment(leg, nemesis, settings, topology, cluster, bar)
+            began = time.monotonic()
+        self._spent("stopping clusters", began)
+
+    def _spent(self, what: str, since: float) -> None:
+        self.overhead_s[what] = round(self.overhead_s.get(what, 0.0) + time.monotonic() - since, 1)
 
     def run_segment(
         self, leg: Leg, nemesis: str, settings: CheckSettings, topology: Topology, cluster: Cluster, bar: tqdm
@@ -244,7 +254,8 @@ class Soak:
     def write(self) -> list[Path]:
         path = self.out / "soak.json"
         summary = {"ops": self.ops, "checked": self.checked, "interrupted": self.interrupted.is_set(),
-                   "table": summed(self.rows), "segments": [asdict(r) for r in self.rows]}  # fmt: skip
+                   "table": summed(self.rows), "overhead_s": self.overhead_s,
+                   "segments": [asdict(r) for r in self.rows]}  # fmt: skip
         path.write_text(json.dumps(summary, indent=1))
         return [path]
 
@@ -260,6 +271,18 @@ def describe(row: SegmentRow) -> str:
 
 
 COLUMNS = ("operations", *PATTERNS, "fractured", "lost", "doubled", "strong", "not linearizable", "undecided")
+
+
+def time_spent(rows: list[SegmentRow], overhead_s: dict[str, float]) -> str:
+    """Where the soak's time went: its clusters' starts and stops, and each phase of its
+    segments summed (the sessions running is the part that checks operations)."""
+    phases: dict[str, float] = dict(overhead_s)
+    for row in rows:
+        for phase, seconds in row.phases.items():
+            phases[phase] = phases.get(phase, 0.0) + seconds
+    total = sum(phases.values()) or 1.0
+    parts = ", ".join(f"{phase} {sec:,.0f} s ({sec / total:.0%})" for phase, sec in phases.items())
+    return f"time spent: {parts}"
 
 
 def summed(rows: list[SegmentRow]) -> list[dict]:
