@@ -16,6 +16,7 @@ from helpers.pages import (
     bodies,
     counts,
     data_layer,
+    home_shows,
     html,
     new_user,
     older_link,
@@ -682,3 +683,83 @@ def test_an_unexpected_error_gives_the_500_page(django_region, monkeypatch):  # 
     reply = client.get("/public/")
     assert reply.status_code == 500
     assert "Something went wrong" in html(reply) and "ZeroDivisionError" not in html(reply)
+
+
+# -- blocking and muting (webapp/blocks.py) ----------------------------------------------------------
+def test_a_block_takes_the_follows_away_both_ways_and_neither_sees_the_other(django_region):  # noqa: F811
+    ann, ann_name = new_user("bla")
+    bob, bob_name = new_user("blb")
+    carol, _ = new_user("blc")
+    for follower, followed in ((ann, bob_name), (bob, ann_name)):
+        assert follower.post(f"/u/{followed}/follow/").status_code == 302
+    assert ann.post("/post/", {"body": "ann before the block"}).status_code == 302
+    assert bob.post("/post/", {"body": "bob before the block"}).status_code == 302
+    home_shows(bob, "ann before the block")
+    home_shows(ann, "bob before the block")
+    group, tweet_id = tweet_refs(html(ann.get(f"/u/{ann_name}/")))[0]
+
+    reply = ann.post(f"/u/{bob_name}/block/")
+    assert reply.status_code == 302 and reply["Location"] == f"/u/{bob_name}/"
+    page = html(ann.get(f"/u/{bob_name}/"))
+    assert f"You block @{bob_name}" in page and f'action="/u/{bob_name}/unblock/"' in page
+    assert "bob before the block" not in page and f'action="/u/{bob_name}/follow/"' not in page
+    for name in (ann_name, bob_name):  # no follow left either way
+        assert counts(html(carol.get(f"/u/{name}/"))) == {"tweets": 1, "followers": 0, "following": 0}
+
+    # Bob sees none of Ann's tweets: her page, his timeline, the public line, the tweet's page
+    page = html(bob.get(f"/u/{ann_name}/"))
+    assert f"@{ann_name} blocks you" in page and "ann before the block" not in page
+    assert f'action="/u/{ann_name}/follow/"' not in page
+    assert "ann before the block" not in bodies(html(bob.get("/")))
+    assert "ann before the block" not in bodies(html(bob.get("/public/")))
+    assert "bob before the block" not in bodies(html(ann.get("/")))  # nor she his
+    reply = bob.get(f"/t/{group}/{tweet_id}/")
+    assert reply.status_code == 403 and f"@{ann_name} blocks you" in html(reply)
+    assert "ann before the block" in bodies(html(carol.get("/public/")))  # the others still see it
+
+    # ... nor follows, replies to or mentions her; nothing of it is stored
+    reply = bob.post(f"/u/{ann_name}/follow/")
+    assert reply.status_code == 403 and "one of you blocks the other" in html(reply)
+    reply = bob.post("/post/", {"body": "a reply she blocked", "reply_to": f"{group}/{tweet_id}"})
+    assert reply.status_code == 400 and "You cannot reply to or mention" in html(reply)
+    reply = bob.post("/post/", {"body": f"hey @{ann_name} look"})
+    assert reply.status_code == 400 and f"@{ann_name}: one of you blocks the other" in html(reply)
+    social = data_layer()
+    assert social.with_relations(social.account(bob_name)).tweets == 1
+    assert social.following(social.account(bob_name)) == {}
+    assert ann.post(f"/u/{ann_name}/block/").status_code == 400  # oneself
+
+    # unblocked: seen again (the follows stay gone, as after Twitter's)
+    assert ann.post(f"/u/{bob_name}/unblock/").status_code == 302
+    page = html(bob.get(f"/u/{ann_name}/"))
+    assert "ann before the block" in bodies(page) and f'action="/u/{ann_name}/follow/"' in page
+    assert bob.post("/post/", {"body": f"hello again @{ann_name}"}).status_code == 302
+
+
+def test_a_mute_hides_someone_from_your_lines_and_notices_and_nobody_is_told(django_region):  # noqa: F811
+    ann, ann_name = new_user("mua")
+    bob, bob_name = new_user("mub")
+    assert ann.post(f"/u/{bob_name}/follow/").status_code == 302
+    reply = ann.post(f"/u/{bob_name}/mute/")
+    assert reply.status_code == 302 and reply["Location"] == f"/u/{bob_name}/"
+    assert bob.post("/post/", {"body": f"muted words for @{ann_name}"}).status_code == 302
+
+    def shown(client: Client, path: str) -> bool:
+        return any("muted words" in body for body in bodies(html(client.get(path))))
+
+    assert shown(bob, "/public/")  # he posts and mentions her as before
+    page = html(ann.get(f"/u/{bob_name}/"))
+    assert f'action="/u/{bob_name}/unmute/"' in page and f'action="/u/{bob_name}/unfollow/"' in page
+    assert shown(ann, f"/u/{bob_name}/")  # his own page still shows him, if she goes there
+    assert not shown(ann, "/public/")
+    # the fan-out brings it into her timeline (the store has it), and her page leaves it out
+    tweet_id = data_layer().userline(data_layer().account(bob_name)).entries[0].id
+    eventually(
+        lambda: tweet_id in data_layer().session.read("all", f"timeline:{ann_name}") or None, timeout=30
+    )
+    assert not shown(ann, "/")
+    assert "muted words" not in html(ann.get("/notifications/"))
+    assert "mutes you" not in html(bob.get(f"/u/{ann_name}/"))  # nobody is told
+
+    assert ann.post(f"/u/{bob_name}/unmute/").status_code == 302
+    assert shown(ann, "/") and shown(ann, "/public/")

@@ -50,14 +50,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from causal_client import Mutation, ReadSpec
-from webapp import pins
+from webapp import blocks, pins
 from webapp.notices import Notice, NoticeCell
 from webapp.social_core import ANCESTORS, BACKFILL, DELETED_ROW, REPLIES_PAGE
 from webapp.social_reactions import SocialReactions
 from webapp.social_values import (
+    NOBODY,
     Account,
+    BlockedApart,
     Conversation,
     Entry,
+    Page,
     Profile,
     TweetDeleted,
     entries_of,
@@ -87,26 +90,33 @@ class Social(SocialReactions):
                    Mutation(self.accounts, "public").delete(entry.id), removal=True, apart=apart)  # fmt: skip
 
     # -- conversations -----------------------------------------------------------------------
-    def conversation(self, group: str, tweet_id: str, after: str | None = None) -> Conversation | None:
+    def conversation(
+        self, group: str, tweet_id: str, after: str | None = None, me: Account | None = None
+    ) -> Conversation | None:
         """A tweet and a page of its replies, oldest first, in one snapshot (a reply listed here
-        never lacks the tweet it answers), less deleted replies, then the tweets it replies to,
-        up the chain, each read where its group is replicated here. None: no such tweet here;
-        TweetDeleted: it was deleted."""
+        never lacks the tweet it answers), less deleted replies and those ``me`` must not see,
+        then the tweets it replies to, up the chain, each read where its group is replicated
+        here. None: no such tweet here; TweetDeleted: it was deleted; BlockedApart: its author
+        and ``me`` block one another (read in the same snapshot: webapp/blocks.py)."""
         replies = ReadSpec(group, f"replies:{tweet_id}", limit=REPLIES_PAGE + 1, after=after, reverse=False)
-        tweet_row, replies_row = self.session.multi_read(
-            [ReadSpec(group, f"tweet:{tweet_id}", ("entry", "deleted")), replies]
-        )
+        specs = [ReadSpec(group, f"tweet:{tweet_id}", ("entry", "deleted")), replies]
+        if me is not None:
+            specs.append(blocks.hidden_spec(self.accounts, me.username))
+        tweet_row, replies_row, *hidden_row = self.session.multi_read(specs)
+        hidden = blocks.hidden_of(hidden_row[0]) if hidden_row else NOBODY
         if "deleted" in tweet_row:
             raise TweetDeleted(tweet_id)
         tweet = tweet_of(tweet_id, tweet_row)
         if tweet is None:
             return None
+        if tweet.author in hidden.apart:
+            raise BlockedApart(tweet.author, tweet.author in hidden.blocked_by)
         listed = entries_of(replies_row)
         more = len(listed) > REPLIES_PAGE
         listed = listed[:REPLIES_PAGE]
         if listed:
             gone = self.lookups(listed).gone
-            shown = [e for e in listed if e.id not in gone]
+            shown = [e for e in listed if e.id not in gone and not hidden.hides(e)]
         else:
             shown = []
         talk = Conversation(tweet, [], shown, listed[-1].id if more else None)
@@ -121,6 +131,9 @@ class Social(SocialReactions):
             parent = tweet_of(up.reply_to, row)
             if parent is None:  # deleted, or (eventual) not here yet
                 talk.cut, talk.parent_gone = True, "deleted" in row
+                break
+            if parent.author in hidden.apart:  # not shown to this reader: the chain stops here
+                talk.cut = True
                 break
             up = parent
             talk.ancestors.append(up)
@@ -197,19 +210,38 @@ class Social(SocialReactions):
         specs += counted
         specs.append(ReadSpec(user.home_group, pins.copy_row(user.username), limit=1))
         asker = me if me is not None and me.username != user.username else None
-        if asker is not None and self.ctx.replicates(asker.home_group, home):
+        asked_here = asker is not None and self.ctx.replicates(asker.home_group, home)
+        if asker is not None and asked_here:
             specs.append(ReadSpec(asker.home_group, f"following:{asker.username}", (user.username,)))
+        if me is not None:
+            specs.append(blocks.hidden_spec(self.accounts, me.username))
         rows = self.session.multi_read(specs)
         found = self.account_from(user.username, rows[0]) or user
         userline = rows[1]
-        page = self.page_of(userline, me=me)
+        hidden = blocks.hidden_of(rows[-1]) if me is not None else NOBODY
         counts = replace(found, tweets=userline.size, followers=rows[2].size, following=rows[3].size)
+        if user.username in hidden.apart:  # blocked either way: none of their tweets
+            return Profile(counts, Page([], None), False, [], hidden)
+        page = self.page_of(userline, me=me, muted_shown=user.username)
         following = (
             user.username in rows[5]
-            if len(rows) > 5
+            if asked_here
             else asker is not None and self.is_following(asker, user.username)
         )
-        return Profile(counts, page, bool(following), self.pinned_tweets(pins.from_copy(rows[4])))
+        pinned = self.pinned_tweets(pins.from_copy(rows[4]))
+        return Profile(counts, page, bool(following), pinned, hidden)
+
+    # -- blocking and muting (webapp/blocks.py) -----------------------------------------------
+    def block(self, me: Account, them: Account, undo: bool = False) -> None:
+        """``me`` blocks ``them`` (``undo``: unblocks): both users' ``hidden`` rows and, for a
+        block, the follows both ways gone, in one atomic batch where some region replicates it
+        all (the ``hidden`` rows first otherwise): a post ``me`` makes after it is causally
+        after the block wherever it is read."""
+        self.together(blocks.block_mutations(self.accounts, me, them, undo))
+
+    def mute(self, me: Account, them: str, undo: bool = False) -> None:
+        """``me`` mutes ``them`` (``undo``: unmutes): only ``me``'s own pages read it."""
+        self.session.batch([blocks.mute_mutation(self.accounts, me, them, undo)])
 
     def pinned_tweets(self, pinned: Sequence[pins.Pinned]) -> list[Entry]:
         """The pinned tweets that still exist, in one read (they are in their author's home group)."""

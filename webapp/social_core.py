@@ -9,12 +9,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from causal_client import Mutation, NotReplicatedHere, ReadSpec, Row, Session
-from webapp import notices
+from webapp import blocks, notices
 from webapp.context import RegionContext
 from webapp.notices import NoticeCell
 from webapp.social_values import (
+    NOBODY,
     Account,
     Entry,
+    Hidden,
     Lookups,
     NoSuchUser,
     Page,
@@ -218,15 +220,21 @@ class SocialCore:
     def line_spec(group: str, row: str, after: str | None = None, limit: int = PAGE_SIZE) -> ReadSpec:
         return ReadSpec(group, row, limit=limit + 1, after=after)
 
-    def page_of(self, row: Row, limit: int = PAGE_SIZE, me: Account | None = None) -> Page:
-        """A page of a line without what was deleted, with the tweets its replies answer and
-        the likes, reposts and replies of its tweets as ``me`` sees them, in one more read."""
+    def page_of(
+        self, row: Row, limit: int = PAGE_SIZE, me: Account | None = None, muted_shown: str = ""
+    ) -> Page:
+        """A page of a line without what was deleted or ``me`` must not see (``muted_shown``:
+        a user ``me`` mutes whose own page this is, which shows them), with the tweets its
+        replies answer and the likes, reposts and replies of its tweets as ``me`` sees them,
+        in one more read."""
         entries = entries_of(row)
         more = len(entries) > limit
         entries = entries[:limit]
         found = self.lookups(entries, me, react=True)
-        gone = found.gone
-        shown = one_per_tweet([e for e in entries if not ({e.id, e.tweet_id} & gone)])
+        gone, hidden = found.gone, found.hidden
+        if muted_shown in hidden.mutes:
+            hidden = replace(hidden, mutes=hidden.mutes - {muted_shown})
+        shown = one_per_tweet([e for e in entries if not ({e.id, e.tweet_id} & gone) and not hidden.hides(e)])
         deleted_originals = frozenset(gone & set(found.originals))
         next_cursor = entries[-1].id if more else None
         newest = entries[0].id if entries else ""
@@ -235,7 +243,8 @@ class SocialCore:
     def lookups(self, entries: Sequence[Entry], me: Account | None = None, react: bool = False) -> Lookups:
         """In one read: which of these entries (tweets or reposts) and of the tweets they reply
         to were deleted (their tombstones), those tweets themselves (None: not here, or
-        deleted) and, with ``react``, the entries' reactions."""
+        deleted), whom ``me`` must not see (webapp/blocks.py: read after the entries, so it
+        holds every block their posts came after) and, with ``react``, the entries' reactions."""
         region = self.session.region
         ids: set[str] = set()
         for e in entries:
@@ -245,13 +254,25 @@ class SocialCore:
         local = [(i, g) for i, g in wanted.items() if self.ctx.replicates(g, region)]
         specs = checked + [ReadSpec(g, f"tweet:{i}", ("entry",)) for i, g in local]
         reacting, parse = self.reaction_specs(entries, me) if react else ([], None)
+        if me is not None:
+            reacting = [blocks.hidden_spec(self.accounts, me.username), *reacting]
         rows = self.session.multi_read(specs + reacting) if specs or reacting else []
         gone = {cell.column for row in rows[: len(checked)] for cell in row}
         found: dict[str, Entry | None] = dict.fromkeys(wanted)
         for (tweet_id, _), row in zip(local, rows[len(checked) : len(specs)], strict=True):
             found[tweet_id] = tweet_of(tweet_id, row) if tweet_id not in gone else None
-        reactions = parse(rows[len(specs) :]) if parse is not None else None
-        return Lookups(gone, found, reactions)
+        rest = rows[len(specs) :]
+        hidden = NOBODY
+        if me is not None:
+            hidden, rest = blocks.hidden_of(rest[0]), rest[1:]
+        reactions = parse(rest) if parse is not None else None
+        return Lookups(gone, found, reactions, hidden)
+
+    def hidden(self, me: Account | None) -> Hidden:
+        """Whom ``me`` blocks, is blocked by and mutes (nobody for a visitor)."""
+        if me is None:
+            return NOBODY
+        return blocks.hidden_of(self.session.multi_read([blocks.hidden_spec(self.accounts, me.username)])[0])
 
     def tombstone_specs(self, ids: Iterable[str]) -> list[ReadSpec]:
         """The read of the tombstones of ``ids`` (tweet or repost ids), if any."""

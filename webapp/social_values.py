@@ -21,6 +21,14 @@ class NoSuchUser(LookupError):
     """No account of that name (or not visible in this region yet)."""
 
 
+class BlockedApart(PermissionError):
+    """The reader and the tweet's author block one another (webapp/blocks.py)."""
+
+    def __init__(self, author: str, blocks_you: bool):
+        super().__init__(f"@{author} blocks you" if blocks_you else f"you block @{author}")
+        self.author, self.blocks_you = author, blocks_you
+
+
 def new_tweet_id(now_us: int | None = None) -> str:
     """Sortable by time: 16 hex digits of µs since the epoch, then 6 random hex digits."""
     return f"{now_us or time.time_ns() // 1000:016x}{secrets.token_hex(3)}"
@@ -143,6 +151,37 @@ class Page:
     newest_read: str = ""  # the newest entry read, shown or not (what a live page counts from)
 
 
+@dataclass(frozen=True)
+class Hidden:
+    """Whom one reader blocks, is blocked by and mutes."""
+
+    blocks: frozenset[str] = frozenset()
+    blocked_by: frozenset[str] = frozenset()
+    mutes: frozenset[str] = frozenset()
+
+    @property
+    def apart(self) -> frozenset[str]:
+        """Blocked either way: nothing passes between them."""
+        return self.blocks | self.blocked_by
+
+    @property
+    def everyone(self) -> frozenset[str]:
+        return self.apart | self.mutes
+
+    def hides(self, entry: Entry) -> bool:
+        """Whether a line leaves this entry out: its author, its reposter or (blocked either way)
+        the author of the tweet it replies to, which the line would quote."""
+        if entry.author in self.everyone or (entry.reposted_by or "") in self.everyone:
+            return True
+        return (entry.reply_author or "") in self.apart
+
+    def hides_name(self, name: str) -> bool:
+        return name in self.everyone
+
+
+NOBODY = Hidden()
+
+
 @dataclass
 class Lookups:
     """What a page of entries needs besides the entries (``Social.lookups``)."""
@@ -150,6 +189,7 @@ class Lookups:
     gone: set[str]  # tombstoned ids among the entries and the tweets they reply to
     originals: dict[str, Entry | None]  # reply-to id -> the tweet (None: not here, or deleted)
     reactions: dict[str, Reactions] | None  # tweet id -> its reactions, when asked for
+    hidden: Hidden = NOBODY  # whom the reader must not see (webapp/blocks.py), when a reader was given
 
 
 @dataclass
@@ -175,6 +215,12 @@ class Profile:
     page: Page
     is_following: bool
     pinned: list[Entry] = field(default_factory=list)  # newest pin first (webapp/pins.py)
+    hidden: Hidden = NOBODY  # whom the reader blocks, is blocked by, mutes (the page says which)
+
+    @property
+    def apart(self) -> bool:
+        """The reader and the user block one another: their tweets are not shown."""
+        return self.user.username in self.hidden.apart
 
 
 @dataclass(frozen=True)

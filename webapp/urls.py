@@ -4,7 +4,7 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic.base import RedirectView
 
-from webapp.views import account, causality, health, live, notifications, pages, reactions, travel
+from webapp.views import account, blocking, causality, health, live, notifications, pages, reactions, travel
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -20,6 +20,10 @@ urlpatterns = [
     path("u/<str:username>/following/", pages.relations, {"which": "following"}, name="following"),
     path("u/<str:username>/follow/", pages.follow, name="follow"),
     path("u/<str:username>/unfollow/", pages.follow, {"undo": True}, name="unfollow"),
+    path("u/<str:username>/block/", blocking.block, name="block"),
+    path("u/<str:username>/unblock/", blocking.block, {"undo": True}, name="unblock"),
+    path("u/<str:username>/mute/", blocking.mute, name="mute"),
+    path("u/<str:username>/unmute/", blocking.mute, {"undo": True}, name="unmute"),
     path("t/<str:group>/<str:tweet_id>/", pages.tweet_page, name="tweet"),
     path("t/<str:group>/<str:tweet_id>/like/", reactions.like, name="like"),
     path("t/<str:group>/<str:tweet_id>/unlike/", reactions.like, {"undo": True}, name="unlike"),

@@ -14,9 +14,11 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from causal_client import ReadSpec
+from webapp import blocks
 from webapp.forms import CURSOR
+from webapp.notices import Notice
 from webapp.social_core import USERNAME_PATTERN
-from webapp.social_values import NoSuchUser
+from webapp.social_values import Entry, Hidden, NoSuchUser
 
 LIVE_CAP = 20  # the bar says "20+ new tweets" beyond
 LINE = re.compile(
@@ -66,6 +68,26 @@ def live(request: HttpRequest) -> JsonResponse:
         spec = ReadSpec(found["group"], replies, limit=LIVE_CAP + 1, after=since or None, reverse=False)
     if not ctx.replicates(spec.group, social.session.region):
         return JsonResponse({"new": 0, "unread": causal.unread_count})  # not followed live from here
-    row = social.session.multi_read([spec])[0]
-    new = sum(1 for cell in row if cell.column > since)
+    if me is None:
+        row = social.session.multi_read([spec])[0]
+        new = sum(1 for cell in row if cell.column > since)
+        return JsonResponse({"new": new, "unread": causal.unread_count})
+    row, hidden_row = social.session.multi_read([spec, blocks.hidden_spec(ctx.accounts_group, me.username)])
+    hidden = blocks.hidden_of(hidden_row)
+    new = sum(
+        1 for cell in row if cell.column > since and not shows_hidden(line, cell.column, cell.text, hidden)
+    )
     return JsonResponse({"new": new, "unread": causal.unread_count})
+
+
+def shows_hidden(line: str, column: str, text: str, hidden: Hidden) -> bool:
+    """Whether a line's cell (an entry, or on ``notices`` a notice) is of someone the reader does
+    not see: the bar never counts what the page would leave out."""
+    if not hidden.everyone:
+        return False
+    try:
+        if line == "notices":
+            return hidden.hides_name(Notice.from_json(column, text).actor)
+        return hidden.hides(Entry.from_json(column, text))
+    except (ValueError, KeyError, TypeError):  # not an entry (a line's bookkeeping cell): counted as before
+        return False

@@ -12,10 +12,10 @@ from django.template.backends.utils import csrf_input
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from webapp import pins
+from webapp import blocks, notices, pins
 from webapp.forms import CURSOR, FindForm, PostForm, valid_cursor
 from webapp.social_core import USERNAME_PATTERN
-from webapp.social_values import Account, Entry, NoSuchUser, Page, TweetDeleted
+from webapp.social_values import Account, BlockedApart, Entry, NoSuchUser, Page, TweetDeleted
 from webapp.views import errors
 from webapp.views.errors import ShownBadRequest
 
@@ -112,6 +112,9 @@ def user_page(request: HttpRequest, username: str) -> HttpResponse:
     me = request.causal.account
     profile = request.causal.social.profile(user, me, after=cursor(request))
     context = {"me": me, "user": profile.user, "is_following": profile.is_following, "form": PostForm()}
+    context |= {"blocks_you": profile.user.username in profile.hidden.blocked_by,
+                "you_block": profile.user.username in profile.hidden.blocks,
+                "you_mute": profile.user.username in profile.hidden.mutes}  # fmt: skip
     context |= line_context(request, profile.page)
     context["pinned"] = profile.pinned
     context["reactions"] |= request.causal.social.react_to(profile.pinned, me)
@@ -150,9 +153,12 @@ def tweet_page(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
     check_tweet_ref(request, group, tweet_id)
     social, me = request.causal.social, request.causal.account
     try:
-        talk = social.conversation(group, tweet_id, after=cursor(request))
+        talk = social.conversation(group, tweet_id, after=cursor(request), me=me)
     except TweetDeleted:
         return errors.page(request, 410, "Deleted", "This tweet was deleted by its author.")
+    except BlockedApart as apart:
+        why = f"@{apart.author} blocks you" if apart.blocks_you else f"You block @{apart.author}"
+        return errors.page(request, 403, "Not available", f"{why}: this tweet is not shown to you.")
     if talk is None:
         raise Http404("no such tweet")
     entry = talk.tweet
@@ -192,6 +198,13 @@ def post(request: HttpRequest) -> HttpResponse:
         )
         if reply_to is None:
             raise ShownBadRequest("The tweet you reply to does not exist (here).")
+    addressed = [*notices.mentioned(form.cleaned_data["body"]), *([reply_to.author] if reply_to else [])]
+    refused = blocks.refused_names(social.hidden(me), addressed)
+    if refused:
+        names = ", ".join(f"@{name}" for name in refused)
+        form.add_error("body", f"You cannot reply to or mention {names}: one of you blocks the other.")
+        context = {"me": me, "form": form, **line_context(request, social.timeline(me))}
+        return render(request, "home.html", context, status=400)
     entry = social.post(me, form.cleaned_data["body"], reply_to)  # outbox cells: nudged (webapp/causal.py)
     request.causal.note = f"your tweet at {request.causal.ctx.region}"
     if reply_to is None:
@@ -213,6 +226,10 @@ def follow(request: HttpRequest, username: str, undo: bool = False) -> HttpRespo
         if social.is_following(me, user.username):
             social.unfollow(me, user)
         messages.info(request, f"You no longer follow @{user.username}.")
+    elif user.username in social.hidden(me).apart:
+        return errors.page(
+            request, 403, "Not allowed", f"You cannot follow @{user.username}: one of you blocks the other."
+        )
     else:
         if not social.is_following(me, user.username):
             social.follow(me, user)
