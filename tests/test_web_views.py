@@ -763,3 +763,13 @@ def test_a_mute_hides_someone_from_your_lines_and_notices_and_nobody_is_told(dja
 
     assert ann.post(f"/u/{bob_name}/unmute/").status_code == 302
     assert shown(ann, "/") and shown(ann, "/public/")
+
+
+def test_a_mention_of_a_name_nobody_has_is_text_not_a_link_to_a_404(django_region):  # noqa: F811
+    author, _ = new_user("men")
+    _, known = new_user("menk")
+    nobody = username("nobody")
+    assert author.post("/post/", {"body": f"hi @{known} and @{nobody}"}).status_code == 302
+    page = html(author.get("/"))
+    assert f'<a class="mention" href="/u/{known}/">@{known}</a>' in page
+    assert f'<span class="mention unknown">@{nobody}</span>' in page and f'href="/u/{nobody}/"' not in page

@@ -140,6 +140,6 @@ def entry_html(
         "  </div>\n</article>\n",
         entry.id, reposted, avatar_url(entry.author), user_url(entry.author), entry.author,
         tweet_url(entry), when(entry.time_us), reply_part(entry, original, reader, parent_gone),
-        rich(entry.body),
+        rich(entry.body, entry.unknown_mentions),
         actions(entry, reaction, reader),
     )  # fmt: skip

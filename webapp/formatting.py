@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Collection
 from datetime import UTC, datetime
 from functools import lru_cache
 
@@ -44,9 +45,10 @@ def when(time_us: int) -> SafeString:
     return format_html('<time datetime="{}" title="{}">{}</time>', iso, exact, relative(time_us))
 
 
-def rich(body: str) -> SafeString:
+def rich(body: str, unknown: Collection[str] = ()) -> SafeString:
     """A tweet's text as HTML: everything escaped, line breaks kept, http(s) links and @mentions
-    made links (links open without a referrer and carry no ranking: ``nofollow ugc``)."""
+    made links (links open without a referrer and carry no ranking: ``nofollow ugc``), but for
+    ``unknown`` names (nobody had them when it was posted: a link would be a 404)."""
     parts: list[str] = []
     last = 0
     for found in TOKENS.finditer(body):
@@ -58,7 +60,11 @@ def rich(body: str) -> SafeString:
             ))  # fmt: skip
         else:
             name = found.group("name")
-            parts.append(format_html('<a class="mention" href="{}">@{}</a>', user_url(name.lower()), name))
+            if name.lower() in unknown:
+                parts.append(format_html('<span class="mention unknown">@{}</span>', name))
+            else:
+                link = user_url(name.lower())
+                parts.append(format_html('<a class="mention" href="{}">@{}</a>', link, name))
         last = found.end()
     parts.append(escape(body[last:]))
     return mark_safe("".join(parts).replace("\r\n", "\n").replace("\n", "<br>"))

@@ -119,10 +119,13 @@ class SocialCore:
         once), the public line, its pending fan-out (an outbox cell, webapp/fanout.py) and its
         notices (the author it replies to, the people it mentions) in one atomic batch, where
         the author's home group is replicated: all of it or none, whenever this process dies."""
+        mentioned = notices.mentioned(body)
+        known = self.homes_of(mentioned) if mentioned else {}
         entry = Entry(
             new_tweet_id(), author.username, body, author.home_group,
             reply_to.id if reply_to else None, reply_to.author if reply_to else None,
             reply_to.group if reply_to else None,
+            unknown_mentions=tuple(n for n in mentioned if n not in known),
         )  # fmt: skip
         fields = {"author": author.username, "body": body, "entry": entry.to_json()}
         tweet = Mutation(author.home_group, f"tweet:{entry.id}").update(fields)

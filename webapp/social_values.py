@@ -53,6 +53,8 @@ class Entry:
     original_id: str | None = None
     #: shown once for several of its reposts in one page: the other reposters (never stored)
     also_reposted_by: tuple[str, ...] = ()
+    #: names it mentions that had no account when it was posted: shown as text, not as links
+    unknown_mentions: tuple[str, ...] = ()
 
     @property
     def time_us(self) -> int:
@@ -74,6 +76,8 @@ class Entry:
             data |= {"r": self.reply_to, "ra": self.reply_author, "rg": self.reply_group}
         if self.reposted_by:
             data |= {"rp": self.reposted_by, "o": self.original_id}
+        if self.unknown_mentions:
+            data["u"] = " ".join(self.unknown_mentions)
         return json.dumps(data, separators=(",", ":"))
 
     @staticmethod
@@ -81,7 +85,7 @@ class Entry:
         data = json.loads(text)
         return Entry(
             tweet_id, data["a"], data["b"], data["g"], data.get("r"), data.get("ra"), data.get("rg"),
-            data.get("rp"), data.get("o"),
+            data.get("rp"), data.get("o"), unknown_mentions=tuple((data.get("u") or "").split()),
         )  # fmt: skip
 
 
