@@ -96,6 +96,25 @@ def test_a_users_actions_on_their_own_tweets_notify_nobody(django_region):  # no
     assert notice_kinds(html(me.get("/notifications/"))) == ["like"]
 
 
+def test_an_undone_like_or_repost_takes_its_notice_back_and_a_like_again_notifies_once(django_region):  # noqa: F811
+    """Like, unlike, like again: one like notice, not two. A repost undone: its notice goes
+    (it was listed once the repost was made). Both read the tweet's likers and reposters rows
+    when the page is drawn (``notices.withdrawn``)."""
+    me, _ = new_user("nund")
+    fan, fan_name = new_user("nundf")
+    assert me.post("/post/", {"body": "undo me"}).status_code == 302
+    path = first_tweet_path(html(me.get("/")))
+    assert fan.post(path + "like/", {"next": path}).status_code == 302
+    assert fan.post(path + "repost/", {"next": path}).status_code == 302
+    assert notice_kinds(wait_for_kinds(me, ["like", "repost"])) == ["repost", "like"]
+    assert fan.post(path + "unlike/", {"next": path}).status_code == 302
+    assert fan.post(path + "unrepost/", {"next": path}).status_code == 302
+    assert notice_kinds(html(me.get("/notifications/"))) == [], "both undone: neither is told any more"
+    assert fan.post(path + "like/", {"next": path}).status_code == 302
+    page = wait_for_kinds(me, ["like"])
+    assert notice_kinds(page) == ["like"] and page.count(f"@{fan_name}") == 1, "liked again: told once"
+
+
 def test_a_notice_waits_in_the_outbox_until_a_worker_or_the_sweeper_delivers_it(django_region):  # noqa: F811
     """A like written by the data layer alone (no request, so no task queued): the cell it left in
     the outbox is the notice's only record, and the region's sweeper delivers it."""

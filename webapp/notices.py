@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from causal_client import Mutation, ReadSpec, Row, Session
@@ -160,6 +160,23 @@ def inbox(session: Session, user: str, group: str, after: str | None = None) -> 
     listed = listed[:PAGE]
     seen = unread_rows[1].text("seen") or ""
     return Inbox(listed, listed[-1].id if more else None, unread_of(unread_rows), seen)
+
+
+def withdrawn(session: Session, listed: Sequence[Notice], here: Callable[[str], bool]) -> set[str]:
+    """The ids of the like and repost notices whose like or repost was undone since (the actor is
+    no longer in the tweet's ``likers`` or ``reposters`` row), and of those a later notice of the
+    same like or repost repeats (like, unlike, like again): one read, of the tweets' rows in
+    groups replicated here (``here``)."""
+    rows = {"like": "likers", "repost": "reposters"}
+    asked = [n for n in listed if n.kind in rows and n.tweet_id and n.group and here(n.group)]
+    if not asked:
+        return set()
+    specs = [ReadSpec(n.group or "", f"{rows[n.kind]}:{n.tweet_id}", (n.actor,)) for n in asked]
+    gone = {n.id for n, row in zip(asked, session.multi_read(specs), strict=True) if n.actor not in row}
+    newest: dict[tuple[str, str, str | None], str] = {}
+    for n in asked:  # newest first, as listed
+        newest.setdefault((n.kind, n.actor, n.tweet_id), n.id)
+    return gone | {n.id for n in asked if newest[(n.kind, n.actor, n.tweet_id)] != n.id}
 
 
 def mark_seen(session: Session, user: str, group: str, newest: str) -> None:

@@ -14,15 +14,17 @@ from webapp.views.pages import cursor, signed_in
 @signed_in
 def page(request: HttpRequest) -> HttpResponse:
     """Your notices, newest first; the first page marks them read (as Twitter's does). Notices
-    about a tweet deleted since, and from people you block, who block you or whom you mute, are
-    left out."""
+    about a tweet deleted since, for a like or repost undone since (or repeated: like, unlike, like
+    again), and from people you block, who block you or whom you mute, are left out."""
     me, social = request.causal.account, request.causal.social
     social.go_where_replicated(me.home_group)
     after = cursor(request)
     inbox = notices.inbox(social.session, me.username, me.home_group, after=after)
     gone = social.deleted_among(n.tweet_id for n in inbox.notices if n.tweet_id)
+    here = request.causal.ctx.replicates
+    gone |= notices.withdrawn(social.session, inbox.notices, lambda group: here(group, social.session.region))
     hidden = social.hidden(me)
-    shown = [n for n in inbox.notices if n.tweet_id not in gone and not hidden.hides_name(n.actor)]
+    shown = [n for n in inbox.notices if not {n.tweet_id, n.id} & gone and not hidden.hides_name(n.actor)]
     if after is None and inbox.notices and inbox.notices[0].id > inbox.seen:
         notices.mark_seen(social.session, me.username, me.home_group, inbox.notices[0].id)
         request.causal.unread_count = 0
