@@ -17,6 +17,9 @@ FRAME_EVERY_S = 1.0
 FRAMES_PER_STREAM = 30  # then the stream ends and the browser reconnects
 STREAMS_PER_PROCESS = 2  # of gunicorn's 4 threads a process: the pages keep the others
 RETRY_WHEN_FULL_S = 15
+#: how long a new stream waits for a slot: a reload's old stream holds its slot until its next
+#: frame finds the browser gone (one interval and a scrape), so quick reloads wait, not fail
+WAIT_FOR_SLOT_S = 3.0
 streams = threading.BoundedSemaphore(STREAMS_PER_PROCESS)
 
 
@@ -73,9 +76,9 @@ class Slot:
 
 @require_GET
 def events(request: HttpRequest) -> HttpResponse:
-    """The stream, if a slot is free: a few viewers must not take every thread of the web app
-    (the page waits and tries again when told 503)."""
-    if not streams.acquire(blocking=False):
+    """The stream, once a slot is free (within WAIT_FOR_SLOT_S): a few viewers must not take
+    every thread of the web app (the page waits and tries again when told 503)."""
+    if not streams.acquire(timeout=WAIT_FOR_SLOT_S):
         full = HttpResponse(
             "The live view is busy; try again shortly.", status=503, content_type="text/plain"
         )
