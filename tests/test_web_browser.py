@@ -434,6 +434,16 @@ def test_home_timeline_on_a_phone(alice, open_context, urls):
     assert line_bodies(page)[0] == long_word
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0, f"the page scrolls sideways by {overflow}px on a 390px-wide screen"
+    # a finger's targets: every tweet action and header link at least 44 x 44 px (WCAG 2.5.5);
+    # the header leaves the screen to the tweets (it took 153 px)
+    small = page.evaluate("""() => [...document.querySelectorAll(
+        '.tweet .actions button, .tweet .actions a, header.top nav a, header.top nav button')]
+        .map(e => [e.textContent.trim().slice(0, 20), e.getBoundingClientRect()])
+        .filter(([, r]) => r.width > 0 && (r.width < 44 || r.height < 44))
+        .map(([t, r]) => `${t}: ${Math.round(r.width)}x${Math.round(r.height)}`)""")
+    assert not small, f"tap targets under 44 px on a phone: {small}"
+    header = page.evaluate("document.querySelector('header.top').getBoundingClientRect().height")
+    assert header <= 120, f"the header takes {header:.0f} px of an 844 px screen"
     shoot(page, "home-mobile")
 
 
