@@ -529,10 +529,10 @@ def test_people_lookup(client, django_region):  # noqa: F811
         assert f'Found <a href="/u/{name}/">@{name}</a> · 0 tweets · 0 followers' in page, q
     missing = username("nobody")
     page = html(client.get("/people/", {"q": missing}))
-    assert f"Nobody called “{missing}”" in page
+    assert f"No name holds “{missing}”" in page
     assert "Found <a" not in page
     page = html(client.get("/people/", {"q": "<b>no</b>"}))
-    assert "Nobody called “&lt;b&gt;no&lt;/b&gt;”" in page
+    assert "No name holds “&lt;b&gt;no&lt;/b&gt;”" in page
 
 
 def test_people_lookup_with_at_and_a_30_character_name(client, django_region):  # noqa: F811
@@ -773,3 +773,70 @@ def test_a_mention_of_a_name_nobody_has_is_text_not_a_link_to_a_404(django_regio
     page = html(author.get("/"))
     assert f'<a class="mention" href="/u/{known}/">@{known}</a>' in page
     assert f'<span class="mention unknown">@{nobody}</span>' in page and f'href="/u/{nobody}/"' not in page
+
+
+# -- finding: hashtags, search, who to follow (webapp/search.py) ----------------------------------------
+def test_a_hashtag_links_to_its_page_newest_first_in_pages_and_a_delete_leaves_it(django_region):  # noqa: F811
+    author, _ = new_user("tag")
+    tag = "caus" + username("t")[-8:].replace("_", "x")
+    for n in range(PAGE_SIZE + 1):
+        assert author.post("/post/", {"body": f"number {n} of #{tag.upper()}"}).status_code == 302
+    assert author.post("/post/", {"body": f"no tag, only the word {tag}"}).status_code == 302
+    home = html(author.get("/"))
+    assert f'<a class="tag" href="/tag/{tag}/">#{tag.upper()}</a>' in home
+    assert author.get(f"/tag/{tag.upper()}/")["Location"] == f"/tag/{tag}/"
+    page = html(author.get(f"/tag/{tag}/"))
+    shown = bodies(page)
+    assert len(shown) == PAGE_SIZE and shown[0].startswith(f"number {PAGE_SIZE} of")  # newest first
+    older = html(author.get(f"/tag/{tag}/?after={older_link(page)}"))
+    assert [b.split(" of ")[0] for b in bodies(older)] == ["number 0"]
+    newest = tweet_refs(page)[0]
+    assert author.post(f"/t/{newest[0]}/{newest[1]}/delete/", {"next": "/"}).status_code == 302
+    assert not bodies(html(author.get(f"/tag/{tag}/")))[0].startswith(f"number {PAGE_SIZE} of")
+    assert author.get("/tag/%21%21/").status_code == 404
+
+
+def test_search_finds_tweets_with_all_their_words_and_people_by_any_part_of_a_name(django_region):  # noqa: F811
+    poster, poster_name = new_user("srchpost")
+    reader, reader_name = new_user("srchread")
+    word = username("w")[-10:].replace("_", "q")
+    assert poster.post("/post/", {"body": f"Saturn serializers carry {word} labels"}).status_code == 302
+    assert poster.post("/post/", {"body": f"GentleRain waits for {word} heartbeats"}).status_code == 302
+    found = html(reader.get("/search/", {"q": f"SERIALIZERS {word}"}))
+    assert [b for b in bodies(found)] == [f"Saturn serializers carry {word} labels"]
+    assert len(bodies(html(reader.get("/search/", {"q": word})))) == 2
+    assert bodies(html(reader.get("/search/", {"q": f"{word} venus"}))) == []
+    # people by part of the name, any case, each with a Follow button
+    part = poster_name[4:12].upper()
+    people = html(reader.get("/search/", {"q": part}))
+    assert (
+        f'href="/u/{poster_name}/">@{poster_name}</a>' in people
+        and f'action="/u/{poster_name}/follow/"' in people
+    )
+    listed = html(reader.get("/people/", {"q": poster_name[:-3]}))
+    assert f'href="/u/{poster_name}/"' in listed
+    # what a reader must not see is not found either: a deleted tweet, a blocker's tweets
+    group, tweet_id = tweet_refs(html(poster.get("/")))[0]
+    assert poster.post(f"/t/{group}/{tweet_id}/delete/", {"next": "/"}).status_code == 302
+    assert bodies(html(reader.get("/search/", {"q": word}))) == [f"Saturn serializers carry {word} labels"]
+    assert poster.post(f"/u/{reader_name}/block/").status_code == 302
+    assert bodies(html(reader.get("/search/", {"q": word}))) == []
+    assert reader.get("/search/", {"q": "x" * 101}).status_code == 400
+
+
+def test_who_to_follow_suggests_the_people_your_follows_follow_with_one_click(django_region):  # noqa: F811
+    ann, ann_name = new_user("wtfa")
+    _, bob_name = new_user("wtfb")
+    carol, carol_name = new_user("wtfc")
+    empty_home = html(ann.get("/"))
+    assert "Who to follow" in empty_home  # a new user's empty home suggests people
+    assert carol.post(f"/u/{bob_name}/follow/").status_code == 302
+    assert ann.post(f"/u/{carol_name}/follow/").status_code == 302
+    page = html(ann.get("/people/"))
+    suggested = page.split("Who to follow")[1].split("Newest people")[0]
+    assert f'href="/u/{bob_name}/"' in suggested and f"@{ann_name}<" not in suggested
+    assert f'href="/u/{carol_name}/"' not in suggested  # followed already
+    reply = ann.post(f"/u/{bob_name}/follow/", {"next": "/people/"})
+    assert reply.status_code == 302 and reply["Location"] == "/people/"
+    after = html(ann.get("/people/"))
+    assert f'href="/u/{bob_name}/"' not in after.split("Who to follow")[-1].split("Newest people")[0]

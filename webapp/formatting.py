@@ -18,7 +18,10 @@ from django.utils.safestring import SafeString, mark_safe
 # inside a word or an e-mail address.
 LINK = r"https?://[^\s<>\"'`]+[^\s<>\"'`.,;:!?)\]}]"
 MENTION = r"(?<![\w@/])@(?P<name>[a-z0-9_]{2,30})\b"
-TOKENS = re.compile(rf"(?P<link>{LINK})|{MENTION}", re.IGNORECASE)
+# A hashtag: # and a letter or digit, then up to 49 word characters (any script); not after a
+# word, another # or & (an HTML entity's "&#39;" is not a tag).
+TAG = r"(?<![\w#&])#(?P<tag>[^\W_]\w{0,49})"
+TOKENS = re.compile(rf"(?P<link>{LINK})|{MENTION}|{TAG}", re.IGNORECASE)
 
 
 def exact_time(time_us: int) -> str:
@@ -58,6 +61,9 @@ def rich(body: str, unknown: Collection[str] = ()) -> SafeString:
                 '<a href="{}" rel="nofollow ugc noopener noreferrer" target="_blank">{}</a>',
                 found.group("link"), found.group("link"),
             ))  # fmt: skip
+        elif found.group("tag"):
+            tag = found.group("tag")
+            parts.append(format_html('<a class="tag" href="{}">#{}</a>', tag_url(tag.lower()), tag))
         else:
             name = found.group("name")
             if name.lower() in unknown:
@@ -73,6 +79,11 @@ def rich(body: str, unknown: Collection[str] = ()) -> SafeString:
 @lru_cache(maxsize=4096)
 def user_url(username: str) -> str:
     return reverse("user", args=[username])
+
+
+@lru_cache(maxsize=4096)
+def tag_url(tag: str) -> str:
+    return reverse("tag", args=[tag])
 
 
 @lru_cache(maxsize=4096)

@@ -114,6 +114,13 @@ class FindForm(forms.Form):
         return name
 
 
+class SearchForm(forms.Form):
+    q = forms.CharField(label="Search", max_length=100, required=False)
+
+    def clean_q(self) -> str:
+        return " ".join(self.cleaned_data["q"].split())
+
+
 def valid_cursor(value: str | None) -> str | None:
     """A pagination cursor from the query string, or None; raises ValueError when malformed."""
     if not value:

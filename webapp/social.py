@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from causal_client import Mutation, ReadSpec
-from webapp import blocks, pins
+from webapp import blocks, pins, search
 from webapp.notices import Notice, NoticeCell
 from webapp.social_core import ANCESTORS, BACKFILL, DELETED_ROW, REPLIES_PAGE
 from webapp.social_reactions import SocialReactions
@@ -67,6 +67,10 @@ from webapp.social_values import (
     new_tweet_id,
     tweet_of,
 )
+
+SUGGESTIONS = 8  # people suggested to follow
+SUGGESTION_SOURCES = 10  # followed users whose follows a suggestion reads
+SUGGESTIONS_READ = 50  # of each one's following row
 
 
 class Social(SocialReactions):
@@ -86,8 +90,10 @@ class Social(SocialReactions):
         apart = []
         if entry.reply_to and entry.reply_group:
             apart.append(Mutation(entry.reply_group, f"replies:{entry.reply_to}").delete(entry.id))
+        unlisted = search.index_mutations(self.accounts, entry, removal=True)
         self.share(me, entry, tomb, Mutation(self.accounts, DELETED_ROW).set(entry.id, now),
-                   Mutation(self.accounts, "public").delete(entry.id), removal=True, apart=apart)  # fmt: skip
+                   Mutation(self.accounts, "public").delete(entry.id), *unlisted, removal=True,
+                   apart=apart)  # fmt: skip
 
     # -- conversations -----------------------------------------------------------------------
     def conversation(
@@ -230,6 +236,32 @@ class Social(SocialReactions):
         )
         pinned = self.pinned_tweets(pins.from_copy(rows[4]))
         return Profile(counts, page, bool(following), pinned, hidden)
+
+    # -- who to follow ----------------------------------------------------------------------
+    def suggestions(self, me: Account, limit: int = SUGGESTIONS) -> list[str]:
+        """People ``me`` might follow: those the people ``me`` follows follow, the most followed
+        of them first (in one read of up to SUGGESTION_SOURCES of their following rows, those
+        replicated here), then the newest people; never ``me``, nobody ``me`` follows already,
+        and nobody blocked either way."""
+        follows = self.names(me.home_group, f"following:{me.username}", limit=1000)
+        hidden = self.hidden(me)
+        skip = {me.username, *follows, *hidden.apart}
+        region = self.session.region
+        sources = [(n, g) for n, g in sorted(follows.items()) if self.ctx.replicates(g, region)]
+        sources = sources[:SUGGESTION_SOURCES]
+        counted: dict[str, int] = {}
+        if sources:
+            specs = [ReadSpec(g, f"following:{n}", limit=SUGGESTIONS_READ) for n, g in sources]
+            rows = self.session.multi_read(specs)
+            for row in rows:
+                for cell in row:
+                    if cell.column not in skip:
+                        counted[cell.column] = counted.get(cell.column, 0) + 1
+        ranked = sorted(counted, key=lambda name: (-counted[name], name))
+        for name in self.newest_people(limit=limit * 3):
+            if name not in skip and name not in ranked:
+                ranked.append(name)
+        return ranked[:limit]
 
     # -- blocking and muting (webapp/blocks.py) -----------------------------------------------
     def block(self, me: Account, them: Account, undo: bool = False) -> None:

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from causal_client import Mutation, NotReplicatedHere, ReadSpec, Row, Session
-from webapp import blocks, notices
+from causal_client.wire import MAX_SLICE
+from webapp import blocks, notices, search
 from webapp.context import RegionContext
 from webapp.notices import NoticeCell
 from webapp.social_values import (
@@ -131,14 +132,15 @@ class SocialCore:
         tweet = Mutation(author.home_group, f"tweet:{entry.id}").update(fields)
         # the accounts group is replicated everywhere: wherever the home group is, so is it
         public = Mutation(self.accounts, "public").set(entry.id, entry.to_json())
+        found_by = search.index_mutations(self.accounts, entry)  # its tags' and words' rows
         told = notices.for_tweet(
             entry.id, author.username, body, author.home_group, entry.reply_author, new_tweet_id()
         )
         if reply_to is None:
-            self.share(author, entry, tweet, public, notify=told)
+            self.share(author, entry, tweet, public, *found_by, notify=told)
             return entry
         listed = Mutation(reply_to.group, f"replies:{reply_to.id}").set(entry.id, entry.to_json())
-        self.share(author, entry, tweet, public, notify=told, apart=[listed])
+        self.share(author, entry, tweet, public, *found_by, notify=told, apart=[listed])
         return entry
 
     def share(
@@ -233,13 +235,18 @@ class SocialCore:
         entries = entries_of(row)
         more = len(entries) > limit
         entries = entries[:limit]
+        return self.page_of_entries(entries, entries[-1].id if more else None, me, muted_shown)
+
+    def page_of_entries(
+        self, entries: list[Entry], next_cursor: str | None, me: Account | None = None, muted_shown: str = ""
+    ) -> Page:
+        """``page_of`` for entries already read (a search's, filtered)."""
         found = self.lookups(entries, me, react=True)
         gone, hidden = found.gone, found.hidden
         if muted_shown in hidden.mutes:
             hidden = replace(hidden, mutes=hidden.mutes - {muted_shown})
         shown = one_per_tweet([e for e in entries if not ({e.id, e.tweet_id} & gone) and not hidden.hides(e)])
         deleted_originals = frozenset(gone & set(found.originals))
-        next_cursor = entries[-1].id if more else None
         newest = entries[0].id if entries else ""
         return Page(shown, next_cursor, found.originals, deleted_originals, found.reactions, newest)
 
@@ -295,6 +302,36 @@ class SocialCore:
 
     def public(self, after: str | None = None, me: Account | None = None) -> Page:
         return self.line(self.accounts, "public", after, me=me)
+
+    # -- finding (webapp/search.py) -------------------------------------------------------------
+    def tag_line(self, tag: str, after: str | None = None, me: Account | None = None) -> Page:
+        """A hashtag's tweets, newest first: a line like a timeline."""
+        return self.line(self.accounts, search.tag_row(tag), after, me=me)
+
+    def search(self, query: search.Query, after: str | None = None, me: Account | None = None) -> Page:
+        """The tweets with every word and tag of ``query``, newest first: a page of the rarest
+        term's row, less those lacking another term, then as any line (tombstones, blocks)."""
+        row = self.session.slice(self.accounts, query.row, limit=search.SCANNED_PER_PAGE + 1, after=after)
+        read = entries_of(row)
+        more = len(read) > search.SCANNED_PER_PAGE
+        read = read[: search.SCANNED_PER_PAGE]
+        matched = [e for e in read if query.matches(e)]
+        if len(matched) > PAGE_SIZE:
+            return self.page_of_entries(matched[:PAGE_SIZE], matched[PAGE_SIZE - 1].id, me)
+        return self.page_of_entries(matched, read[-1].id if more else None, me)
+
+    def people_named(self, part: str) -> list[str]:
+        """Usernames containing ``part``, among the newest PEOPLE_SCANNED (webapp/search.py),
+        read a page of the directory at a time."""
+        names: list[str] = []
+        after = None
+        while len(names) < search.PEOPLE_SCANNED:
+            page = self.session.slice(self.accounts, "directory", limit=MAX_SLICE, after=after)
+            names += [cell.text for cell in page]
+            if not page.next_cursor or len(page.cells) < MAX_SLICE:
+                break
+            after = page.next_cursor
+        return search.matching_names(names, part)
 
     # -- fan-out (run by the Celery task) ------------------------------------------------------
     def write_timelines(

@@ -4,7 +4,18 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic.base import RedirectView
 
-from webapp.views import account, blocking, causality, health, live, notifications, pages, reactions, travel
+from webapp.views import (
+    account,
+    blocking,
+    causality,
+    finding,
+    health,
+    live,
+    notifications,
+    pages,
+    reactions,
+    travel,
+)
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -12,6 +23,8 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("webapp/favicon.svg"), permanent=True)),
     path("public/", pages.public, name="public"),
     path("people/", pages.people, name="people"),
+    path("search/", finding.search_page, name="search"),
+    path("tag/<str:tag>/", finding.tag_page, name="tag"),
     path("notifications/", notifications.page, name="notifications"),
     path("live/", live.live, name="live"),
     path("post/", pages.post, name="post"),

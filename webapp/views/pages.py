@@ -17,6 +17,7 @@ from webapp.forms import CURSOR, FindForm, PostForm, valid_cursor
 from webapp.social_core import USERNAME_PATTERN
 from webapp.social_values import Account, BlockedApart, Entry, NoSuchUser, Page, TweetDeleted
 from webapp.views import errors
+from webapp.views.account import next_url
 from webapp.views.errors import ShownBadRequest
 
 
@@ -94,8 +95,12 @@ def home(request: HttpRequest) -> HttpResponse:
     me = request.causal.account
     if me is None:
         return public(request)
-    page = request.causal.social.timeline(me, after=cursor(request))
-    return render(request, "home.html", {"me": me, "form": PostForm(), **line_context(request, page)})
+    social = request.causal.social
+    page = social.timeline(me, after=cursor(request))
+    context = {"me": me, "form": PostForm(), **line_context(request, page)}
+    if not page.entries and page.next_cursor is None and not request.GET.get("after"):
+        context |= {"suggested": social.suggestions(me), "following": set()}  # an empty home: who to follow
+    return render(request, "home.html", context)
 
 
 @require_GET
@@ -234,21 +239,34 @@ def follow(request: HttpRequest, username: str, undo: bool = False) -> HttpRespo
         if not social.is_following(me, user.username):
             social.follow(me, user)
         messages.success(request, f"You follow @{user.username}: their new tweets reach your timeline.")
+    if request.POST.get("next"):  # a Follow button in a list: back to the list
+        return redirect(next_url(request))
     return redirect("user", username=user.username)
 
 
 @require_GET
 def people(request: HttpRequest) -> HttpResponse:
+    """People whose name holds the query (the exact one first, with its counts), who to follow
+    (for a signed-in user) and the newest people, each with a Follow button."""
     form = FindForm(request.GET or None)
-    found, query = None, ""
+    social, me = request.causal.social, request.causal.account
+    found, query, named = None, "", []
     if form.is_bound and form.is_valid() and form.cleaned_data["q"]:
         query = form.cleaned_data["q"]
-        if USERNAME_PATTERN.match(query):
-            try:
-                found = request.causal.social.with_relations(request.causal.social.account(query))
-            except NoSuchUser:
-                found = None
-    newest = request.causal.social.newest_people()
+        named = social.people_named(query)
+        if USERNAME_PATTERN.match(query) and query in named:
+            found = social.with_relations(social.account(query))
+            named = [n for n in named if n != query]
+    suggested = social.suggestions(me) if me is not None else []
     return render(request, "people.html", {
-        "me": request.causal.account, "form": form, "query": query, "found": found, "newest": newest,
+        "me": me, "form": form, "query": query, "found": found, "named": named, "suggested": suggested,
+        "newest": social.newest_people(), "following": following_of(request),
     })  # fmt: skip
+
+
+def following_of(request: HttpRequest) -> set[str]:
+    """Whom the signed-in user follows (for the Follow buttons of a list of people)."""
+    me = request.causal.account
+    if me is None or not request.causal.ctx.replicates(me.home_group, request.causal.session.region):
+        return set()
+    return set(request.causal.social.following(me))
