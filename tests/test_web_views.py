@@ -840,3 +840,116 @@ def test_who_to_follow_suggests_the_people_your_follows_follow_with_one_click(dj
     assert reply.status_code == 302 and reply["Location"] == "/people/"
     after = html(ann.get("/people/"))
     assert f'href="/u/{bob_name}/"' not in after.split("Who to follow")[-1].split("Newest people")[0]
+
+
+# -- a profile of one's own (webapp/profiles.py) ---------------------------------------------------------
+def png(width: int, height: int, colour: str = "teal") -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), colour).save(out, "PNG")
+    return out.getvalue()
+
+
+def upload(name: str, content: bytes, kind: str = "image/png"):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile(name, content, content_type=kind)
+
+
+def test_a_profile_of_ones_own_with_a_picture_that_every_region_serves(django_region, web_cluster):  # noqa: F811
+    import io
+    import urllib.request
+
+    from PIL import Image
+
+    me, name = new_user("prof")
+    settings_page = html(me.get("/settings/"))
+    assert "at least 8 characters" in settings_page  # the password rules, up front
+    assert "at least 8 characters" in html(Client().get("/signup/"))
+    fields = {"display": "Ann <b>Lee</b>", "bio": "first line\r\nsecond <i>line</i>"}
+    reply = me.post("/settings/profile/", {**fields, "avatar": upload("me.png", png(300, 200))})
+    assert reply.status_code == 302 and reply["Location"] == f"/u/{name}/"
+    page = html(me.get(f"/u/{name}/"))
+    assert '<span class="display-name">Ann &lt;b&gt;Lee&lt;/b&gt;</span>' in page
+    assert "first line<br>second &lt;i&gt;line&lt;/i&gt;" in page
+    picture = re.search(rf'src="(/avatar/{name}/\d+\.webp)"', page)
+    assert picture, page[:3000]
+    served = me.get(picture.group(1))
+    assert served.status_code == 200 and served["Content-Type"] == "image/webp"
+    assert "immutable" in served["Cache-Control"]
+    with Image.open(io.BytesIO(served.content)) as image:
+        assert image.format == "WEBP" and image.size == (128, 128)
+    # its tweets show the name and the picture; another region serves the same picture
+    assert me.post("/post/", {"body": "with a face"}).status_code == 302
+    line = html(me.get("/"))
+    assert 'Ann &lt;b&gt;Lee&lt;/b&gt;</span> <a class="author"' in line and picture.group(1) in line
+    elsewhere = web_cluster.topology.web_url("ireland") + picture.group(1)
+
+    def served_there() -> bytes | None:
+        try:
+            with urllib.request.urlopen(elsewhere, timeout=5) as there:
+                return there.read()
+        except OSError:
+            return None
+
+    assert eventually(served_there, timeout=20) == served.content
+    # what is refused, and nothing changes
+    for bad, why in (
+        ({"avatar": upload("x.png", b"not a picture")}, "not a picture this site can read"),
+        ({"avatar": upload("big.png", b"0" * (2 << 20) + b"1")}, "larger than 2 MB"),
+        ({"display": "bell\x07"}, "control characters"),
+        ({"bio": "b" * 161}, "at most 160"),
+    ):
+        reply = me.post("/settings/profile/", {**fields, **bad})
+        assert reply.status_code == 400 and why in html(reply), (bad.keys(), html(reply)[:200])
+    assert picture.group(1) in html(me.get(f"/u/{name}/"))
+    assert me.post("/settings/profile/", {**fields, "remove_avatar": "on"}).status_code == 302
+    assert f'src="/avatar/{name}.svg"' in html(me.get(f"/u/{name}/"))
+    assert me.get(picture.group(1)).status_code == 404
+
+
+def test_a_new_password_signs_out_every_other_browser(django_region):  # noqa: F811
+    here, name = new_user("pwc")
+    there = Client()
+    assert there.post("/login/", {"username": name, "password": PASSWORD}).status_code == 302
+    new = "another-pass-9"
+    wrong = here.post(
+        "/settings/password/", {"current": "nope-nope-1", "password": new, "password_again": new}
+    )
+    assert wrong.status_code == 400 and "not your current password" in html(wrong)
+    weak = here.post(
+        "/settings/password/", {"current": PASSWORD, "password": "12345678", "password_again": "12345678"}
+    )
+    assert weak.status_code == 400
+    reply = here.post("/settings/password/", {"current": PASSWORD, "password": new, "password_again": new})
+    assert reply.status_code == 302
+    assert "Your timeline" in html(here.get("/"))  # this browser stays signed in
+    assert "Your timeline" not in html(there.get("/"))  # the other one is signed out
+    assert Client().post("/login/", {"username": name, "password": PASSWORD}).status_code == 400
+    assert Client().post("/login/", {"username": name, "password": new}).status_code == 302
+
+
+def test_deleting_an_account_takes_everything_of_it_away_and_keeps_the_name(django_region):  # noqa: F811
+    leaver, name = new_user("leave")
+    fan, fan_name = new_user("leavef")
+    assert fan.post(f"/u/{name}/follow/").status_code == 302
+    assert leaver.post(f"/u/{fan_name}/follow/").status_code == 302
+    assert leaver.post("/post/", {"body": "soon gone"}).status_code == 302
+    home_shows(fan, "soon gone")
+    wrong = leaver.post("/settings/delete/", {"confirm": "someone", "password": PASSWORD})
+    assert wrong.status_code == 400 and "not your username" in html(wrong)
+    reply = leaver.post("/settings/delete/", {"confirm": f"@{name}", "password": PASSWORD})
+    assert reply.status_code == 302
+    assert "Your timeline" not in html(leaver.get("/"))  # signed out
+    assert fan.get(f"/u/{name}/").status_code == 410
+    assert "soon gone" not in bodies(html(fan.get("/"))) and "soon gone" not in bodies(
+        html(fan.get("/public/"))
+    )
+    assert counts(html(fan.get(f"/u/{fan_name}/"))) == {"tweets": 0, "followers": 0, "following": 0}
+    assert Client().post("/login/", {"username": name, "password": PASSWORD}).status_code == 400
+    again = Client().post("/signup/", {"username": name, "password": PASSWORD, "password_again": PASSWORD})
+    assert again.status_code == 400 and "taken" in html(again)
+    assert f'href="/u/{name}/"' not in html(fan.get("/people/"))

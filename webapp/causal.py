@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -47,6 +48,8 @@ LABEL_KEY = "label"  # the causal session's token (a migration label back here a
 NOTE_KEY = "label_note"  # where the session's label last came from, for the label panel
 FAMILY_KEY = "family"  # one browser session, across the regions it travels to (sign-out ends it)
 HOME_KEY = "home"  # the user's home group, once read: the unread count is read with the account
+SIGNED_IN_KEY = "signed_in_us"  # when the session signed in (travels with it): an account's
+#                                  sessions_from after it signs it out (a password change)
 
 
 def new_family() -> str:
@@ -142,7 +145,7 @@ class CausalRequest:
                     found = self.read_account(self.username)
                 except NoSuchUser:
                     found = None
-                if found is not None and found.ended:
+                if found is not None and (found.ended or found.sessions_from > self.signed_in_us):
                     log.info("a session of %s that was signed out: forgotten", self.username)
                     self.sign_out()
                     found = None
@@ -212,12 +215,20 @@ class CausalRequest:
         if note:
             self.request.session[NOTE_KEY] = note
 
-    def sign_in(self, username: str, note: str | None = None, family: str | None = None) -> None:
+    @property
+    def signed_in_us(self) -> int:
+        return int(self.request.session.get(SIGNED_IN_KEY) or 0)
+
+    def sign_in(
+        self, username: str, note: str | None = None, family: str | None = None, signed_in_us: int = 0
+    ) -> None:
         """A fresh session (new cookie) for ``username``, keeping the causal past: a new family,
-        or the one a travel hand-off carries (signing out anywhere ends it everywhere)."""
+        or the one a travel hand-off carries (signing out anywhere ends it everywhere), and when
+        it signed in (now, or the hand-off's: travelling is no new sign-in)."""
         token = self.current_token
         self.request.session.cycle_key()
         self.request.session[FAMILY_KEY] = family or new_family()
+        self.request.session[SIGNED_IN_KEY] = signed_in_us or time.time_ns() // 1000
         self.request.session[USER_KEY] = username
         self.request.session.pop(HOME_KEY, None)
         self.request.session[LABEL_KEY] = token

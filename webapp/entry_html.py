@@ -11,8 +11,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from webapp.formatting import avatar_url, rich, user_url, when
-from webapp.social_values import Entry, Reactions
+from webapp.formatting import picture_url, rich, user_url, when
+from webapp.social_values import Author, Entry, Reactions
 
 MISSING = "that tweet is not visible in {} (a reply seen before its tweet)"
 
@@ -113,9 +113,16 @@ def actions(entry: Entry, reaction: Reactions | None, reader: Reader) -> SafeStr
     return format_html_join("\n    ", "{}", ((part,) for part in parts))
 
 
+def display_name(author: Author | None) -> SafeString | str:
+    """The author's display name before the @name, where one was set."""
+    if author is None or not author.display:
+        return ""
+    return format_html('<span class="display-name">{}</span> ', author.display)
+
+
 def entry_html(
     entry: Entry, original: Entry | None, reaction: Reactions | None, reader: Reader,
-    parent_gone: bool = False,
+    parent_gone: bool = False, author: Author | None = None,
 ) -> SafeString:  # fmt: skip
     reposted = ""
     if entry.reposted_by:
@@ -132,13 +139,15 @@ def entry_html(
         '<article class="tweet" id="t-{}">\n  {}\n'
         '  <img class="avatar" src="{}" alt="" width="40" height="40">\n'
         '  <div class="tweet-main">\n'
-        '  <header><a class="author" href="{}">@{}</a>\n'
+        '  <header>{}<a class="author" href="{}">@{}</a>\n'
         '    <a class="time" href="{}">{}</a></header>\n'
         "  {}\n"
         '  <p class="body">{}</p>\n'
         '  <footer class="actions">\n    {}\n  </footer>\n'
         "  </div>\n</article>\n",
-        entry.id, reposted, avatar_url(entry.author), user_url(entry.author), entry.author,
+        entry.id, reposted, picture_url(entry.author, author.avatar if author else ""),
+        display_name(author),
+        user_url(entry.author), entry.author,
         tweet_url(entry), when(entry.time_us), reply_part(entry, original, reader, parent_gone),
         rich(entry.body, entry.unknown_mentions),
         actions(entry, reaction, reader),

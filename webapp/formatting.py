@@ -86,6 +86,12 @@ def tag_url(tag: str) -> str:
     return reverse("tag", args=[tag])
 
 
+def picture_url(username: str, version: str = "") -> str:
+    """A user's picture: the uploaded one at its version (kept for good: a new one has a new
+    URL), else the one drawn from the name."""
+    return reverse("avatar-picture", args=[username, version]) if version else avatar_url(username)
+
+
 @lru_cache(maxsize=4096)
 def avatar_url(username: str) -> str:
     """A page shows 40 entries: URLs reversed once per name, not once per entry."""

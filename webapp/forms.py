@@ -9,6 +9,7 @@ from django import forms
 from django.contrib.auth import password_validation
 from django.core.exceptions import ValidationError
 
+from webapp.profiles import MAX_BIO, MAX_DISPLAY, MAX_UPLOAD_BYTES, BadImage, avatar_image
 from webapp.social_core import MAX_TWEET_CHARS, USERNAME_PATTERN
 
 # "<group>/<tweet id>"; a group name as topology files allow (services/topology.py NAME_PATTERN)
@@ -33,15 +34,26 @@ class SignupForm(forms.Form):
 
     def clean(self) -> dict:
         data = super().clean()
-        password = data.get("password")
-        if password and password != data.get("password_again"):
-            self.add_error("password_again", "The two passwords differ.")
-        elif password:
-            try:
-                password_validation.validate_password(password, Applicant(data.get("username", "")))
-            except ValidationError as error:
-                self.add_error("password", error)
+        check_new_password(self, data, data.get("username", ""))
         return data
+
+
+def check_new_password(form: forms.Form, data: dict, username: str) -> None:
+    """A new password's two copies agree and it passes the validators (settings.py), as errors
+    on the form's fields."""
+    password = data.get("password")
+    if password and password != data.get("password_again"):
+        form.add_error("password_again", "The two passwords differ.")
+    elif password:
+        try:
+            password_validation.validate_password(password, Applicant(username))
+        except ValidationError as error:
+            form.add_error("password", error)
+
+
+def password_rules() -> list[str]:
+    """The validators' rules, to show before anyone types a password."""
+    return password_validation.password_validators_help_texts()
 
 
 class Applicant:
@@ -63,6 +75,78 @@ class NotOnlyBlanks:
 
     def get_help_text(self) -> str:
         return "Your password cannot be blanks only."
+
+
+class ProfileForm(forms.Form):
+    display = forms.CharField(label="Display name", max_length=MAX_DISPLAY, required=False)
+    bio = forms.CharField(
+        label="Bio", max_length=MAX_BIO, required=False, widget=forms.Textarea(attrs={"rows": 2})
+    )
+    avatar = forms.FileField(
+        label="Picture", required=False, help_text="PNG, JPEG, GIF or WebP, up to 2 MB; cut square."
+    )
+    remove_avatar = forms.BooleanField(label="Use the drawn picture again", required=False)
+
+    def clean_display(self) -> str:
+        return printable(self.cleaned_data["display"], "A display name")
+
+    def clean_bio(self) -> str:
+        return printable(self.cleaned_data["bio"].replace("\r\n", "\n"), "A bio", lines=True)
+
+    def clean_avatar(self) -> bytes | None:
+        upload = self.cleaned_data.get("avatar")
+        if upload is None:
+            return None
+        if upload.size > MAX_UPLOAD_BYTES:
+            raise ValidationError(f"The picture is larger than {MAX_UPLOAD_BYTES >> 20} MB.")
+        try:
+            return avatar_image(upload.read())
+        except BadImage as bad:
+            raise ValidationError(str(bad)) from None
+
+
+def printable(text: str, what: str, lines: bool = False) -> str:
+    """``text`` stripped; a ValidationError for control characters (line breaks where allowed)."""
+    allowed = "\n" if lines else ""
+    if any((ord(c) < 32 and c not in allowed) or ord(c) == 127 for c in text):
+        raise ValidationError(f"{what} cannot hold control characters.")
+    return text.strip()
+
+
+class PasswordChangeForm(forms.Form):
+    current = forms.CharField(
+        label="Current password", max_length=128, widget=forms.PasswordInput, strip=False
+    )
+    password = forms.CharField(
+        label="New password", min_length=8, max_length=128, widget=forms.PasswordInput, strip=False
+    )
+    password_again = forms.CharField(
+        label="New password (again)", max_length=128, widget=forms.PasswordInput, strip=False
+    )
+
+    def __init__(self, *args, username: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.username = username
+
+    def clean(self) -> dict:
+        data = super().clean()
+        check_new_password(self, data, self.username)
+        return data
+
+
+class DeleteAccountForm(forms.Form):
+    confirm = forms.CharField(label="Type your username to confirm", max_length=31)
+    password = forms.CharField(label="Password", max_length=128, widget=forms.PasswordInput, strip=False)
+
+    def __init__(self, *args, username: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.username = username
+
+    def clean_confirm(self) -> str:
+        typed = self.cleaned_data["confirm"].strip().lower().removeprefix("@")
+        if typed != self.username:
+            raise ValidationError("That is not your username.")
+        return typed
 
 
 class LoginForm(forms.Form):

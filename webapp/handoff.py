@@ -54,6 +54,7 @@ class Handoff:
     destination: str
     nonce: str
     family: str | None = None
+    signed_in_us: int = 0  # when the session signed in (a password change signs out those before)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def leave(causal: CausalRequest, destination: str) -> Departure:
     token = signing.dumps(
         {"u": causal.username, "l": migration.to_token(), "from": causal.ctx.region,
          "to": destination, "n": secrets.token_urlsafe(12), "b": browser_of(causal.request),
-         "f": causal.family},
+         "f": causal.family, "s": causal.signed_in_us},
         salt=SALT, compress=True,
     )  # fmt: skip
     return Departure(f"{causal.ctx.web_url(destination)}/arrive/", token)
@@ -93,7 +94,13 @@ def read_handoff(token: str, here: str, browser: str) -> Handoff:
         raise BadHandoff("This travel hand-off is not valid.") from None
     try:
         handoff = Handoff(
-            data["u"], Label.from_token(data["l"]), data["from"], data["to"], data["n"], data.get("f")
+            data["u"],
+            Label.from_token(data["l"]),
+            data["from"],
+            data["to"],
+            data["n"],
+            data.get("f"),
+            int(data.get("s") or 0),
         )
         bound_to = data["b"]
     except Exception:
@@ -170,7 +177,7 @@ def arrive(causal: CausalRequest, token: str) -> Handoff:
         raise
     note = f"travelled from {handoff.origin} (migration label)"
     if handoff.username:
-        causal.sign_in(handoff.username, note=note, family=handoff.family)
+        causal.sign_in(handoff.username, note=note, family=handoff.family, signed_in_us=handoff.signed_in_us)
     else:
         causal.remember(note)
     return handoff

@@ -52,8 +52,8 @@ from dataclasses import replace
 from causal_client import Mutation, ReadSpec
 from webapp import blocks, pins, search
 from webapp.notices import Notice, NoticeCell
-from webapp.social_core import ANCESTORS, BACKFILL, DELETED_ROW, REPLIES_PAGE
-from webapp.social_reactions import SocialReactions
+from webapp.social_core import ANCESTORS, BACKFILL, DELETED_ROW, REPLIES_PAGE, gone_from
+from webapp.social_profiles import SocialProfiles
 from webapp.social_values import (
     NOBODY,
     Account,
@@ -73,7 +73,7 @@ SUGGESTION_SOURCES = 10  # followed users whose follows a suggestion reads
 SUGGESTIONS_READ = 50  # of each one's following row
 
 
-class Social(SocialReactions):
+class Social(SocialProfiles):
     """The app's operations on one causal session (one web request, or one Celery task)."""
 
     def delete(self, me: Account, entry: Entry) -> None:
@@ -122,7 +122,7 @@ class Social(SocialReactions):
         listed = listed[:REPLIES_PAGE]
         if listed:
             gone = self.lookups(listed).gone
-            shown = [e for e in listed if e.id not in gone and not hidden.hides(e)]
+            shown = [e for e in listed if not gone_from(e, gone) and not hidden.hides(e)]
         else:
             shown = []
         talk = Conversation(tweet, [], shown, listed[-1].id if more else None)
@@ -184,22 +184,6 @@ class Social(SocialReactions):
             Mutation(follower.home_group, f"following:{follower.username}").delete(followed.username),
             Mutation(followed.home_group, f"followers:{followed.username}").delete(follower.username),
         ])  # fmt: skip
-
-    def names(self, group: str, row: str, limit: int = 1000) -> dict[str, str]:
-        """A following/followers row, its first ``limit`` users: user -> their home group."""
-        page = self.session.slice(group, row, limit=limit, reverse=False)
-        return {cell.column: cell.text for cell in page}
-
-    def all_names(self, group: str, row: str, page_size: int = 1000) -> dict[str, str]:
-        """A whole following/followers row, however long, a page (one read) at a time."""
-        names: dict[str, str] = {}
-        after = None
-        while True:
-            page = self.session.slice(group, row, limit=page_size, after=after, reverse=False)
-            names.update((cell.column, cell.text) for cell in page)
-            if not page.next_cursor or len(page.cells) < page_size:
-                return names
-            after = page.next_cursor
 
     def profile(self, user: Account, me: Account | None, after: str | None = None) -> Profile:
         """A user's page in one read-only transaction where the user's home group is replicated:

@@ -10,12 +10,13 @@ from dataclasses import replace
 
 from causal_client import Mutation, NotReplicatedHere, ReadSpec, Row, Session
 from causal_client.wire import MAX_SLICE
-from webapp import blocks, notices, search
+from webapp import blocks, notices, profiles, search
 from webapp.context import RegionContext
 from webapp.notices import NoticeCell
 from webapp.social_values import (
     NOBODY,
     Account,
+    Author,
     Entry,
     Hidden,
     Lookups,
@@ -67,7 +68,9 @@ class SocialCore:
             return None
         return Account(
             username, row.text("password") or "", row.text("home") or "", int(row.text("joined") or 0),
-            claim=row.text("claim") or "",
+            claim=row.text("claim") or "", display=row.text("display") or "", bio=row.text("bio") or "",
+            avatar=row.text("avatar") or "", sessions_from=int(row.text("sessions_from") or 0),
+            deleted_us=int(row.text("deleted") or 0),
         )  # fmt: skip
 
     def account(self, username: str, family: str | None = None) -> Account:
@@ -112,7 +115,28 @@ class SocialCore:
 
     def newest_people(self, limit: int = 20) -> list[str]:
         row = self.session.slice(self.accounts, "directory", limit=limit)
-        return [cell.text for cell in row]
+        return self.present([cell.text for cell in row])
+
+    def present(self, names: list[str]) -> list[str]:
+        """``names`` less the accounts deleted (their tombstones, in one read)."""
+        gone = self.deleted_among(profiles.account_tombstone(n) for n in names) if names else set()
+        return [n for n in names if profiles.account_tombstone(n) not in gone]
+
+    def names(self, group: str, row: str, limit: int = 1000) -> dict[str, str]:
+        """A following/followers row, its first ``limit`` users: user -> their home group."""
+        page = self.session.slice(group, row, limit=limit, reverse=False)
+        return {cell.column: cell.text for cell in page}
+
+    def all_names(self, group: str, row: str, page_size: int = 1000) -> dict[str, str]:
+        """A whole following/followers row, however long, a page (one read) at a time."""
+        names: dict[str, str] = {}
+        after = None
+        while True:
+            page = self.session.slice(group, row, limit=page_size, after=after, reverse=False)
+            names.update((cell.column, cell.text) for cell in page)
+            if not page.next_cursor or len(page.cells) < page_size:
+                return names
+            after = page.next_cursor
 
     # -- tweets ------------------------------------------------------------------------------
     def post(self, author: Account, body: str, reply_to: Entry | None = None) -> Entry:
@@ -245,10 +269,12 @@ class SocialCore:
         gone, hidden = found.gone, found.hidden
         if muted_shown in hidden.mutes:
             hidden = replace(hidden, mutes=hidden.mutes - {muted_shown})
-        shown = one_per_tweet([e for e in entries if not ({e.id, e.tweet_id} & gone) and not hidden.hides(e)])
+        shown = one_per_tweet([e for e in entries if not gone_from(e, gone) and not hidden.hides(e)])
         deleted_originals = frozenset(gone & set(found.originals))
         newest = entries[0].id if entries else ""
-        return Page(shown, next_cursor, found.originals, deleted_originals, found.reactions, newest)
+        return Page(
+            shown, next_cursor, found.originals, deleted_originals, found.reactions, newest, found.authors
+        )
 
     def lookups(self, entries: Sequence[Entry], me: Account | None = None, react: bool = False) -> Lookups:
         """In one read: which of these entries (tweets or reposts) and of the tweets they reply
@@ -257,13 +283,18 @@ class SocialCore:
         holds every block their posts came after) and, with ``react``, the entries' reactions."""
         region = self.session.region
         ids: set[str] = set()
-        for e in entries:
+        for e in entries:  # the tweets, what they answer, and their authors' accounts (deleted?)
             ids.update((e.id, e.tweet_id, *((e.reply_to,) if e.reply_to else ())))
+            ids.update(profiles.account_tombstone(name) for name in (e.author, e.reposted_by) if name)
         checked = self.tombstone_specs(ids)
         wanted = {e.reply_to: e.reply_group for e in entries if e.reply_to and e.reply_group}
         local = [(i, g) for i, g in wanted.items() if self.ctx.replicates(g, region)]
         specs = checked + [ReadSpec(g, f"tweet:{i}", ("entry",)) for i, g in local]
         reacting, parse = self.reaction_specs(entries, me) if react else ([], None)
+        authors = sorted({e.author for e in entries}) if react else []
+        reacting = [
+            ReadSpec(self.accounts, f"account:{a}", ("display", "avatar")) for a in authors
+        ] + reacting
         if me is not None:
             reacting = [blocks.hidden_spec(self.accounts, me.username), *reacting]
         rows = self.session.multi_read(specs + reacting) if specs or reacting else []
@@ -275,8 +306,11 @@ class SocialCore:
         hidden = NOBODY
         if me is not None:
             hidden, rest = blocks.hidden_of(rest[0]), rest[1:]
+        seen_as = zip(authors, rest[: len(authors)], strict=True)
+        shown_as = {a: Author(row.text("display") or "", row.text("avatar") or "") for a, row in seen_as}
+        rest = rest[len(authors) :]
         reactions = parse(rest) if parse is not None else None
-        return Lookups(gone, found, reactions, hidden)
+        return Lookups(gone, found, reactions, hidden, shown_as)
 
     def hidden(self, me: Account | None) -> Hidden:
         """Whom ``me`` blocks, is blocked by and mutes (nobody for a visitor)."""
@@ -331,7 +365,7 @@ class SocialCore:
             if not page.next_cursor or len(page.cells) < MAX_SLICE:
                 break
             after = page.next_cursor
-        return search.matching_names(names, part)
+        return self.present(search.matching_names(names, part))
 
     # -- fan-out (run by the Celery task) ------------------------------------------------------
     def write_timelines(
@@ -380,3 +414,12 @@ class SocialCore:
             return found
 
         return specs, parse
+
+
+def gone_from(entry: Entry, gone: set[str]) -> bool:
+    """Whether a line leaves the entry out as deleted: the tweet or the repost was, or the
+    account of its author or reposter was (webapp/profiles.py)."""
+    if {entry.id, entry.tweet_id} & gone:
+        return True
+    names = (entry.author, entry.reposted_by) if entry.reposted_by else (entry.author,)
+    return any(profiles.account_tombstone(name) in gone for name in names)

@@ -153,6 +153,16 @@ class Page:
     gone: frozenset[str] = frozenset()  # originals that were deleted
     reactions: dict[str, Reactions] | None = None  # read with the page (None: not read)
     newest_read: str = ""  # the newest entry read, shown or not (what a live page counts from)
+    authors: dict[str, Author] = field(default_factory=dict)  # read with the page (display name, picture)
+
+
+@dataclass(frozen=True)
+class Author:
+    """How a tweet's author is shown: the display name and the uploaded picture's version ("":
+    the drawn one), read from the account with the page (webapp/profiles.py)."""
+
+    display: str = ""
+    avatar: str = ""
 
 
 @dataclass(frozen=True)
@@ -194,6 +204,7 @@ class Lookups:
     originals: dict[str, Entry | None]  # reply-to id -> the tweet (None: not here, or deleted)
     reactions: dict[str, Reactions] | None  # tweet id -> its reactions, when asked for
     hidden: Hidden = NOBODY  # whom the reader must not see (webapp/blocks.py), when a reader was given
+    authors: dict[str, Author] = field(default_factory=dict)  # the entries' authors, when reacting
 
 
 @dataclass
@@ -238,6 +249,11 @@ class Account:
     following: int = 0
     ended: bool = False  # the browser session that asked was signed out (Social.account)
     claim: str = ""  # the token its name's register holds ("": made before the registers)
+    display: str = ""  # the name shown beside @username (webapp/profiles.py)
+    bio: str = ""
+    avatar: str = ""  # the uploaded picture's version ("": the drawn one)
+    sessions_from: int = 0  # µs: browser sessions signed in before are signed out
+    deleted_us: int = 0  # µs the account was deleted (0: it was not)
 
 
 def placed(line: Mutation, entry: Entry, remove: bool = False) -> Mutation:

@@ -14,6 +14,7 @@ from webapp.views import (
     notifications,
     pages,
     reactions,
+    settings,
     travel,
 )
 
@@ -46,7 +47,12 @@ urlpatterns = [
     path("t/<str:group>/<str:tweet_id>/pin/", reactions.pin, name="pin"),
     path("t/<str:group>/<str:tweet_id>/unpin/", reactions.pin, {"undo": True}, name="unpin"),
     path("avatar/<str:username>.svg", reactions.avatar, name="avatar"),
+    path("avatar/<str:username>/<str:version>.webp", settings.picture, name="avatar-picture"),
     path("signup/", account.signup, name="signup"),
+    path("settings/", settings.settings_page, name="settings"),
+    path("settings/profile/", settings.profile, name="settings-profile"),
+    path("settings/password/", settings.password, name="settings-password"),
+    path("settings/delete/", settings.delete, name="settings-delete"),
     path("login/", account.login, name="login"),
     path("logout/", account.logout, name="logout"),
     path("travel/", travel.travel, name="travel"),

@@ -17,6 +17,7 @@ register = template.Library()
 register.filter("when", formatting.when)
 register.filter("rich", formatting.rich)
 register.filter("avatar_url", formatting.avatar_url)
+register.simple_tag(formatting.picture_url, name="picture_url")
 
 
 @register.filter
@@ -45,7 +46,8 @@ def entry(context: template.Context, shown) -> SafeString:
     seen_by = reader(context)
     if context.get("on_tweet_page"):  # the page's own tweet; not the replies drawn after it
         seen_by = replace(seen_by, on_tweet_page=True)
-    return entry_html(shown, original, reaction, seen_by, parent_gone=parent_gone)
+    author = (context.get("authors") or {}).get(shown.author)
+    return entry_html(shown, original, reaction, seen_by, parent_gone=parent_gone, author=author)
 
 
 def reader(context: template.Context) -> Reader:

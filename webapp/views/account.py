@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from causal_client import NoQuorum, OutcomeUnknown
 from webapp import throttle
 from webapp.accounts import UsernameTaken, authenticate, register
-from webapp.forms import LoginForm, SignupForm
+from webapp.forms import LoginForm, SignupForm, password_rules
 
 
 def next_url(request: HttpRequest) -> str:
@@ -45,7 +45,7 @@ def signup(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Welcome, @{form.cleaned_data['username']}!")
             return redirect("home")
-    return render(request, "signup.html", {"form": form}, status=status)
+    return render(request, "signup.html", {"form": form, "password_rules": password_rules()}, status=status)
 
 
 @require_http_methods(["GET", "POST"])

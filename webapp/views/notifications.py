@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from webapp import notices
+from webapp import notices, profiles
 from webapp.views.pages import cursor, signed_in
 
 
@@ -20,11 +20,17 @@ def page(request: HttpRequest) -> HttpResponse:
     social.go_where_replicated(me.home_group)
     after = cursor(request)
     inbox = notices.inbox(social.session, me.username, me.home_group, after=after)
-    gone = social.deleted_among(n.tweet_id for n in inbox.notices if n.tweet_id)
+    asked = {n.tweet_id for n in inbox.notices if n.tweet_id}
+    asked |= {profiles.account_tombstone(n.actor) for n in inbox.notices}  # from accounts deleted since
+    gone = social.deleted_among(asked)
     here = request.causal.ctx.replicates
     gone |= notices.withdrawn(social.session, inbox.notices, lambda group: here(group, social.session.region))
     hidden = social.hidden(me)
-    shown = [n for n in inbox.notices if not {n.tweet_id, n.id} & gone and not hidden.hides_name(n.actor)]
+    shown = [
+        n for n in inbox.notices
+        if not {n.tweet_id, n.id, profiles.account_tombstone(n.actor)} & gone
+        and not hidden.hides_name(n.actor)
+    ]  # fmt: skip
     if after is None and inbox.notices and inbox.notices[0].id > inbox.seen:
         notices.mark_seen(social.session, me.username, me.home_group, inbox.notices[0].id)
         request.causal.unread_count = 0

@@ -53,14 +53,18 @@ def cursor(request: HttpRequest) -> str | None:
         raise ShownBadRequest(str(exc)) from None
 
 
-def account_or_404(request: HttpRequest, username: str) -> Account:
+def account_or_404(request: HttpRequest, username: str, deleted_ok: bool = False) -> Account:
+    """The account a URL names; a 404 for none (and, unless ``deleted_ok``, for a deleted one)."""
     username = username.lower()
     if not USERNAME_PATTERN.match(username):
         raise Http404("no such user")
     try:
-        return request.causal.social.account(username)
+        found = request.causal.social.account(username)
     except NoSuchUser:
         raise Http404("no such user") from None
+    if found.deleted_us and not deleted_ok:
+        raise Http404("no such user")
+    return found
 
 
 def entry_context(request: HttpRequest, entries: list[Entry], reactions: dict | None = None) -> dict:
@@ -86,6 +90,7 @@ def line_context(request: HttpRequest, page: Page) -> dict:
         "originals": page.originals,
         "gone": page.gone,
         "next_cursor": page.next_cursor,
+        "authors": page.authors,
     }
 
 
@@ -113,7 +118,9 @@ def public(request: HttpRequest) -> HttpResponse:
 def user_page(request: HttpRequest, username: str) -> HttpResponse:
     if username != username.lower() and USERNAME_PATTERN.match(username.lower()):  # /u/Alice/ is @alice
         return redirect("user", username=username.lower())
-    user = account_or_404(request, username)
+    user = account_or_404(request, username, deleted_ok=True)
+    if user.deleted_us:
+        return errors.page(request, 410, "Deleted", f"@{user.username} deleted their account.")
     me = request.causal.account
     profile = request.causal.social.profile(user, me, after=cursor(request))
     context = {"me": me, "user": profile.user, "is_following": profile.is_following, "form": PostForm()}
