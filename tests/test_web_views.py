@@ -405,6 +405,16 @@ def test_counts_equal_the_lists_under_concurrent_and_cross_region_follows(django
         social.follow(social.account(fan), social.account(star_name))
 
     jobs = [(fans[0], "virginia")] * 5 + [(fans[1], "virginia"), (fans[2], "ireland"), (fans[3], "frankfurt")]
+
+    def everyone_at(region: str) -> bool | None:  # the accounts were made at virginia a moment ago
+        social = Social(ctx, ctx.client.session(region))
+        try:
+            return all(social.account(name) for name in (star_name, *fans)) or None
+        except NoSuchUser:
+            return None
+
+    for region in ("ireland", "frankfurt"):
+        eventually(lambda region=region: everyone_at(region), timeout=15)
     with ThreadPoolExecutor(len(jobs)) as pool:
         list(pool.map(lambda job: follow(*job), jobs))
 
@@ -953,3 +963,17 @@ def test_deleting_an_account_takes_everything_of_it_away_and_keeps_the_name(djan
     again = Client().post("/signup/", {"username": name, "password": PASSWORD, "password_again": PASSWORD})
     assert again.status_code == 400 and "taken" in html(again)
     assert f'href="/u/{name}/"' not in html(fan.get("/people/"))
+
+
+def test_unfollowing_takes_their_tweets_out_of_your_home_timeline(django_region):  # noqa: F811
+    ann, _ = new_user("unfa")
+    bob, bob_name = new_user("unfb")
+    assert ann.post(f"/u/{bob_name}/follow/").status_code == 302
+    assert bob.post("/post/", {"body": "while followed"}).status_code == 302
+    home_shows(ann, "while followed")
+    assert ann.post("/post/", {"body": "my own stays"}).status_code == 302
+    assert ann.post(f"/u/{bob_name}/unfollow/").status_code == 302
+    shown = bodies(html(ann.get("/")))
+    assert "while followed" not in shown and "my own stays" in shown
+    assert ann.post(f"/u/{bob_name}/follow/").status_code == 302
+    assert "while followed" in bodies(html(ann.get("/")))

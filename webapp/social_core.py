@@ -250,8 +250,9 @@ class SocialCore:
         return ReadSpec(group, row, limit=limit + 1, after=after)
 
     def page_of(
-        self, row: Row, limit: int = PAGE_SIZE, me: Account | None = None, muted_shown: str = ""
-    ) -> Page:
+        self, row: Row, limit: int = PAGE_SIZE, me: Account | None = None, muted_shown: str = "",
+        home: bool = False,
+    ) -> Page:  # fmt: skip
         """A page of a line without what was deleted or ``me`` must not see (``muted_shown``:
         a user ``me`` mutes whose own page this is, which shows them), with the tweets its
         replies answer and the likes, reposts and replies of its tweets as ``me`` sees them,
@@ -259,24 +260,31 @@ class SocialCore:
         entries = entries_of(row)
         more = len(entries) > limit
         entries = entries[:limit]
-        return self.page_of_entries(entries, entries[-1].id if more else None, me, muted_shown)
+        return self.page_of_entries(entries, entries[-1].id if more else None, me, muted_shown, home)
 
     def page_of_entries(
-        self, entries: list[Entry], next_cursor: str | None, me: Account | None = None, muted_shown: str = ""
-    ) -> Page:
-        """``page_of`` for entries already read (a search's, filtered)."""
-        found = self.lookups(entries, me, react=True)
+        self, entries: list[Entry], next_cursor: str | None, me: Account | None = None, muted_shown: str = "",
+        home: bool = False,
+    ) -> Page:  # fmt: skip
+        """``page_of`` for entries already read (a search's, filtered); ``home``: ``me``'s home
+        timeline, which leaves out the posters ``me`` no longer follows."""
+        found = self.lookups(entries, me, react=True, home=home)
         gone, hidden = found.gone, found.hidden
         if muted_shown in hidden.mutes:
             hidden = replace(hidden, mutes=hidden.mutes - {muted_shown})
-        shown = one_per_tweet([e for e in entries if not gone_from(e, gone) and not hidden.hides(e)])
+        shown = one_per_tweet([
+            e for e in entries
+            if not gone_from(e, gone) and not hidden.hides(e) and e.poster not in found.unfollowed
+        ])  # fmt: skip
         deleted_originals = frozenset(gone & set(found.originals))
         newest = entries[0].id if entries else ""
         return Page(
             shown, next_cursor, found.originals, deleted_originals, found.reactions, newest, found.authors
         )
 
-    def lookups(self, entries: Sequence[Entry], me: Account | None = None, react: bool = False) -> Lookups:
+    def lookups(
+        self, entries: Sequence[Entry], me: Account | None = None, react: bool = False, home: bool = False
+    ) -> Lookups:
         """In one read: which of these entries (tweets or reposts) and of the tweets they reply
         to were deleted (their tombstones), those tweets themselves (None: not here, or
         deleted), whom ``me`` must not see (webapp/blocks.py: read after the entries, so it
@@ -295,6 +303,9 @@ class SocialCore:
         reacting = [
             ReadSpec(self.accounts, f"account:{a}", ("display", "avatar")) for a in authors
         ] + reacting
+        posters = sorted({e.poster for e in entries} - {me.username}) if home and me is not None else []
+        if posters and me is not None:  # which of them ``me`` follows now
+            reacting = [ReadSpec(me.home_group, f"following:{me.username}", tuple(posters)), *reacting]
         if me is not None:
             reacting = [blocks.hidden_spec(self.accounts, me.username), *reacting]
         rows = self.session.multi_read(specs + reacting) if specs or reacting else []
@@ -306,11 +317,14 @@ class SocialCore:
         hidden = NOBODY
         if me is not None:
             hidden, rest = blocks.hidden_of(rest[0]), rest[1:]
+        unfollowed: set[str] = set()
+        if posters:
+            unfollowed, rest = set(posters) - {cell.column for cell in rest[0]}, rest[1:]
         seen_as = zip(authors, rest[: len(authors)], strict=True)
         shown_as = {a: Author(row.text("display") or "", row.text("avatar") or "") for a, row in seen_as}
         rest = rest[len(authors) :]
         reactions = parse(rest) if parse is not None else None
-        return Lookups(gone, found, reactions, hidden, shown_as)
+        return Lookups(gone, found, reactions, hidden, shown_as, unfollowed)
 
     def hidden(self, me: Account | None) -> Hidden:
         """Whom ``me`` blocks, is blocked by and mutes (nobody for a visitor)."""
@@ -329,7 +343,12 @@ class SocialCore:
         return {cell.column for row in self.session.multi_read(specs) for cell in row} if specs else set()
 
     def timeline(self, account: Account, after: str | None = None) -> Page:
-        return self.line(account.home_group, f"timeline:{account.username}", after, me=account)
+        """The home timeline: one's own and followed users' tweets and reposts; those of users
+        unfollowed since stay in the row and are left out here (read with the page)."""
+        row = self.session.slice(
+            account.home_group, f"timeline:{account.username}", limit=PAGE_SIZE + 1, after=after
+        )
+        return self.page_of(row, PAGE_SIZE, account, home=True)
 
     def userline(self, account: Account, after: str | None = None, me: Account | None = None) -> Page:
         return self.line(account.home_group, f"userline:{account.username}", after, me=me)

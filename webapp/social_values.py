@@ -205,6 +205,7 @@ class Lookups:
     reactions: dict[str, Reactions] | None  # tweet id -> its reactions, when asked for
     hidden: Hidden = NOBODY  # whom the reader must not see (webapp/blocks.py), when a reader was given
     authors: dict[str, Author] = field(default_factory=dict)  # the entries' authors, when reacting
+    unfollowed: set[str] = field(default_factory=set)  # on a home timeline: posters no longer followed
 
 
 @dataclass
