@@ -716,3 +716,83 @@ def test_an_attacker_elsewhere_does_not_lock_the_user_out(sign_up, open_context,
     page.fill("#id_password", PASSWORD)
     response = submit(page, page.get_by_role("button", name="Log in"))
     assert response.status == 200 and page.url == urls[HOME] + "/", "the user is not locked out"
+
+
+def test_search_a_hashtag_and_who_to_follow(sign_up):
+    """A tweet's #tag is a link to its page; the search box finds it by its words and its author by
+    part of the name; who to follow suggests the people your follows follow, one click each."""
+    writer, reader, third = sign_up("srchw"), sign_up("srchr"), sign_up("srcht")
+    tag = f"saturn{secrets.token_hex(3)}"
+    writer.goto(HOME)
+    writer.post(f"Labels travel the tree #{tag.upper()} in causal order")
+    third.goto(HOME, f"/u/{writer.name}/")
+    submit(third.page, third.page.get_by_role("button", name="Follow", exact=True))
+    page = reader.page
+    reader.goto(HOME, "/public/")
+    response = submit(page, page.locator(f"section.line a.tag[href='/tag/{tag}/']").first)
+    assert response.status == 200 and page.locator("main h1").inner_text() == f"#{tag}"
+    assert line_bodies(page) == [f"Labels travel the tree #{tag.upper()} in causal order"]
+    reader.goto(HOME, "/search/")
+    page.fill("main form.find input[name=q]", f"causal TREE #{tag}")
+    submit(page, page.get_by_role("button", name="Search", exact=True))
+    assert line_bodies(page) == [f"Labels travel the tree #{tag.upper()} in causal order"]
+    page.fill("main form.find input[name=q]", writer.name[2:9].upper())
+    submit(page, page.get_by_role("button", name="Search", exact=True))
+    assert page.locator(f"section.found-people a[href='/u/{writer.name}/']").is_visible()
+    shoot(page, "search")
+    reader.goto(HOME, f"/u/{third.name}/")
+    submit(page, page.get_by_role("button", name="Follow", exact=True))
+    reader.goto(HOME, "/people/")
+    suggested = page.locator("main ul.people").first  # who to follow comes first
+    assert f"@{writer.name}" in suggested.inner_text()
+    submit(page, suggested.get_by_role("button", name=f"Follow @{writer.name}"))
+    assert page.url == reader.url(HOME, "/people/")
+    assert any(m.startswith(f"You follow @{writer.name}") for m in flashes(page)), flashes(page)
+
+
+def test_a_profile_with_a_picture_then_a_block_and_a_mute(sign_up, tmp_path):
+    """Settings: a display name, a bio and an uploaded picture shown on the profile and beside
+    each tweet; the password rules shown before typing. Then a block (the blocked user sees
+    neither the tweets nor a Follow button) and a mute (the muted tweets leave the muter's lines)."""
+    from PIL import Image
+
+    ann, bob = sign_up("profa"), sign_up("profb")
+    picture = tmp_path / "me.png"
+    Image.new("RGB", (320, 200), "purple").save(picture)
+    page = ann.page
+    ann.goto(HOME, "/settings/")
+    assert "at least 8 characters" in page.locator("main ul.rules").inner_text()
+    page.fill("#id_display", "Ann Lee")
+    page.fill("#id_bio", "Writes about causality.")
+    page.set_input_files("#id_avatar", str(picture))
+    response = submit(page, page.get_by_role("button", name="Save"))
+    assert response.status == 200 and page.url == ann.url(HOME, f"/u/{ann.name}/")
+    assert page.locator("main h1 .display-name").inner_text() == "Ann Lee"
+    assert page.locator("main .bio").inner_text() == "Writes about causality."
+    avatar = page.locator("main h1 img.avatar")
+    assert ".webp" in (avatar.get_attribute("src") or "")
+    assert avatar.evaluate("img => img.complete && img.naturalWidth === 128")
+    ann.goto(HOME)
+    ann.post("a tweet with a face")
+    assert "Ann Lee" in page.locator("section.line article.tweet header").first.inner_text()
+    shoot(page, "profile-picture")
+
+    bob.goto(HOME, "/public/")
+    assert "a tweet with a face" in line_bodies(bob.page)
+    ann.goto(HOME, f"/u/{bob.name}/")
+    submit(page, page.get_by_role("button", name=f"Block @{bob.name}"))
+    assert page.get_by_role("button", name="Unblock").is_visible()
+    bob.goto(HOME, f"/u/{ann.name}/")
+    assert f"@{ann.name} blocks you" in bob.page.locator("main .profile").inner_text()
+    assert bob.page.get_by_role("button", name="Follow", exact=True).count() == 0
+    bob.goto(HOME, "/public/")
+    assert "a tweet with a face" not in line_bodies(bob.page)
+    submit(page, page.get_by_role("button", name="Unblock"))
+    bob.goto(HOME)
+    bob.post("bob speaks")
+    ann.goto(HOME, "/public/")
+    assert "bob speaks" in line_bodies(page)
+    ann.goto(HOME, f"/u/{bob.name}/")
+    submit(page, page.get_by_role("button", name=f"Mute @{bob.name}"))
+    ann.goto(HOME, "/public/")
+    assert "bob speaks" not in line_bodies(page) and "a tweet with a face" in line_bodies(page)
