@@ -320,6 +320,21 @@ def test_the_thread_bench_times_a_conversation_and_checks_its_target(tmp_path):
     assert [r["page"] for r in rows] == ["replies", "chain"] and all(r["latency"]["p50_ms"] > 0 for r in rows)
 
 
+def test_the_finding_bench_times_search_a_tag_and_a_profile_with_its_picture(tmp_path):
+    """A few tweets (a test of the instrument, not a measurement): every page timed, with its
+    budget beside it."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "loadtest", "bench", "finding", "--tweets", "3", "--rounds", "2",
+            "--out", str(tmp_path)]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = json.loads((tmp_path / "finding.json").read_text())
+    assert [r["page"] for r in rows] == ["search", "tag", "profile", "picture"]
+    assert all(r["latency"]["p50_ms"] > 0 for r in rows) and rows[0]["budget_ms"] == 150.0
+
+
 def test_the_fractured_read_bench_counts_reads_and_transactions_never_fracture(capsys):
     from loadtest.bench import fractured
 

@@ -18,7 +18,7 @@ from loadtest.harness.options import add_shared
 MODULES = (
     # the causal layer's price and the label path, piece by piece
     "throughput", "idle", "transport", "serializer", "proxy", "sink_placement",
-    "bandwidth", "txn", "fractured", "resume", "page", "thread", "failover", "reconfigure",
+    "bandwidth", "txn", "fractured", "resume", "page", "thread", "finding", "failover", "reconfigure",
     # a region's store across hosts (Redis Cluster)
     "replica_ack", "store_restart", "store_failover", "store_heal", "store_scaling",
     # the Saturn paper's figures
