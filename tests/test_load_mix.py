@@ -98,3 +98,18 @@ def test_bad_mixes_are_refused():
         Mix("bad", update_share=1.5)
     with pytest.raises(ValueError, match="shares"):
         Mix("bad", update_share=0.1, read_own=0.6, read_random=0.6)
+
+
+def test_the_web_targets_mix_adds_chirps_own_pages_and_the_benchmarks_draws_stay_the_same():
+    """Searches, profile edits and blocks come only with ``with_chirp_pages`` (the web target);
+    without them the draws are the benchmark's, one for one."""
+    from loadtest.workload.mix import with_chirp_pages
+
+    def draws(mix: Mix) -> list[Action]:
+        rng = random.Random(5)
+        return [draw(mix, rng, USER, FRIENDS, USERS) for _ in range(20000)]
+
+    plain = draws(MIXES["write-heavy"])
+    assert not {a.op for a in plain} & {Op.SEARCH, Op.PROFILE, Op.BLOCK}
+    web = Counter(a.op for a in draws(with_chirp_pages(MIXES["write-heavy"])))
+    assert web[Op.SEARCH] > 200 and web[Op.PROFILE] > 20 and web[Op.BLOCK] > 100, web

@@ -91,6 +91,7 @@ def test_web_target_logs_in_and_browses_without_failures(plan_dir, web_cluster, 
     done = operations(summary)
     assert done.get("log in", 0) >= 6
     assert done.get("home timeline", 0) > 0 and done.get("post", 0) > 0 and done.get("user page", 0) > 0
+    assert done.get("search", 0) + done.get("profile edit", 0) + done.get("block", 0) > 0, done  # Chirp's own
     assert summary.migrations, "the web app's sessions migrate for remote pages"
 
 

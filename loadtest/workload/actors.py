@@ -28,6 +28,7 @@ from loadtest.workload.mix import Action, Mix, Op, draw
 from loadtest.workload.plan import Plan
 from loadtest.workload.population import BODIES, PASSWORD, username
 from webapp.context import RegionContext
+from webapp.search import Query
 from webapp.social import Social
 
 Recorder = Callable[[str, str, float, BaseException | None], None]
@@ -80,6 +81,14 @@ class Actor:
 
     def body(self) -> str:
         return self.rng.choice(BODIES)
+
+    def search_words(self) -> str:
+        """Two words of the tweets the population posts (webapp/search.py finds both)."""
+        words = [w.strip(".,!?") for w in self.rng.choice(BODIES).split() if len(w.strip(".,!?")) > 4]
+        return " ".join(self.rng.sample(words, min(2, len(words))))
+
+    def profile(self) -> dict[str, str]:
+        return {"display": self.name.replace("_", " ").title(), "bio": self.rng.choice(BODIES)}
 
     def toggle_follow(self, target: str) -> bool:
         """Follows ``target`` if not following them, else unfollows; returns True for a follow."""
@@ -140,6 +149,16 @@ class StoreActor(Actor):
                     social.follow(self.me, other)
                 else:
                     social.unfollow(self.me, other)
+            case Op.SEARCH:
+                social.search(Query.parse(self.search_words()), me=self.me)
+            case Op.PROFILE:
+                fields = self.profile()
+                social.update_profile(self.me, fields["display"], fields["bio"])
+            case Op.BLOCK:
+                other = social.account(target_name(action))
+                social.block(self.me, other)
+                social.block(self.me, other, undo=True)
+                self.following.discard(other.username)
 
 
 TWEET_LINK = re.compile(r'href="/t/([A-Za-z0-9_.-]+)/([0-9a-f]+)/"')
@@ -223,6 +242,15 @@ class WebActor(Actor):
                 target = target_name(action)
                 verb = "follow" if self.toggle_follow(target) else "unfollow"
                 self.page("POST", f"/u/{target}/{verb}/", str(Op.FOLLOW), expect=302)
+            case Op.SEARCH:
+                self.page("GET", "/search/", str(Op.SEARCH), params={"q": self.search_words()})
+            case Op.PROFILE:
+                self.page("POST", "/settings/profile/", str(Op.PROFILE), expect=302, data=self.profile())
+            case Op.BLOCK:
+                target = target_name(action)
+                self.page("POST", f"/u/{target}/block/", "block", expect=302)
+                self.page("POST", f"/u/{target}/unblock/", "unblock", expect=302)
+                self.following.discard(target)  # a block takes the follows away both ways
 
 
 def target_name(action: Action) -> str:

@@ -24,7 +24,7 @@ from locust import User, events, task
 grpc_gevent.init_gevent()  # gRPC's own I/O cooperates with gevent (before any channel exists)
 
 from loadtest.workload.actors import Actor, StoreActor, WebActor  # noqa: E402
-from loadtest.workload.mix import MIXES, mix_named  # noqa: E402
+from loadtest.workload.mix import MIXES, mix_named, with_chirp_pages  # noqa: E402
 from loadtest.workload.plan import Plan  # noqa: E402
 from webapp.context import RegionContext  # noqa: E402
 
@@ -120,7 +120,7 @@ class StoreUser(ChirpUser):
 
 class WebUser(ChirpUser):
     def make_actor(self) -> Actor:
-        return WebActor(self.plan, self.user, self.mix, self.record, self.rng)
+        return WebActor(self.plan, self.user, with_chirp_pages(self.mix), self.record, self.rng)
 
 
 __all__ = ["StoreUser", "WebUser", "locust"]

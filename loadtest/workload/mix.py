@@ -21,6 +21,11 @@ update, friend          reply to the friend's newest tweet (reads the friend's d
                         unfollow of the friend instead (writes the friend's ``followers`` row)
 =====================  =======================================================================
 
+Chirp's own pages beyond the benchmark (``with_chirp_pages``, the web target's mix): one in ten
+random-user reads is a search, one in ten own updates a profile edit, one in twenty friend
+updates a block of the friend undone at once (which takes the follows away both ways). The
+shares are zero elsewhere, so the store target draws exactly the benchmark's sequence.
+
 Variants keep the targets and change only the update share: ``tao`` is Eiger's Facebook TAO
 workload (0.2 % updates), ``write-heavy`` is 50:50.
 """
@@ -30,7 +35,7 @@ from __future__ import annotations
 import enum
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 class Op(enum.StrEnum):
@@ -40,9 +45,12 @@ class Op(enum.StrEnum):
     POST = "post"
     REPLY = "reply"
     FOLLOW = "follow/unfollow"
+    SEARCH = "search"
+    PROFILE = "profile edit"
+    BLOCK = "block/unblock"
 
 
-READS = frozenset({Op.HOME, Op.USER_PAGE, Op.PUBLIC})
+READS = frozenset({Op.HOME, Op.USER_PAGE, Op.PUBLIC, Op.SEARCH})
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,9 @@ class Mix:
     update_own: float = 0.078
     public_share_of_random: float = 0.1
     follow_share_of_friend_updates: float = 0.2
+    search_share_of_random: float = 0.0  # Chirp's own pages (module doc): none by default
+    profile_share_of_own_updates: float = 0.0
+    block_share_of_friend_updates: float = 0.0
 
     def __post_init__(self) -> None:
         shares = (self.update_share, self.read_own, self.read_random, self.update_own)
@@ -83,6 +94,13 @@ class Action:
     target: int | None
 
 
+def with_chirp_pages(mix: Mix) -> Mix:
+    """``mix`` with Chirp's own pages (module doc): the web target's."""
+    return replace(
+        mix, search_share_of_random=0.1, profile_share_of_own_updates=0.1, block_share_of_friend_updates=0.05
+    )
+
+
 def mix_named(name: str) -> Mix:
     try:
         return MIXES[name]
@@ -94,9 +112,17 @@ def draw(mix: Mix, rng: random.Random, user: int, friends: Sequence[int], users:
     """The next operation of ``user`` (whose friends are ``friends``, out of ``users`` users)."""
     if rng.random() < mix.update_share:
         if rng.random() < mix.update_own or not friends:
+            if mix.profile_share_of_own_updates and rng.random() < mix.profile_share_of_own_updates:
+                return Action(Op.PROFILE, user)
             return Action(Op.POST, user)
         friend = rng.choice(friends)
         follow = rng.random() < mix.follow_share_of_friend_updates
+        if (
+            not follow
+            and mix.block_share_of_friend_updates
+            and rng.random() < mix.block_share_of_friend_updates
+        ):
+            return Action(Op.BLOCK, friend)
         return Action(Op.FOLLOW if follow else Op.REPLY, friend)
     pick = rng.random()
     if pick < mix.read_own:
@@ -104,6 +130,8 @@ def draw(mix: Mix, rng: random.Random, user: int, friends: Sequence[int], users:
     if pick < mix.read_own + mix.read_random:
         if rng.random() < mix.public_share_of_random:
             return Action(Op.PUBLIC, None)
+        if mix.search_share_of_random and rng.random() < mix.search_share_of_random:
+            return Action(Op.SEARCH, None)
         return Action(Op.USER_PAGE, rng.randrange(users))
     pool = len(friends) + 1  # friends or self
     index = rng.randrange(pool)
