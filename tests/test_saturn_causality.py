@@ -162,3 +162,38 @@ def test_reply_chain_across_regions_and_shards(launch, protocol):
         assert broken >= 1, f"eventual: no broken chain in {CHAIN_ROUNDS} rounds; the test cannot see one"
     else:
         assert broken == 0, f"{protocol}: {broken} of {CHAIN_ROUNDS} chains seen out of causal order at C"
+
+
+# -- a slow shard under eventual: no cascade -----------------------------------------------------
+def test_a_paused_shard_holds_back_only_its_own_part_under_eventual(launch):
+    """Occult's "no slowdown cascades", where nothing orders the shards: b's shard 0 is stopped
+    (SIGSTOP) while a writes rows on both shards; b's shard 1 shows its rows within a second
+    (each shard takes its part of the stream in its own lane, services/protocols/eventual.py),
+    and shard 0's come once it runs again, none lost. Before the lanes, every batch of every
+    origin gear waited on every shard, so shard 1 showed nothing until shard 0 was let go."""
+    import os
+    import signal
+
+    cluster = launch(sharded("eventual"))
+    topology = cluster.topology
+    master = cluster.processes["b.redis0"].popen.pid
+    with CausalClient.connect(topology.client_address("a")) as client:
+        writer, reader = client.session("a"), client.session("b")
+        warm = row_on_shard(topology, 1, "warm")
+        writer.write("all", warm, {"v": "1"})
+        wait_visible(reader, warm)
+        os.kill(master, signal.SIGSTOP)
+        try:
+            held = [row_on_shard(topology, 0, "held") for _ in range(3)]
+            free = [row_on_shard(topology, 1, "free") for _ in range(3)]
+            for a, b in zip(held, free, strict=True):  # one origin gear's stream each, interleaved
+                writer.write("all", a, {"v": "1"})
+                writer.write("all", b, {"v": "1"})
+            began = time.monotonic()
+            while not all(visible(reader, row) for row in free):
+                assert time.monotonic() - began < 3.0, "b's running shard waited on its stopped one"
+                time.sleep(POLL_S)
+        finally:
+            os.kill(master, signal.SIGCONT)
+        for row in held:
+            wait_visible(reader, row)
