@@ -796,3 +796,31 @@ def test_a_profile_with_a_picture_then_a_block_and_a_mute(sign_up, tmp_path):
     submit(page, page.get_by_role("button", name=f"Mute @{bob.name}"))
     ann.goto(HOME, "/public/")
     assert "bob speaks" not in line_bodies(page) and "a tweet with a face" in line_bodies(page)
+
+
+def test_the_rough_edges_a_returning_user_met(sign_up):
+    """Like, unlike, like again: one notice. Unfollowing takes their tweets off the home timeline.
+    A mention of a name nobody has is text, not a link to a 404. The log-in page sends a
+    signed-in user on."""
+    lea, max_ = sign_up("lea"), sign_up("max")
+    lea.goto(HOME)
+    lea.post(f"like me once @nobody{secrets.token_hex(3)}")
+    assert lea.page.locator("section.line article.tweet").first.locator("span.mention.unknown").count() == 1
+    max_.goto(HOME, f"/u/{lea.name}/")
+    submit(max_.page, max_.page.get_by_role("button", name="Follow", exact=True))
+    for _ in range(3):  # like, unlike, like
+        submit(max_.page, max_.page.locator("section.line article.tweet").first.locator("button.like"))
+    lea.goto(HOME, "/notifications/")
+    deadline = time.monotonic() + 30
+    while "liked your tweet" not in lea.page.locator("main").inner_text():
+        assert time.monotonic() < deadline, "the like's notice never came"
+        time.sleep(0.3)
+        lea.page.reload()
+    assert lea.page.locator("main").inner_text().count("liked your tweet") == 1
+    max_.goto(HOME)
+    assert any("like me once" in body for body in line_bodies(max_.page))  # the follow brought it home
+    max_.goto(HOME, f"/u/{lea.name}/")
+    submit(max_.page, max_.page.get_by_role("button", name="Unfollow"))
+    max_.goto(HOME)
+    assert not any("like me once" in body for body in line_bodies(max_.page))
+    assert max_.goto(HOME, "/login/").url.rstrip("/") == max_.url(HOME).rstrip("/")
