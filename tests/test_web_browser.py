@@ -824,3 +824,36 @@ def test_the_rough_edges_a_returning_user_met(sign_up):
     max_.goto(HOME)
     assert not any("like me once" in body for body in line_bodies(max_.page))
     assert max_.goto(HOME, "/login/").url.rstrip("/") == max_.url(HOME).rstrip("/")
+
+
+def test_settings_a_new_password_signs_out_the_other_browser_and_leaving_keeps_the_name(
+    sign_up, open_context
+):
+    """Settings in the browser: a new password (the password rules shown first) signs out the
+    user's other browser; deleting the account (typing the name and the password) signs out and
+    leaves a page that says it was deleted."""
+    noa = sign_up("noa")
+    _, other = open_context()
+    other.goto(noa.url(HOME, "/login/"))
+    other.fill("#id_username", noa.name)
+    other.fill("#id_password", PASSWORD)
+    submit(other, other.get_by_role("button", name="Log in"))
+    assert other.locator("main h1").inner_text() == "Your timeline"
+    page = noa.page
+    noa.goto(HOME, "/settings/")
+    page.fill("#change_current", PASSWORD)
+    page.fill("#change_password", "a-new-secret-42")
+    page.fill("#change_password_again", "a-new-secret-42")
+    submit(page, page.get_by_role("button", name="Change password"))
+    assert any("every other browser is signed out" in m for m in flashes(page)), flashes(page)
+    other.reload()
+    assert other.locator("main h1").inner_text() != "Your timeline"  # signed out there
+    noa.goto(HOME)
+    assert page.locator("main h1").inner_text() == "Your timeline"  # not here
+    noa.goto(HOME, "/settings/")
+    page.fill("#leave_confirm", noa.name)
+    page.fill("#leave_password", "a-new-secret-42")
+    submit(page, page.get_by_role("button", name=f"Delete @{noa.name}"))
+    assert any("is deleted" in m for m in flashes(page)), flashes(page)
+    response = noa.goto(HOME, f"/u/{noa.name}/")
+    assert response.status == 410 and "deleted their account" in page.locator("main").inner_text()

@@ -125,6 +125,7 @@ class PasswordChangeForm(forms.Form):
     )
 
     def __init__(self, *args, username: str = "", **kwargs):
+        kwargs.setdefault("auto_id", "change_%s")  # ids of its own: settings has two password fields
         super().__init__(*args, **kwargs)
         self.username = username
 
@@ -139,6 +140,7 @@ class DeleteAccountForm(forms.Form):
     password = forms.CharField(label="Password", max_length=128, widget=forms.PasswordInput, strip=False)
 
     def __init__(self, *args, username: str = "", **kwargs):
+        kwargs.setdefault("auto_id", "leave_%s")
         super().__init__(*args, **kwargs)
         self.username = username
 
