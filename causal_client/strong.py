@@ -8,10 +8,7 @@ them decides. The client runs the phases (Vivace's client library does too):
 
 - **write** (Algorithm 1): the value to the local replica, which stamps it (W-LOCAL; the local
   replica is this region's store, durable); the timestamp alone to every region, done at a
-  majority; the value then to the others in the background. Vivace stamps from synchronized
-  clocks; a region whose clock is behind would stamp a write below one that ended before it
-  began, so a replica refuses a write's timestamp below what it stores, and a majority refusing
-  so makes the writer stamp again above them (the clock nemesis found it).
+  majority; the value then to the others in the background.
 - **read** (Algorithm 1): timestamps from a majority, the greatest is ``mts``; the value written at
   ``mts`` from the first replica that has it (usually the local one); the timestamp written back
   to a majority, skipped when a majority already reported ``mts`` (§3.4), so that no later read
@@ -189,11 +186,10 @@ class StrongRegisters(RegionCalls):
         for attempt in range(TRIES):
             ts, _ = self._put(local, namespace, key, "", stored, floor)  # W-LOCAL: stamped there
             replies = self._committing(namespace, key, [ts, "w"], "write's timestamp phase")
-            if self._settled(replies, ts, "write", namespace, key):
+            if self._settled(replies, "write", namespace, key):
                 self._push(local, namespace, key, ts, stored)
                 return ts
-            floor = max(r.stored for r in replies.values())  # refused under a promise or a later
-            #                                                   write (a clock behind): go above
+            floor = max(r.stored for r in replies.values())  # refused under a promise: go above
             self._pause(attempt)
         raise Conflict(f"register {namespace}/{key}: the write lost to read-modify-writes {TRIES} times")
 
@@ -211,7 +207,7 @@ class StrongRegisters(RegionCalls):
             if settled and self.fast_paths:  # C1 (C2: the value is mts's)
                 return result
             back = self._quorum(
-                namespace, key, wire.STRONG_SET_TS, [mts, "b"], "its write-back", accepted=True
+                namespace, key, wire.STRONG_SET_TS, [mts, "w"], "its write-back", accepted=True
             )
             if sum(x.accepted for x in back.values()) >= self.majority:
                 return result
@@ -251,24 +247,20 @@ class StrongRegisters(RegionCalls):
             stored = Stored(outcome.value, (past or NO_PAST).merge(current.label))
             self._put(local, namespace, key, ts, stored, "")  # W-LOCAL (unchanged: written too)
             commits = self._committing(namespace, key, [ts, "c"], f"{command.name}'s commit phase")
-            if self._settled(commits, ts, command.name, namespace, key):
+            if self._settled(commits, command.name, namespace, key):
                 self._push(local, namespace, key, ts, stored)
                 return ExecuteResult(outcome.applied, outcome.value, ts, stored.label)
             self._pause(attempt)
         raise Conflict(f"register {namespace}/{key}: {command.name} lost to concurrent ones {TRIES} times")
 
-    def _settled(self, replies: dict[str, _TsReply], ts: str, what: str, namespace: str, key: str) -> bool:
-        """Whether a phase that stores timestamp ``ts`` took effect (a majority accepted it: True)
-        or surely did not (False: the operation may run again with another timestamp): every
-        region refused it, or a majority store a greater timestamp (every majority a reader asks
-        holds one of them, so ``ts`` is never the greatest any reader finds). Anything between,
-        accepted somewhere or unanswered somewhere, may still take effect: trying again with
-        another timestamp could make it happen twice."""
+    def _settled(self, replies: dict[str, _TsReply], what: str, namespace: str, key: str) -> bool:
+        """Whether a phase that stores a timestamp took effect (a majority accepted it: True) or
+        surely did not (every region refused it: False, and the operation may run again with
+        another timestamp). Anything between, accepted somewhere or unanswered somewhere, may
+        still take effect: trying again with another timestamp could make it happen twice."""
         accepted = sum(r.accepted for r in replies.values())
         if accepted >= self.majority:
             return True
-        if _overtaken(replies, ts) >= self.majority:
-            return False
         if accepted == 0 and len(replies) == len(self.regions):
             return False
         raise OutcomeUnknown(
@@ -317,10 +309,8 @@ class StrongRegisters(RegionCalls):
         def enough(answers: dict[str, _TsReply]) -> bool:
             if not accepted:
                 return len(answers) >= self.majority
-            # refused by too many: every answer is still awaited (whether it landed is the question),
-            # unless a majority store a greater timestamp (it can never be read: _settled)
-            done = sum(a.accepted for a in answers.values())
-            return max(done, _overtaken(answers, args[0])) >= self.majority
+            # refused by too many: every answer is still awaited (whether it landed is the question)
+            return sum(a.accepted for a in answers.values()) >= self.majority
 
         answered, failed = self._gather(self.regions, one, enough)
         if len(answered) < self.majority:
@@ -372,11 +362,6 @@ class StrongRegisters(RegionCalls):
         could give a write of this region the same one, and two values one timestamp), above
         ``floor``."""
         return text_of(self._call(local, namespace, key, wire.STRONG_STAMP, [floor], meta=False))
-
-
-def _overtaken(replies: dict[str, _TsReply], ts: str) -> int:
-    """How many replicas refused ``ts`` because they store a greater timestamp."""
-    return sum(not r.accepted and r.stored > ts for r in replies.values())
 
 
 def check_names(namespace: str, key: str) -> None:

@@ -105,12 +105,7 @@ local function gear_strong_ts(keys, args)
 end
 
 -- args: api, namespace, key, ts, mode:
---   'w' a write's timestamp: stored; refused under a promise, and below what is stored (a write
---       stamped by a clock behind another region's, or behind a write this replica has seen,
---       would be ordered before a write that ended before it began: a majority refusing it
---       makes the client stamp it again above what they store);
---   'b' a read's write-back: stored if above; refused under a promise (below what is stored it
---       is accepted: a later write is ordered after the read, as it may be);
+--   'w' a write's timestamp (or a read's write-back): stored if above; refused under a promise;
 --   'o' a read-modify-write's promise: made if ts is above everything stored and promised;
 --   'c' its commit: stored unless a greater promise was made here meanwhile.
 -- Returns {accepted 1/0, stored ts, 1/0 whether the stored ts's value is here}.
@@ -118,8 +113,8 @@ local function gear_strong_set_ts(keys, args)
   local _, name = register_call(args, 5)
   local ts, mode = check_ts(args[4], 'timestamp'), args[5]
   if ts == '' then fail(CODE_INVALID, 'a timestamp phase needs a timestamp') end
-  if mode ~= 'w' and mode ~= 'b' and mode ~= 'o' and mode ~= 'c' then
-    fail(CODE_INVALID, "a timestamp phase's mode is 'w', 'b', 'o' or 'c', got " .. q(tostring(mode)))
+  if mode ~= 'w' and mode ~= 'o' and mode ~= 'c' then
+    fail(CODE_INVALID, "a timestamp phase's mode is 'w', 'o' or 'c', got " .. q(tostring(mode)))
   end
   local h = redis.call('HMGET', name, 'ts', 'ots')
   local stored, promised = h[1] or '', h[2] or ''
@@ -129,7 +124,7 @@ local function gear_strong_set_ts(keys, args)
       redis.call('HSET', name, 'ots', ts)
       accepted = 1
     end
-  elseif ts >= promised and (mode ~= 'w' or ts >= stored) then
+  elseif ts >= promised then
     accepted = 1
     if ts > stored then
       stored = ts
