@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 
 from redis.exceptions import RedisError
@@ -27,6 +28,7 @@ log = logging.getLogger("eventual")
 
 LANE_DEPTH = 1024  # parts queued on one shard before the streams that feed it wait
 RETRY_S = 0.2  # after a store error (its Redis restarting), the part is tried again
+STUCK_S = 0.05  # a lane busy with one part this long is behind: batches stop waiting for it
 
 
 @dataclass
@@ -35,6 +37,7 @@ class Part:
     through_ts: int
     updates: list[RemoteUpdate]
     on_applied: AppliedCallback
+    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 @dataclass
@@ -44,11 +47,20 @@ class Lane:
     shard: Shard
     queue: asyncio.Queue[Part] = field(default_factory=asyncio.Queue)
     applied: dict[str, int] = field(default_factory=dict)  # origin gear → through_ts applied here
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    busy_since: float | None = None  # when the part it applies now was taken
+
+    def stuck(self) -> bool:
+        """Busy with one part for long (its master paused, restarting)."""
+        return self.busy_since is not None and time.monotonic() - self.busy_since > STUCK_S
+
+    def behind(self) -> bool:
+        """Stuck, or with parts waiting (catching up after it was): not worth a batch's wait."""
+        return self.stuck() or self.queue.qsize() > 0
 
     async def run(self) -> None:
         while True:
             part = await self.queue.get()
+            self.busy_since = time.monotonic()
             while True:
                 try:
                     done = set(await self.shard.apply(part.origin_gear, part.through_ts, part.updates))
@@ -64,6 +76,9 @@ class Lane:
             self.applied[part.origin_gear] = max(part.through_ts, self.applied.get(part.origin_gear, 0))
             if done:
                 part.on_applied([u for u in part.updates if u.ts in done])
+            self.busy_since = None
+            if not part.done.done():
+                part.done.set_result(None)
             self.queue.task_done()
 
 
@@ -86,8 +101,10 @@ class Eventual(Protocol):
         self, origin_gear: str, through_ts: int, updates: list[RemoteUpdate], on_applied: AppliedCallback
     ) -> None:
         """Each shard's part into its lane (every shard's, even empty: each keeps its own
-        position); returns at once unless a lane is LANE_DEPTH parts behind, or the batch has
-        an update across shards (then after it is applied, the lanes drained first)."""
+        position); returns once the lanes that keep up have applied theirs (so the batch's
+        acknowledgement covers it, as without lanes), not waiting for a lane that is behind
+        (STUCK_S) or LANE_DEPTH parts deep. A batch with an update across shards: after it
+        is applied, the lanes drained first."""
         lanes = self._lanes()
         if any(len(self.store.shards_of(u)) > 1 for u in updates):
             await asyncio.gather(*(lane.queue.join() for lane in lanes))
@@ -100,8 +117,16 @@ class Eventual(Protocol):
         parts: list[list[RemoteUpdate]] = [[] for _ in lanes]
         for update in updates:
             parts[self.store.shards_of(update)[0]].append(update)
-        for lane, part in zip(lanes, parts, strict=True):
-            lane.queue.put_nowait(Part(origin_gear, through_ts, part, on_applied))
+        waited: dict[asyncio.Future[None], Lane] = {}
+        for lane, updates_here in zip(lanes, parts, strict=True):
+            part = Part(origin_gear, through_ts, updates_here, on_applied)
+            if not lane.behind():
+                waited[part.done] = lane
+            lane.queue.put_nowait(part)
+        pending = set(waited)
+        while pending:  # the lanes keeping up; one that gets stuck meanwhile is let go
+            _, still = await asyncio.wait(pending, timeout=STUCK_S)
+            pending = {f for f in still if not waited[f].stuck()}
         for lane in lanes:  # backpressure: a lane far behind holds the streams that feed it
             while lane.queue.qsize() > LANE_DEPTH:
                 await asyncio.sleep(RETRY_S / 4)
