@@ -225,8 +225,8 @@ class Social(SocialProfiles):
     def suggestions(self, me: Account, limit: int = SUGGESTIONS) -> list[str]:
         """People ``me`` might follow: those the people ``me`` follows follow, the most followed
         of them first (in one read of up to SUGGESTION_SOURCES of their following rows, those
-        replicated here), then the newest people; never ``me``, nobody ``me`` follows already,
-        and nobody blocked either way."""
+        replicated here), then the people active in ``me``'s region, then the newest people;
+        never ``me``, nobody ``me`` follows already, and nobody blocked either way."""
         follows = self.names(me.home_group, f"following:{me.username}", limit=1000)
         hidden = self.hidden(me)
         skip = {me.username, *follows, *hidden.apart}
@@ -242,10 +242,17 @@ class Social(SocialProfiles):
                     if cell.column not in skip:
                         counted[cell.column] = counted.get(cell.column, 0) + 1
         ranked = sorted(counted, key=lambda name: (-counted[name], name))
-        for name in self.newest_people(limit=limit * 3):
+        for name in [*self.active_near(me), *self.newest_people(limit=limit * 3)]:
             if name not in skip and name not in ranked:
                 ranked.append(name)
         return ranked[:limit]
+
+    def active_near(self, me: Account, scanned: int = 100) -> list[str]:
+        """Who posted lately from ``me``'s home group (the public line's newest entries): the
+        active people of one's region, the newest poster first."""
+        entries = entries_of(self.session.slice(self.accounts, "public", limit=scanned))
+        posters = dict.fromkeys(e.author for e in entries if e.group == me.home_group and not e.reposted_by)
+        return self.present(list(posters))
 
     # -- blocking and muting (webapp/blocks.py) -----------------------------------------------
     def block(self, me: Account, them: Account, undo: bool = False) -> None:

@@ -180,7 +180,11 @@ def tweet_page(request: HttpRequest, group: str, tweet_id: str) -> HttpResponse:
     originals |= first.originals
     gone = first.gone
     mine = me is not None and me.username == entry.author
-    addressed = "" if mine else f"@{entry.author} "  # a reply to oneself names nobody
+    # the reply names whom it answers: the tweet's author, then the thread's other participants
+    # up the chain; never oneself (a reply to one's own tweet names the others, or nobody)
+    me_name = me.username if me is not None else ""
+    named = dict.fromkeys(e.author for e in (entry, *reversed(talk.ancestors)) if e.author != me_name)
+    addressed = "".join(f"@{name} " for name in list(named)[:3])
     form = PostForm(initial={"reply_to": f"{group}/{tweet_id}", "body": addressed})
     pinned = mine and not entry.reposted_by and any(
         (p.group, p.tweet_id) == (entry.group, entry.tweet_id)
