@@ -838,7 +838,9 @@ def test_search_finds_tweets_with_all_their_words_and_people_by_any_part_of_a_na
     assert bodies(html(reader.get("/search/", {"q": word}))) == [f"Saturn serializers carry {word} labels"]
     assert poster.post(f"/u/{reader_name}/block/").status_code == 302
     assert bodies(html(reader.get("/search/", {"q": word}))) == []
-    assert reader.get("/search/", {"q": "x" * 101}).status_code == 400
+    too_long = reader.get("/search/", {"q": "x" * 101})
+    assert too_long.status_code == 400 and "at most 100 characters" in html(too_long)
+    assert "Type a word, a #tag or part of a name" in html(reader.get("/search/", {"q": "  "}))
 
 
 def test_who_to_follow_suggests_the_people_your_follows_follow_with_one_click(django_region):  # noqa: F811
