@@ -8,7 +8,10 @@ them decides. The client runs the phases (Vivace's client library does too):
 
 - **write** (Algorithm 1): the value to the local replica, which stamps it (W-LOCAL; the local
   replica is this region's store, durable); the timestamp alone to every region, done at a
-  majority; the value then to the others in the background.
+  majority; the value then to the others in the background. First, unless ``clock_safe`` is off,
+  the timestamps of a majority (ABD's query), so that the stamp is above every write that ended
+  before this one began whatever the regions' clocks say (Vivace relies on synchronized clocks
+  instead; one more round trip to the closest majority).
 - **read** (Algorithm 1): timestamps from a majority, the greatest is ``mts``; the value written at
   ``mts`` from the first replica that has it (usually the local one); the timestamp written back
   to a majority, skipped when a majority already reported ``mts`` (§3.4), so that no later read
@@ -169,10 +172,14 @@ class StrongRegisters(RegionCalls):
     """Runs the phases of strong operations for one client (module doc). ``regions``: where
     every register is replicated; ``local``: the region whose store is the local replica."""
 
-    def __init__(self, client: Reaches, fast_paths: bool = True):
+    def __init__(self, client: Reaches, fast_paths: bool = True, clock_safe: bool = True):
         super().__init__(client)
         self.majority = len(self.regions) // 2 + 1
         self.fast_paths = fast_paths  # §3.4: a read skips its write-back under C1 and C2 (a bench: off)
+        #: a write first asks a majority for their timestamps and stamps above them (ABD's query),
+        #: so that no clock orders it before a write that ended before it began; off: Vivace's
+        #: write as published, which relies on synchronized clocks (docs/PROTOCOLS.md, "Clocks")
+        self.clock_safe = clock_safe
 
     # -- the operations --------------------------------------------------------------------------
     def write(self, local: str, namespace: str, key: str, value: str, past: Label | None = None) -> str:
@@ -183,6 +190,9 @@ class StrongRegisters(RegionCalls):
         check_value(value)
         stored = Stored(value, past or NO_PAST)
         floor = ""
+        if self.clock_safe:  # every write that ended before this one is stored at one of them
+            asked = self._quorum(namespace, key, wire.STRONG_TS, [], "write's timestamp query")
+            floor = max(r.stored for r in asked.values())
         for attempt in range(TRIES):
             ts, _ = self._put(local, namespace, key, "", stored, floor)  # W-LOCAL: stamped there
             replies = self._committing(namespace, key, [ts, "w"], "write's timestamp phase")
