@@ -7,7 +7,8 @@ client at that region's site runs ``--rounds`` strong writes, reads and read-mod
 beside the round trip to the closest majority of regions (the majority-th smallest round trip
 from the region, itself included). Vivace's analysis (its §4): a write costs one round trip to a
 majority plus local work, a read in the common case one (its write-back skipped), a
-read-modify-write two (the promise and the commit). Prints a table and writes strong.json under
+read-modify-write two (the promise and the commit). Writes here cost two: they ask a majority
+for their timestamps first, so that no clock can order them wrongly (docs/PROTOCOLS.md, "Clocks"). Prints a table and writes strong.json under
 ``--out``.
 """
 
@@ -106,7 +107,7 @@ def table(rows: list[StrongRow]) -> str:
         "rmw / RTT",
     ]
     return render_table(
-        "Strong operations, medians (Vivace: write 1 RTT, read 1, read-modify-write 2)", heads, lines
+        "Strong operations, medians (write 2 RTT: a query, then Vivace's 1; read 1; rmw 2)", heads, lines
     )
 
 
