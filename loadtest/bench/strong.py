@@ -8,8 +8,8 @@ beside the round trip to the closest majority of regions (the majority-th smalle
 from the region, itself included). Vivace's analysis (its §4): a write costs one round trip to a
 majority plus local work, a read in the common case one (its write-back skipped), a
 read-modify-write two (the promise and the commit). Writes here cost two: they ask a majority
-for their timestamps first, so that no clock can order them wrongly (docs/PROTOCOLS.md, "Clocks"). Prints a table and writes strong.json under
-``--out``.
+for their timestamps first, so that no clock can order them wrongly (docs/PROTOCOLS.md,
+"Clocks"). Prints a table and writes strong.json under ``--out``.
 """
 
 from __future__ import annotations
