@@ -489,3 +489,23 @@ def test_no_tls_says_insecure_in_so_many_words(tmp_path):
     inside = json.loads((out / "topology.json").read_text())
     assert not inside.get("tls") and inside["insecure"] is True  # (a default is left out)
     assert not (out / "tls").exists() and "SATURN_TLS_DIR" not in (out / "compose.yaml").read_text()
+
+
+def test_the_images_lock_pins_every_runtime_dependency():
+    """The containers install compose/requirements.lock only (no index at build time): a runtime
+    dependency added to pyproject.toml but not to the lock breaks every container at import
+    (Pillow, for Chirp's pictures, nearly did)."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    wanted = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+
+    def name(requirement: str) -> str:
+        return re.split(r"[\s<>=!~;\[]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+    lines = (root / "compose" / "requirements.lock").read_text().splitlines()
+    pinned = {name(line) for line in lines if line and not line.startswith("#")}
+    # uvloop is optional (services/runtime.py falls back to asyncio's loop): the images have run
+    # without it so far; putting it in is a change of its own, to be measured
+    missing = sorted(name(r) for r in wanted if name(r) not in pinned and name(r) != "uvloop")
+    assert not missing, f"compose/requirements.lock lacks {missing}: compose/build.sh --relock"
