@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from django import forms
 from django.contrib.auth import password_validation
+from django.contrib.auth.hashers import check_password
 from django.core.exceptions import ValidationError
 
 from webapp.profiles import MAX_BIO, MAX_DISPLAY, MAX_UPLOAD_BYTES, BadImage, avatar_image
@@ -113,7 +114,31 @@ def printable(text: str, what: str, lines: bool = False) -> str:
     return text.strip()
 
 
-class PasswordChangeForm(forms.Form):
+class OwnAccountForm(forms.Form):
+    """A settings form the signed-in user confirms with their password: ``checked_field`` must
+    hold the one whose hash is ``password_hash``; its fields get ids of their own (``ids``: the
+    settings page holds two password fields)."""
+
+    checked_field = "password"
+    wrong = "That is not your password."
+    ids = "id_%s"
+
+    def __init__(self, *args, username: str = "", password_hash: str = "", **kwargs):
+        kwargs.setdefault("auto_id", self.ids)
+        super().__init__(*args, **kwargs)
+        self.username, self.password_hash = username, password_hash
+
+    def clean(self) -> dict:
+        data = super().clean()
+        given = data.get(self.checked_field)
+        if given is not None and not check_password(given, self.password_hash):
+            self.add_error(self.checked_field, self.wrong)
+        return data
+
+
+class PasswordChangeForm(OwnAccountForm):
+    checked_field, ids = "current", "change_%s"
+    wrong = "That is not your current password."
     current = forms.CharField(
         label="Current password", max_length=128, widget=forms.PasswordInput, strip=False
     )
@@ -124,25 +149,16 @@ class PasswordChangeForm(forms.Form):
         label="New password (again)", max_length=128, widget=forms.PasswordInput, strip=False
     )
 
-    def __init__(self, *args, username: str = "", **kwargs):
-        kwargs.setdefault("auto_id", "change_%s")  # ids of its own: settings has two password fields
-        super().__init__(*args, **kwargs)
-        self.username = username
-
     def clean(self) -> dict:
         data = super().clean()
         check_new_password(self, data, self.username)
         return data
 
 
-class DeleteAccountForm(forms.Form):
+class DeleteAccountForm(OwnAccountForm):
+    ids = "leave_%s"
     confirm = forms.CharField(label="Type your username to confirm", max_length=31)
     password = forms.CharField(label="Password", max_length=128, widget=forms.PasswordInput, strip=False)
-
-    def __init__(self, *args, username: str = "", **kwargs):
-        kwargs.setdefault("auto_id", "leave_%s")
-        super().__init__(*args, **kwargs)
-        self.username = username
 
     def clean_confirm(self) -> str:
         typed = self.cleaned_data["confirm"].strip().lower().removeprefix("@")

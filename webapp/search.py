@@ -51,14 +51,20 @@ def tags_of(body: str) -> list[str]:
     return list(dict.fromkeys(m.group("tag").lower() for m in TAG.finditer(body)))[:MAX_TAGS]
 
 
+def _all_words(text: str) -> list[str]:
+    """Every word of ``text`` as search sees it: lower case, without links, tags and mentions."""
+    return [w.strip("'-").lower() for w in WORD.findall(LINK.sub(" ", TAG.sub(" ", text)))]
+
+
+def _searchable(words: list[str]) -> list[str]:
+    """Once each, MIN_WORD to MAX_WORD letters, no stopwords."""
+    return [w for w in dict.fromkeys(words) if MIN_WORD <= len(w) <= MAX_WORD and w not in STOPWORDS]
+
+
 def words_of(body: str) -> list[str]:
-    """The words a tweet is found by: lower case, MIN_WORD to MAX_WORD letters, no stopwords,
-    mentions, tags or links, once each; the MAX_WORDS longest (the rarer) when there are more."""
-    text = LINK.sub(" ", body)
-    found = dict.fromkeys(
-        w.strip("'-").lower() for w in WORD.findall(text) if MIN_WORD <= len(w.strip("'-")) <= MAX_WORD
-    )
-    words = [w for w in found if w not in STOPWORDS and len(w) >= MIN_WORD]
+    """The words a tweet is found by (``_searchable``), the MAX_WORDS longest (the rarer) when
+    there are more."""
+    words = _searchable(_all_words(body))
     if len(words) > MAX_WORDS:
         kept = set(sorted(words, key=len, reverse=True)[:MAX_WORDS])
         words = [w for w in words if w in kept]
@@ -92,9 +98,7 @@ class Query:
     @staticmethod
     def parse(text: str) -> Query:
         tags = tuple(tags_of(text))
-        rest = TAG.sub(" ", text)
-        words = tuple(dict.fromkeys(w.strip("'-").lower() for w in WORD.findall(rest)))
-        words = tuple(w for w in words if MIN_WORD <= len(w) <= MAX_WORD and w not in STOPWORDS)
+        words = tuple(_searchable(_all_words(text)))
         return Query(words[:MAX_TERMS], tags[: max(0, MAX_TERMS - len(words))])
 
     @property
@@ -112,11 +116,6 @@ class Query:
         """Whether the tweet has every word and tag (the row read gave one of them)."""
         body = entry.body
         return set(self.tags) <= set(tags_of(body)) and set(self.words) <= set(_all_words(body))
-
-
-def _all_words(body: str) -> list[str]:
-    text = LINK.sub(" ", TAG.sub(" ", body))
-    return [w.strip("'-").lower() for w in WORD.findall(text)]
 
 
 def matching_names(names: list[str], part: str) -> list[str]:

@@ -3,13 +3,32 @@ comes back to that page with what it did."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from webapp.social_values import Account
 from webapp.views.errors import ShownBadRequest
 from webapp.views.pages import account_or_404, signed_in
+
+
+def _on_someone(
+    request: HttpRequest, username: str, verb: str, act: Callable[[Account], None], done: str, undone: str,
+    undo: bool,
+) -> HttpResponse:  # fmt: skip
+    """What the four share: the other user (not oneself), the change, its message, back to their page."""
+    user = account_or_404(request, username)
+    if user.username == request.causal.account.username:
+        raise ShownBadRequest(f"You cannot {verb} yourself.")
+    act(user)
+    if undo:
+        messages.info(request, undone.format(name=user.username))
+    else:
+        messages.success(request, done.format(name=user.username))
+    return redirect("user", username=user.username)
 
 
 @require_POST
@@ -17,17 +36,11 @@ from webapp.views.pages import account_or_404, signed_in
 def block(request: HttpRequest, username: str, undo: bool = False) -> HttpResponse:
     """Blocking takes the follows away both ways; neither sees the other's tweets after it."""
     me, social = request.causal.account, request.causal.social
-    user = account_or_404(request, username)
-    if user.username == me.username:
-        raise ShownBadRequest("You cannot block yourself.")
-    social.block(me, user, undo=undo)
-    if undo:
-        messages.info(request, f"You no longer block @{user.username}.")
-    else:
-        messages.success(
-            request, f"You block @{user.username}: neither of you follows or sees the other now."
-        )
-    return redirect("user", username=user.username)
+    return _on_someone(
+        request, username, "block", lambda user: social.block(me, user, undo=undo),
+        "You block @{name}: neither of you follows or sees the other now.",
+        "You no longer block @{name}.", undo,
+    )  # fmt: skip
 
 
 @require_POST
@@ -35,12 +48,7 @@ def block(request: HttpRequest, username: str, undo: bool = False) -> HttpRespon
 def mute(request: HttpRequest, username: str, undo: bool = False) -> HttpResponse:
     """Muting hides someone from your lines and notices; they are not told."""
     me, social = request.causal.account, request.causal.social
-    user = account_or_404(request, username)
-    if user.username == me.username:
-        raise ShownBadRequest("You cannot mute yourself.")
-    social.mute(me, user.username, undo=undo)
-    if undo:
-        messages.info(request, f"You no longer mute @{user.username}.")
-    else:
-        messages.success(request, f"You mute @{user.username}: their tweets stay out of your lines.")
-    return redirect("user", username=user.username)
+    return _on_someone(
+        request, username, "mute", lambda user: social.mute(me, user.username, undo=undo),
+        "You mute @{name}: their tweets stay out of your lines.", "You no longer mute @{name}.", undo,
+    )  # fmt: skip

@@ -4,7 +4,7 @@ browser session) and leaving (webapp/profiles.py)."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.hashers import check_password, make_password
+from django.contrib.auth.hashers import make_password
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -54,9 +54,7 @@ def profile(request: HttpRequest) -> HttpResponse:
 def password(request: HttpRequest) -> HttpResponse:
     causal = request.causal
     me = causal.account
-    form = PasswordChangeForm(request.POST, username=me.username)
-    if form.is_valid() and not check_password(form.cleaned_data["current"], me.password_hash):
-        form.add_error("current", "That is not your current password.")
+    form = PasswordChangeForm(request.POST, username=me.username, password_hash=me.password_hash)
     if not form.is_valid():
         return page(request, 400, password_form=form)
     signed_out_before = causal.social.change_password(me, make_password(form.cleaned_data["password"]))
@@ -72,9 +70,7 @@ def password(request: HttpRequest) -> HttpResponse:
 def delete(request: HttpRequest) -> HttpResponse:
     causal = request.causal
     me = causal.account
-    form = DeleteAccountForm(request.POST, username=me.username)
-    if form.is_valid() and not check_password(form.cleaned_data["password"], me.password_hash):
-        form.add_error("password", "That is not your password.")
+    form = DeleteAccountForm(request.POST, username=me.username, password_hash=me.password_hash)
     if not form.is_valid():
         return page(request, 400, delete_form=form)
     causal.social.delete_account(me)
