@@ -143,9 +143,28 @@ class BulkReceiver:
         def applied(updates: list[RemoteUpdate]) -> None:
             self.on_applied(origin, updates)
 
-        last_ack = time.monotonic()
+        last_ack, acked, through = time.monotonic(), 0, None
+
+        def acknowledge(through_ts: int, notice: bool) -> None:
+            nonlocal last_ack, acked
+            acked = self.protocol.durable_position(gear, through_ts)
+            acks.put(
+                bulk_pb2.Position(through_ts=acked, heartbeats=self.protocol.wants_heartbeats, notice=notice)
+            )
+            last_ack = time.monotonic()
+
         while True:
-            for arrived in await line.get_due():  # what is due at once, taken in one turn
+            try:
+                async with asyncio.timeout(EMPTY_ACK_EVERY_S):  # (nothing is taken from the line if it fires)
+                    due = await line.get_due()
+            except TimeoutError:
+                # Nothing came for a while (eventual sends no heartbeats): what was applied since the
+                # last acknowledgement (a lane that was let go finished, a label came) is said as a
+                # notice, so that the sender trims its stream to the end, not to the last batch.
+                if through is not None and self.protocol.durable_position(gear, through) > acked:
+                    acknowledge(through, notice=True)
+                continue
+            for arrived in due:  # what is due at once, taken in one turn
                 if arrived is None:
                     return
                 batch, unpacked = arrived
@@ -159,19 +178,12 @@ class BulkReceiver:
                 # Shielded: if the process is stopped mid-apply, the batch the store may already
                 # have applied is still counted as applied.
                 await asyncio.shield(self.protocol.accept_payloads(gear, batch.through_ts, updates, applied))
+                through = batch.through_ts
                 # Each batch with payloads is acknowledged (the sender's window); empty ones
                 # (heartbeats, progress) only once in a while, as a notice with the position,
                 # so that the sender can trim: an ack per heartbeat doubled their cost.
-                now = time.monotonic()
-                if batch.payloads or now - last_ack >= EMPTY_ACK_EVERY_S:
-                    durable = self.protocol.durable_position(gear, batch.through_ts)
-                    notice = not batch.payloads
-                    acks.put(
-                        bulk_pb2.Position(
-                            through_ts=durable, heartbeats=self.protocol.wants_heartbeats, notice=notice
-                        )
-                    )
-                    last_ack = now
+                if batch.payloads or time.monotonic() - last_ack >= EMPTY_ACK_EVERY_S:
+                    acknowledge(batch.through_ts, notice=not batch.payloads)
 
 
 async def _read_batches(gear: str, connection: Connection, line: DelayLine[Arrived | None]) -> None:
