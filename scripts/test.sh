@@ -13,4 +13,4 @@ bash scripts/setup.sh dev
 # most cluster tests wait on emulated WAN latency rather than on the CPU. One at a time is still
 # the default: two at a time still fails a timing-sensitive test now and then (docs/OPERATIONS.md,
 # "Tests"). --durations: the slowest tests at the end of every run.
-exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-0}" --dist loadfile --durations=25 "$@"
+exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-0}" --dist loadfile --no-loadscope-reorder --durations=25 "$@"

@@ -61,6 +61,7 @@ TREE_FAULTS = ("serializer", "sink")  # only where the protocol has a tree
 MAX_SEGMENT_OPS = 50_000
 MIN_SEGMENT_OPS = 1_000
 OPS_PER_S_GUESS = 300.0  # a segment may run twice as long as this rate would need, at least 40 s
+RATE_PRIOR = {False: 2.0, True: 1.0}  # standalone, cluster store: relative rates until measured
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ class SegmentRow:
     effects: list[dict]  # what its fault cost (report.fault_effects)
     outages: list[dict]  # region-outage: the others' throughput, the catch-up (report.outage_effects)
     phases: dict[str, float]  # where its seconds went (run.Phases)
+    applied: list[str]  # the faults done (not those the nemesis failed to do)
+    failed_calls: int  # calls that failed, typed: a fault the clients did not feel did nothing
 
     @staticmethod
     def of(leg: Leg, nemesis: str, data: dict, seconds: float, history: Path) -> SegmentRow:
@@ -106,6 +109,8 @@ class SegmentRow:
             linear.get("undecided", 0), data["converged"], len(data.get("untyped_errors", [])),
             data.get("nemesis_errors", []), seconds, str(history), data.get("fault_effects", []),
             data.get("outages", []), data.get("phase_seconds", {}),
+            [f["fault"] for f in data.get("faults", []) if not f["note"].startswith("failed")],
+            sum(data.get("errors", {}).values()),
         )  # fmt: skip
 
     @property
@@ -141,6 +146,41 @@ def applies(nemesis: str, protocol: str) -> bool:
     return traits_of(protocol).tree or nemesis not in TREE_FAULTS
 
 
+class Shares:
+    """Each segment's share of the operations still to check, in proportion to the rate its kind
+    of topology checks them at, so that the segments take about as long each: a kind that runs
+    slower (the cluster stores, 18 Redis processes on the same cores) gets fewer operations
+    rather than more time. The rates are measured on the segments run so far (operations per
+    second of sessions), a prior until a kind has run; what a segment ran over its share (one
+    whose fault takes long, a region gone for a minute) comes off the later ones."""
+
+    def __init__(self, ops: int, kinds: list[str]):
+        self.ops, self.left = ops, list(kinds)  # the segments still to run, by kind
+        self.measured: dict[str, tuple[int, float]] = {}  # kind → (operations, seconds)
+
+    def rate(self, kind: str) -> float:
+        ops, seconds = self.measured.get(kind, (0, 0.0))
+        if seconds > 0 and ops > 0:
+            return ops / seconds
+        store = KINDS[kind][1]  # a kind not run yet: from a measured one, scaled by the prior
+        known = [(KINDS[k][1], o / s) for k, (o, s) in self.measured.items() if s > 0 and o > 0]
+        if known:
+            other_store, other_rate = known[0]
+            return other_rate * RATE_PRIOR[store] / RATE_PRIOR[other_store]
+        return OPS_PER_S_GUESS * RATE_PRIOR[store]
+
+    def next(self, kind: str, checked: int) -> int:
+        """The share of the segment about to run on ``kind``, ``checked`` operations so far."""
+        weight = sum(self.rate(k) for k in self.left) or 1.0
+        share = (self.ops - checked) * self.rate(kind) / weight
+        self.left.remove(kind)
+        return int(min(MAX_SEGMENT_OPS, max(MIN_SEGMENT_OPS, share)))
+
+    def ran(self, kind: str, ops: int, seconds: float) -> None:
+        before = self.measured.get(kind, (0, 0.0))
+        self.measured[kind] = (before[0] + ops, before[1] + seconds)
+
+
 @dataclass
 class Soak:
     ops: int
@@ -166,10 +206,11 @@ class Soak:
 
     def run(self, say: Callable[[str], None]) -> int:
         planned, rounds, share = self.plan()
-        segments = sum(len(leg.nemeses) for leg in planned) * rounds
+        kinds = [leg.kind for _ in range(rounds) for leg in planned for _ in leg.nemeses]
+        shares = Shares(self.ops, kinds)
         times = f" x {rounds} rounds" if rounds > 1 else ""
-        say(f"soak: {self.ops:,} operations in {segments} segments of ~{share:,} "
-            f"({len(planned)} legs{times}); histories in {self.out / 'segments'}")  # fmt: skip
+        say(f"soak: {self.ops:,} operations in {len(kinds)} segments of ~{share:,}, fewer on the slower "
+            f"kinds ({len(planned)} legs{times}); histories in {self.out / 'segments'}")  # fmt: skip
         (self.out / "segments").mkdir(parents=True, exist_ok=True)
         previous = signal.signal(signal.SIGINT, lambda *_: self.stop(say))
         bar = tqdm(total=self.ops, unit="op", unit_scale=True, dynamic_ncols=True, mininterval=2.0)
@@ -178,7 +219,7 @@ class Soak:
                 for leg in planned:
                     if self.done:
                         break
-                    self.run_leg(leg, share, turn, bar, say)
+                    self.run_leg(leg, shares, turn, bar)
         finally:
             bar.close()
             signal.signal(signal.SIGINT, previous)
@@ -203,15 +244,15 @@ class Soak:
             say("\nsoak: interrupted; ending this segment and checking what it recorded ...")
         self.interrupted.set()
 
-    def run_leg(self, leg: Leg, share: int, turn: int, bar: tqdm, say: Callable[[str], None]) -> None:
+    def run_leg(self, leg: Leg, shares: Shares, turn: int, bar: tqdm) -> None:
         topology_file, cluster_store = KINDS[leg.kind]
         settings = CheckSettings(
             topology=ROOT / "topologies" / topology_file, protocol=leg.protocol, sessions=self.sessions,
             shards=CLUSTER_STORE[0] if cluster_store else SHARDS,  # a cluster: a shard per master
             cluster_store=CLUSTER_STORE if cluster_store else None,
             bandwidth_mbit=BANDWIDTH_MBIT if "congestion" in leg.nemeses else None,
-            strong_sessions=self.strong_sessions, strong_mode=leg.strong_mode, ops=share,
-            duration=max(40.0, share / OPS_PER_S_GUESS), interrupted=self.interrupted, quiet=True,
+            strong_sessions=self.strong_sessions, strong_mode=leg.strong_mode,
+            interrupted=self.interrupted, quiet=True,
             seed=self.seed + turn, out=self.out, outage_s=self.outage_s,
         )  # fmt: skip
         topology = topology_for(settings)
@@ -222,7 +263,7 @@ class Soak:
             for nemesis in leg.nemeses:
                 if self.done:
                     break
-                self.run_segment(leg, nemesis, settings, topology, cluster, bar)
+                self.run_segment(leg, nemesis, settings, topology, cluster, bar, shares)
             began = time.monotonic()
         self._spent("stopping clusters", began)
 
@@ -230,12 +271,21 @@ class Soak:
         self.overhead_s[what] = round(self.overhead_s.get(what, 0.0) + time.monotonic() - since, 1)
 
     def run_segment(
-        self, leg: Leg, nemesis: str, settings: CheckSettings, topology: Topology, cluster: Cluster, bar: tqdm
+        self,
+        leg: Leg,
+        nemesis: str,
+        settings: CheckSettings,
+        topology: Topology,
+        cluster: Cluster,
+        bar: tqdm,
+        shares: Shares,
     ) -> None:
         """One fault's segment on the leg's running cluster: its history written and checked."""
         number = len(self.rows) + 1
         history = self.out / "segments" / f"{number:03d}-{leg.protocol}-{nemesis}.jsonl.gz"
         base = self.checked
+        settings.ops = shares.next(leg.kind, base)
+        settings.duration = max(40.0, settings.ops / shares.rate(leg.kind))  # (runs at most twice that)
         settings.faults, settings.history_file = [nemesis], history
 
         def progress(recorded: int) -> None:
@@ -247,6 +297,7 @@ class Soak:
         data = checked_run(settings, topology, cluster, lambda line: None)
         row = SegmentRow.of(leg, nemesis, data, time.monotonic() - began, history)
         self.rows.append(row)
+        shares.ran(leg.kind, row.operations + row.strong_operations, row.phases.get("sessions", 0.0))
         bar.update(self.checked - bar.n)
         if not row.clean or (leg.protocol != CONTROL and not passed(data)):
             tqdm.write(f"  segment {number}: {leg.protocol} {leg.kind} {nemesis}: {describe(row)}")

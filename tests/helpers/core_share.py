@@ -8,6 +8,11 @@ is torn down (its processes stopped): shared by the other files, alone by an exc
 which the files asking after it wait for (a gate file).
 It is taken outside pytest-timeout's clock (this hook wraps the timeout's), so a file waiting
 for an exclusive one to finish is not a test that timed out. Without workers, nothing to share.
+
+The files are handed out longest first (``longest_first``; scripts/test.sh turns off xdist's own
+order, which puts the files with the most tests first and left the soak, one long test, running
+alone at the end): the exclusive ones (the other worker waits meanwhile, whenever they come),
+then the files known to take long (LONG_FILES, seconds measured in a two-worker run), then the rest.
 """
 
 from __future__ import annotations
@@ -21,11 +26,35 @@ from typing import IO
 
 import pytest
 
+LONG_FILES = {  # seconds each took in a run with two workers (2026-11-30); a rough order is enough
+    "test_soak.py": 231, "test_counting_benches.py": 230, "test_web_browser.py": 219,
+    "test_web_regions.py": 152,
+    "test_loadtest_run.py": 93, "test_serializer_replicas.py": 81, "test_tls_wire.py": 68,
+    "test_saturn_faults.py": 66, "test_reconfigure.py": 66, "test_exactly_once.py": 61,
+    "test_crash_safety.py": 55, "test_bench.py": 52, "test_relay.py": 47, "test_check_run.py": 30,
+    "test_configure.py": 28, "test_transactions.py": 25, "test_saturn_causality.py": 23,
+    "test_saturn_migration.py": 23,
+}  # fmt: skip
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    """Reorders ``items`` in place, file by file (a file's own tests keep their order)."""
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        name = item.path.name
+        return (0 if item.get_closest_marker("exclusive") else 1, -LONG_FILES.get(name, 0))
+
+    items.sort(key=rank)  # (stable: files of one rank stay in collection order)
+
 
 class CoreShare:
     def __init__(self) -> None:
         self._lock: IO[str] | None = None
         self._file: str | None = None
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        if "PYTEST_XDIST_WORKER" in os.environ:
+            longest_first(items)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
