@@ -18,8 +18,9 @@ FRAMES_PER_STREAM = 30  # then the stream ends and the browser reconnects
 STREAMS_PER_PROCESS = 2  # of gunicorn's 4 threads a process: the pages keep the others
 RETRY_WHEN_FULL_S = 15
 #: how long a new stream waits for a slot: a reload's old stream holds its slot until its next
-#: frame finds the browser gone (one interval and a scrape), so quick reloads wait, not fail
-WAIT_FOR_SLOT_S = 3.0
+#: frame finds the browser gone (one interval and a scrape of every region's metrics, which took
+#: over 3 s on a busy 2-core machine), so quick reloads wait, not fail
+WAIT_FOR_SLOT_S = 8.0
 streams = threading.BoundedSemaphore(STREAMS_PER_PROCESS)
 
 
