@@ -155,12 +155,16 @@ class BulkReceiver:
 
         while True:
             try:
-                async with asyncio.timeout(EMPTY_ACK_EVERY_S):  # (nothing is taken from the line if it fires)
+                if len(line):  # something is on its way: no quiet to wait out
                     due = await line.get_due()
+                else:
+                    async with asyncio.timeout(EMPTY_ACK_EVERY_S):  # (nothing is taken if it fires)
+                        due = await line.get_due()
             except TimeoutError:
-                # Nothing came for a while (eventual sends no heartbeats): what was applied since the
-                # last acknowledgement (a lane that was let go finished, a label came) is said as a
-                # notice, so that the sender trims its stream to the end, not to the last batch.
+                # Nothing came for a while (no heartbeats: eventual, saturn's tree order): what was
+                # applied since the last acknowledgement (a lane let go has finished, a label came
+                # and its payloads were applied) is said as a notice, so that the sender trims its
+                # stream to the end, not to the last batch.
                 if through is not None and self.protocol.durable_position(gear, through) > acked:
                     acknowledge(through, notice=True)
                 continue
