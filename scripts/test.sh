@@ -9,8 +9,8 @@ bash scripts/setup.sh dev
 .venv/bin/ruff format --check .  # the code as `ruff format` writes it (`# fmt: skip` marks aligned tables)
 .venv/bin/mypy  # the type hints, where [tool.mypy] in pyproject.toml says they are checked
 # PYTEST_WORKERS=2 runs two test files at a time (pytest-xdist, a file to a worker, so that a
-# module's cluster starts once), a module marked `exclusive` alone (tests/helpers/core_share.py):
-# most cluster tests wait on emulated WAN latency rather than on the CPU. One at a time is still
-# the default: two at a time still fails a timing-sensitive test now and then (docs/OPERATIONS.md,
-# "Tests"). --durations: the slowest tests at the end of every run.
+# module's cluster starts once; the longest files first, tests/helpers/core_share.py), a module
+# marked `exclusive` alone. One at a time is still the default: on two cores two at a time saves
+# less than a sixth, and its runs still fail a timing-sensitive test now and then
+# (docs/OPERATIONS.md, "Tests"). --durations: the slowest tests at the end of every run.
 exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-0}" --dist loadfile --no-loadscope-reorder --durations=25 "$@"

@@ -6,7 +6,8 @@ Cluster stores of three masters with a replica each), with strong sessions in bo
 (the legs alternate them), under every nemesis in turn. A **leg** is one protocol on one kind:
 one cluster, started once. Its **segments** run one after another on it, one nemesis each, each
 with keys and registers of its own, so every segment is an independent history: the sessions run
-until the segment has its share of the N operations and its fault was done, every fault is
+until the segment has its share of the N operations (of what is left, by its kind's measured
+rate: ``Shares``) and its fault was done, every fault is
 healed, the replicas are read until they agree, and the history is written to disk
 (``segments/NNN.jsonl.gz``, checked again by ``bench checker --history``; the strong
 operations beside it, ``NNN.strong.pickle.gz``) and checked as the segment ends. What is kept
