@@ -93,4 +93,5 @@ def test_a_short_soak_runs_every_nemesis_under_saturn_and_finds_nothing(tmp_path
     # where the time went, for the next person to cut it: every phase of every segment, and the legs
     assert {"sessions", "quiescing", "checking"} <= set(segments[0]["phases"]), segments[0]["phases"]
     assert set(data["overhead_s"]) == {"starting clusters", "stopping clusters"}
+    assert 0 < data["peak_mb"] < 2048  # memory stays flat: one segment at a time
     assert "time spent: starting clusters" in done.stdout + done.stderr

@@ -29,6 +29,7 @@ nothing lost or doubled, and anomalies found (else the instrument is blind: exit
 from __future__ import annotations
 
 import json
+import resource
 import signal
 import threading
 import time
@@ -226,6 +227,7 @@ class Soak:
             signal.signal(signal.SIGINT, previous)
         print(table(self.rows), flush=True)
         say(time_spent(self.rows, self.overhead_s))
+        say(f"the soak's process (sessions and checkers) peaked at {peak_mb():,.0f} MB")
         for path in self.write():
             say(f"wrote {path}")
         return 130 if self.interrupted.is_set() else verdict(self.rows, say)
@@ -306,10 +308,15 @@ class Soak:
     def write(self) -> list[Path]:
         path = self.out / "soak.json"
         summary = {"ops": self.ops, "checked": self.checked, "interrupted": self.interrupted.is_set(),
-                   "table": summed(self.rows), "overhead_s": self.overhead_s,
+                   "table": summed(self.rows), "overhead_s": self.overhead_s, "peak_mb": round(peak_mb()),
                    "segments": [asdict(r) for r in self.rows]}  # fmt: skip
         path.write_text(json.dumps(summary, indent=1))
         return [path]
+
+
+def peak_mb() -> float:
+    """This process's peak resident memory (Linux reports kilobytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def describe(row: SegmentRow) -> str:
