@@ -11,8 +11,9 @@ rate: ``Shares``) and its fault was done, every fault is
 healed, the replicas are read until they agree, and the history is written to disk
 (``segments/NNN.jsonl.gz``, checked again by ``bench checker --history``; the strong
 operations beside it, ``NNN.strong.pickle.gz``) and checked as the segment ends. What is kept
-in memory is one segment's history (at most ``MAX_SEGMENT_OPS`` operations; more operations
-make more rounds of the legs, not longer segments) and a row per segment.
+in memory is one segment's history (its share is at most ``MAX_SEGMENT_OPS`` operations, and
+it runs over only while its fault is under way, never past twice its planned time; more
+operations make more rounds of the legs, not longer segments) and a row per segment.
 
 A protocol meets each nemesis on one of its legs: the faults that need a cluster store (a master
 killed, a shard moved) on the cluster legs, the rest dealt round the four legs, shifted by one
