@@ -17,7 +17,7 @@ import time
 
 import pytest
 import redis
-from helpers.clusters import metric_sum
+from helpers.clusters import bulk_stream_length, metric_sum
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 
@@ -109,11 +109,6 @@ def applied_in(session, stream: Stream) -> int:
     return total // INC
 
 
-def stream_length(cluster: Cluster, region: str = "a") -> int:
-    with redis.Redis(host=cluster.topology.host, port=cluster.topology.redis_port(region)) as r:
-        return r.xlen(gears.shard_key(gears.BULK_STREAM, SHARD))
-
-
 def applied_metric(cluster: Cluster, region: str = "b", origin: str = "a") -> float:
     """Remote updates that region's receiver applied (summed over its processes, dead ones too)."""
     return metric_sum(cluster, region, "causal_remote_updates_applied_total", region=region, origin=origin)
@@ -149,7 +144,7 @@ def kill_mid_stream(cluster: Cluster, names: list[str], stream: Stream, reader) 
     assert at_kill > 0, "kill before b had anything"
     time.sleep(DOWN_S)
     written = stream.written
-    length = stream_length(cluster)
+    length = bulk_stream_length(cluster, "a")
     assert applied_in(reader, stream) == at_kill, "b kept applying with a side of bulk transfer dead"
     assert written > at_kill, "the writer made no progress while bulk transfer was down"
     # Entries b has not applied (hence not acknowledged) must not have been trimmed.
@@ -169,7 +164,7 @@ def converge_and_check(cluster: Cluster, client: CausalClient, stream: Stream, r
     uncounted = stream.n - applied
     assert uncounted <= READ_COUNT * receiver_kills, f"b counted only {applied:.0f} of {stream.n}"
     # Everything is acknowledged, so the trimmer (every 1 s) empties a's stream.
-    eventually(lambda: stream_length(cluster) == 0, timeout=10, interval=0.1)
+    eventually(lambda: bulk_stream_length(cluster, "a") == 0, timeout=10, interval=0.1)
 
 
 @pytest.fixture

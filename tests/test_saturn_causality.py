@@ -21,10 +21,11 @@ from collections.abc import Iterator
 
 import pytest
 from helpers.causality import POLL_S, question_and_answer, visible, wait_visible
+from helpers.clusters import bulk_stream_length
 from helpers.topologies import TOPOLOGIES, load_topology
 from helpers.waiting import unique
 
-from causal_client import CausalClient, Session, wire
+from causal_client import CausalClient, Session
 from services.launcher.cluster import Cluster
 from services.topology import Topology
 
@@ -197,20 +198,13 @@ def test_a_paused_shard_holds_back_only_its_own_part_under_eventual(launch):
             os.kill(master, signal.SIGCONT)
         for row in held:
             wait_visible(reader, row)
+
     # ... and a's streams are trimmed to their ends: the batch that let the stopped lane go was
     # acknowledged only as far as every shard had applied, so, with nothing more written (no
     # heartbeats under eventual), the receiver says later how far they got
     # (services/bulk/receiver.py); before that, a's streams kept their tails for good.
-    import redis
-
-    from services.region import gears
-
     def untrimmed() -> int:
-        total = 0
-        for shard in range(2):
-            with redis.Redis(host=topology.host, port=topology.redis_port("a", shard)) as store:
-                total += store.xlen(gears.shard_key(gears.BULK_STREAM, wire.shard_tag(shard)))
-        return total
+        return sum(bulk_stream_length(cluster, "a", shard) for shard in range(2))
 
     began = time.monotonic()
     while untrimmed():

@@ -145,28 +145,26 @@ class BulkReceiver:
 
         last_ack, acked, through = time.monotonic(), 0, None
 
-        def acknowledge(through_ts: int, notice: bool) -> None:
+        def acknowledge(durable: int, notice: bool) -> None:
             nonlocal last_ack, acked
-            acked = self.protocol.durable_position(gear, through_ts)
+            acked = durable
             acks.put(
                 bulk_pb2.Position(through_ts=acked, heartbeats=self.protocol.wants_heartbeats, notice=notice)
             )
             last_ack = time.monotonic()
 
         while True:
+            quiet_s = None if len(line) else EMPTY_ACK_EVERY_S  # something on its way: no quiet
             try:
-                if len(line):  # something is on its way: no quiet to wait out
+                async with asyncio.timeout(quiet_s):  # (nothing is taken from the line if it fires)
                     due = await line.get_due()
-                else:
-                    async with asyncio.timeout(EMPTY_ACK_EVERY_S):  # (nothing is taken if it fires)
-                        due = await line.get_due()
             except TimeoutError:
                 # Nothing came for a while (no heartbeats: eventual, saturn's tree order): what was
                 # applied since the last acknowledgement (a lane let go has finished, a label came
                 # and its payloads were applied) is said as a notice, so that the sender trims its
                 # stream to the end, not to the last batch.
-                if through is not None and self.protocol.durable_position(gear, through) > acked:
-                    acknowledge(through, notice=True)
+                if through is not None and (durable := self.protocol.durable_position(gear, through)) > acked:
+                    acknowledge(durable, notice=True)
                 continue
             for arrived in due:  # what is due at once, taken in one turn
                 if arrived is None:
@@ -187,7 +185,7 @@ class BulkReceiver:
                 # (heartbeats, progress) only once in a while, as a notice with the position,
                 # so that the sender can trim: an ack per heartbeat doubled their cost.
                 if batch.payloads or time.monotonic() - last_ack >= EMPTY_ACK_EVERY_S:
-                    acknowledge(batch.through_ts, notice=not batch.payloads)
+                    acknowledge(self.protocol.durable_position(gear, batch.through_ts), not batch.payloads)
 
 
 async def _read_batches(gear: str, connection: Connection, line: DelayLine[Arrived | None]) -> None:

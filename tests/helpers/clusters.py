@@ -8,14 +8,16 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+import redis
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from causal_client import CausalClient
+from causal_client import CausalClient, wire
 from helpers.topologies import load_topology
 from helpers.waiting import unique
 from services.auth import http_headers
 from services.launcher.cluster import Cluster
+from services.region import gears
 
 
 @contextlib.contextmanager
@@ -80,3 +82,11 @@ class Writer:
     def start(self) -> Writer:
         self.thread.start()
         return self
+
+
+def bulk_stream_length(cluster: Cluster, region: str, shard: int = 0) -> int:
+    """Entries in the bulk stream of ``region``'s ``shard``: what its sender still keeps (it trims
+    what every receiver acknowledged)."""
+    topology = cluster.topology
+    with redis.Redis(host=topology.host, port=topology.redis_port(region, shard)) as store:
+        return store.xlen(gears.shard_key(gears.BULK_STREAM, wire.shard_tag(shard)))
