@@ -62,12 +62,18 @@ def test_fig4_runs_a_configuration_without_its_tree(tmp_path):
 
 
 def test_fig6_raises_a_links_latency_at_run_time_and_the_better_tree_changes(tmp_path):
-    """The paper's Fig. 6 at two points: with nothing injected the serializer in Oregon (T1) is
-    better; with +125 ms on the 10 ms N. California-Oregon link, the one in Ireland (T2) is."""
+    """The paper's Fig. 6 at two points: +125 ms on the 10 ms N. California-Oregon link costs the
+    tree whose serializer is in Oregon (T1), whose labels cross it, and not the one in Ireland
+    (T2), which then wins. (That T1 wins with nothing injected, by some 45 ms, is the full bench's
+    to show, docs/MEASUREMENTS.md: on a loaded CI machine a stall of the T1 run has reversed it.)"""
     assert registry.run("fig6", ["--delays", "0,125", "--quick", "--out", str(tmp_path)]) == 0
     steps = {(s["configuration"], s["delay_ms"]): s for s in json.loads((tmp_path / "fig6.json").read_text())}
     assert steps["eventual", 125.0]["mean_ms"] > steps["eventual", 0.0]["mean_ms"] + 20  # the raise shows
-    assert steps["T1", 0.0]["extra_ms"] < steps["T2", 0.0]["extra_ms"]
+
+    def cost(tree: str) -> float:
+        return steps[tree, 125.0]["extra_ms"] - steps[tree, 0.0]["extra_ms"]
+
+    assert cost("T1") > cost("T2") + 20, (cost("T1"), cost("T2"))
     assert steps["T2", 125.0]["extra_ms"] < steps["T1", 125.0]["extra_ms"]
 
 
@@ -109,7 +115,9 @@ def test_fig8_runs_the_facebook_workload_per_protocol_and_maximum(tmp_path):
         topology, [2], 200, 4, 3.0, tmp_path, protocols=("eventual", "cure"), cdf_pairs=pairs
     )
     assert [(p.max_replicas, p.protocol) for p in points] == [(2, "eventual"), (2, "cure")]
-    assert all(p.ops_per_s > 0 and p.failed == 0 for p in points)
+    assert all(p.ops_per_s > 0 and p.failed == 0 for p in points), [
+        (p.protocol, p.ops_per_s, p.failed, p.first_failures) for p in points
+    ]
     assert points[0].throughput_ratio == 1.0 and points[0].extra_ms == 0.0
     assert points[1].throughput_ratio is not None and points[1].extra_ms is not None
     fig8.plot(points, tmp_path / "fig8.png")

@@ -48,6 +48,7 @@ class Point:
     failed: int
     pairs: dict[str, dict] = field(default_factory=dict)  # "origin->region": its VisibilityRow, CDF_PAIRS
     round: int = 1  # the ratio and the extra are over the same round's eventual
+    first_failures: list[str] = field(default_factory=list)  # Locust's, when ``failed``: what went wrong
 
 
 def pair_key(origin: str, region: str) -> str:
@@ -87,9 +88,9 @@ def measure(
                 extra = None if seen is None or base_seen is None else seen - base_seen
                 pairs = {pair_key(r.origin, r.region): asdict(r) for r in run.visibility
                          if (r.origin, r.region) in cdf_pairs}  # fmt: skip
-                points.append(
-                    Point(most, protocol, run.ops_per_s, ratio, seen, extra, run.failed, pairs, round_)
-                )
+                points.append(Point(
+                    most, protocol, run.ops_per_s, ratio, seen, extra, run.failed, pairs, round_, run.failures
+                ))  # fmt: skip
     return points
 
 
@@ -110,11 +111,12 @@ def medians(points: list[Point]) -> list[Point]:
             median_of(most, "eventual", "ops_per_s"),
             median_of(most, "eventual", "visibility_ms"),
         )
-        failed = sum(p.failed for p in points if (p.max_replicas, p.protocol) == (most, protocol))
+        rounds = [p for p in points if (p.max_replicas, p.protocol) == (most, protocol)]
         summary.append(Point(
             most, protocol, ops or 0.0,
             ops / base_ops if ops is not None and base_ops else None,
-            seen, None if seen is None or base_seen is None else seen - base_seen, failed,
+            seen, None if seen is None or base_seen is None else seen - base_seen,
+            sum(p.failed for p in rounds), first_failures=[f for p in rounds for f in p.first_failures][:5],
         ))  # fmt: skip
     return summary
 
@@ -230,6 +232,10 @@ def run(args: argparse.Namespace) -> int:
     publish(out, "fig8", points, f"{table(points)}\n\n{cdf_table(points)}", lambda path: plot(points, path))
     plot_cdfs(points, out / "fig8b.png")
     say(f"wrote {out / 'fig8b.png'}")
+    for point in medians(points):
+        if point.failed:
+            say(f"[{point.protocol}] at most {point.max_replicas} replicas: {point.failed} failed requests, "
+                f"the first: {'; '.join(point.first_failures)}")  # fmt: skip
     return FAILED if any(p.failed for p in points) else PASSED
 
 

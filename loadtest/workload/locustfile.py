@@ -18,6 +18,7 @@ import time
 import locust  # first: Locust monkey-patches the standard library for gevent
 
 # isort: split
+import gevent
 from grpc.experimental import gevent as grpc_gevent
 from locust import User, events, task
 
@@ -42,6 +43,14 @@ def _arguments(parser) -> None:
     group.add_argument("--think-ms", type=float, default=0.0, help="pause between a user's operations")
     group.add_argument("--seed", type=int, default=1, help="which users run, and their random choices")
     group.add_argument("--worker-count", type=int, default=1, help="Locust workers (users are split)")
+
+
+@events.init.add_listener
+def _fresh_clock(**_kwargs) -> None:
+    """gevent's loop keeps the time of its last turn, and the imports since (this file's, seconds
+    on a loaded machine) ran without one: Locust's run-time timer, set right after this event,
+    would count them and end the run that much early (a 3 s run that made no request at all)."""
+    gevent.get_hub().loop.update_now()
 
 
 def plan_of(environment) -> Plan:
