@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 
 from causal_client import tls
 from services import auth, certs, plan
-from services.launcher import spawner, store_cluster
+from services.launcher import store_cluster, zygote
 from services.launcher.redis_binary import find_redis_server, supports_tls
 from services.launcher.supervisor import Supervisor
 from services.plan import ProcessSpec
@@ -48,7 +48,7 @@ class LaunchError(RuntimeError):
 @dataclass
 class Running:
     spec: ProcessSpec
-    popen: subprocess.Popen
+    popen: subprocess.Popen | zygote.ForkedProcess
     log_path: Path
 
 
@@ -273,12 +273,7 @@ class Cluster:
             env["PROMETHEUS_MULTIPROC_DIR"] = str(self.metrics_dir(metrics_region))
         if self.wan_control:
             env[CONTROL_ENV] = str(self.wan_control_file)
-        with open(log_path, "ab") as log_file:
-            popen = spawner.popen(
-                [sys.executable, "-m", "services.launcher.orphan_guard", str(os.getpid()), "--", *spec.argv],
-                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=self.run_dir, start_new_session=True,
-            )  # fmt: skip
+        popen = zygote.start(spec.argv, env, self.run_dir, log_path)
         self.processes[spec.name] = Running(spec, popen, log_path)
 
     def _wait_healthy(self, spec: ProcessSpec, timeout: float) -> None:
