@@ -162,6 +162,10 @@ def module_of(argv: list[str]) -> tuple[str, list[str]] | None:
     return None
 
 
+class ZygoteGone(OSError):
+    """The zygote ended (killed, or its launcher is ending) before it forked what was asked."""
+
+
 class ForkedProcess:
     """A service forked by the zygote: what the launcher uses of ``subprocess.Popen``."""
 
@@ -198,6 +202,7 @@ class Zygote:
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
+        self._writing = threading.Lock()
         self._children: dict[int, ForkedProcess] = {}  # by pid, until reported ended
         self._started: dict[int, ForkedProcess] = {}  # by request id, until handed to the caller
         self._next_id = 0
@@ -218,15 +223,19 @@ class Zygote:
     def spawn(self, module: str, args: list[str], env: dict[str, str], cwd: Path, log: Path) -> ForkedProcess:
         """Forks ``python -m module args`` and returns its handle (it may have ended already)."""
         job = Job(module, args, env, str(cwd), str(log))
-        with self._changed:
+        with self._writing:  # (not under the condition's lock: the reader needs it meanwhile)
             self._next_id += 1
             request_id = self._next_id
-            self._requests.write((json.dumps({"id": request_id, "job": job.__dict__}) + "\n").encode())
-            self._requests.flush()
+            try:
+                self._requests.write((json.dumps({"id": request_id, "job": job.__dict__}) + "\n").encode())
+                self._requests.flush()
+            except (BrokenPipeError, ValueError) as exc:
+                raise ZygoteGone(f"the zygote ended before forking {module}") from exc
+        with self._changed:
             if not self._changed.wait_for(lambda: request_id in self._started or not self.alive, timeout=30):
                 raise OSError(f"the zygote did not fork {module} in 30 s")
             if request_id not in self._started:
-                raise OSError(f"the zygote exited with {self._process.poll()} before forking {module}")
+                raise ZygoteGone(f"the zygote exited with {self._process.poll()} before forking {module}")
             child = self._started.pop(request_id)
             child.args = [sys.executable, "-m", module, *args]
             return child
@@ -283,11 +292,26 @@ def start(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> ForkedP
                 guarded, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=env, cwd=cwd, start_new_session=True,
             )  # fmt: skip
-    with _lock:
-        if _zygote is None or not _zygote.alive:
-            _zygote = Zygote()
-        zygote = _zygote
-    return zygote.spawn(*command, env=env, cwd=cwd, log=log)
+    for attempt in (1, 2):  # a zygote found dead is replaced, once
+        with _lock:
+            if _zygote is None or not _zygote.alive:
+                _zygote = Zygote()
+            zygote = _zygote
+        try:
+            return zygote.spawn(*command, env=env, cwd=cwd, log=log)
+        except ZygoteGone:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _forget_in_child() -> None:
+    """A forked copy of the launcher (a fork without exec) shares no zygote: it starts its own."""
+    global _zygote, _lock
+    _zygote, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 if __name__ == "__main__":
