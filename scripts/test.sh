@@ -11,6 +11,5 @@ bash scripts/setup.sh dev
 # PYTEST_WORKERS=2 runs two test files at a time (pytest-xdist, a file to a worker, so that a
 # module's cluster starts once; the longest files first, tests/helpers/core_share.py), a module
 # marked `exclusive` alone. One at a time is still the default: on two cores two at a time saves
-# less than a sixth, and its runs still fail a timing-sensitive test now and then
-# (docs/OPERATIONS.md, "Tests"). --durations: the slowest tests at the end of every run.
+# a fifth, and only its latest run was green (docs/OPERATIONS.md, "Tests"). --durations: the slowest tests at the end of every run.
 exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-0}" --dist loadfile --no-loadscope-reorder --durations=25 "$@"
