@@ -72,7 +72,7 @@ class Job:
     log: str
 
 
-def _serve(launcher_pid: int) -> Job:
+def _serve() -> Job:
     """Forks a child per request read from stdin; reports each child's pid, and its exit status
     once reaped, on stdout. Returns only in a child, with the job it is to run."""
     replies = sys.stdout.buffer
@@ -151,7 +151,7 @@ def main() -> None:
             importlib.import_module(module)
     if read_env := [m for m in NOT_PRELOADED if m in sys.modules]:
         sys.exit(f"zygote: the preloads imported {read_env}, which read the environment on import")
-    _run(_serve(launcher_pid))
+    _run(_serve())
 
 
 # -- the launcher's side -------------------------------------------------------------------------
@@ -206,9 +206,12 @@ class Zygote:
         self._children: dict[int, ForkedProcess] = {}  # by pid, until reported ended
         self._started: dict[int, ForkedProcess] = {}  # by request id, until handed to the caller
         self._next_id = 0
+        root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # (its children's sys.stdout is the zygote's)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
         self._process = spawner.popen(
             [sys.executable, "-m", "services.launcher.zygote", str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, env=env,
         )  # fmt: skip
         assert self._process.stdin is not None and self._process.stdout is not None
         self._requests: IO[bytes] = self._process.stdin
