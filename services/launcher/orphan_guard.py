@@ -17,14 +17,20 @@ import sys
 PR_SET_PDEATHSIG = 1
 
 
-def main() -> None:
-    launcher_pid = int(sys.argv[1])
-    command = sys.argv[sys.argv.index("--") + 1 :]
+def die_with_parent(parent_pid: int) -> None:
+    """SIGTERM when the parent (``parent_pid``'s forking thread) ends; exits at once if it
+    already has, as no signal would ever come. (The launcher's zygote asks the same.)"""
     # Not Linux (no libc.so.6): children then rely on the launcher stopping them.
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != launcher_pid:
-        sys.exit(1)  # the launcher died before the request: no signal would ever come
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def main() -> None:
+    launcher_pid = int(sys.argv[1])
+    command = sys.argv[sys.argv.index("--") + 1 :]
+    die_with_parent(launcher_pid)
     os.execvp(command[0], command)
 
 

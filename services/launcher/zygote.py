@@ -21,7 +21,6 @@ zygote ends, so the launcher's death still takes every service down with it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib
 import json
 import os
@@ -40,6 +39,7 @@ from typing import IO
 import setproctitle
 
 from services.launcher import spawner
+from services.launcher.orphan_guard import die_with_parent
 from services.pids import pid_alive
 
 ENV = "SATURN_ZYGOTE"  # "0": no zygote
@@ -49,15 +49,6 @@ PRELOAD = (
     "causal_client.wire",
 )  # fmt: skip
 NOT_PRELOADED = ("prometheus_client", "django", "celery", "gunicorn")  # they read the environment on import
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """SIGTERM when the parent ends; exits at once if it already has (no signal would come)."""
-    with contextlib.suppress(OSError):  # not Linux: the launcher's stop() is all there is
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent_pid:
-        os._exit(1)
 
 
 # -- the zygote process ------------------------------------------------------------------------
@@ -118,7 +109,7 @@ def _serve() -> Job:
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     os.close(wakeup_r)
                     os.close(wakeup_w)
-                    _die_with_parent(zygote)
+                    die_with_parent(zygote)
                     return job
                 reply("started", request["id"], pid)
 
@@ -145,7 +136,7 @@ def _run(job: Job) -> None:
 
 def main() -> None:
     launcher_pid = int(sys.argv[1])
-    _die_with_parent(launcher_pid)
+    die_with_parent(launcher_pid)
     for module in PRELOAD:
         with contextlib.suppress(ImportError):  # (uvloop is optional)
             importlib.import_module(module)
