@@ -36,7 +36,6 @@ from services.wan import CONTROL_ENV
 
 log = logging.getLogger("launcher")
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STATE_FILE = "state.json"
 TOPOLOGY_FILE = "topology.json"  # in the run directory: the topology every process reads
 
@@ -267,8 +266,7 @@ class Cluster:
     def _spawn(self, spec: ProcessSpec) -> None:
         plan.prepare(spec)
         log_path = self.run_dir / "logs" / f"{spec.name}.log"
-        env = {**os.environ, **spec.env, **self._tls_env(spec), "PYTHONUNBUFFERED": "1"}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+        env = zygote.python_env({**os.environ, **spec.env, **self._tls_env(spec)})
         if metrics_region := plan.metrics_region(self.topology, spec):
             env["PROMETHEUS_MULTIPROC_DIR"] = str(self.metrics_dir(metrics_region))
         if self.wan_control:

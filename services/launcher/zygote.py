@@ -32,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -49,6 +50,15 @@ PRELOAD = (
     "causal_client.wire",
 )  # fmt: skip
 NOT_PRELOADED = ("prometheus_client", "django", "celery", "gunicorn")  # they read the environment on import
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def python_env(base: Mapping[str, str]) -> dict[str, str]:
+    """``base`` for a Python process of the project: unbuffered output (a log must hold what
+    a process wrote before it was killed), the project on its path whatever its directory."""
+    env = {**base, "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+    return env
 
 
 # -- the zygote process ------------------------------------------------------------------------
@@ -69,6 +79,7 @@ def _serve() -> Job:
     replies = sys.stdout.buffer
     requests = sys.stdin.fileno()
     pending = b""  # requests read, up to a line's end
+    zygote = os.getpid()
     wakeup_r, wakeup_w = os.pipe()
     os.set_blocking(wakeup_w, False)
     signal.set_wakeup_fd(wakeup_w)
@@ -101,7 +112,6 @@ def _serve() -> Job:
             for line in lines:
                 request = json.loads(line)
                 job = Job(**request["job"])
-                zygote = os.getpid()
                 pid = os.fork()
                 if pid == 0:
                     selector.close()
@@ -197,12 +207,9 @@ class Zygote:
         self._children: dict[int, ForkedProcess] = {}  # by pid, until reported ended
         self._started: dict[int, ForkedProcess] = {}  # by request id, until handed to the caller
         self._next_id = 0
-        root = str(Path(__file__).resolve().parents[2])
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # (its children's sys.stdout is the zygote's)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-        self._process = spawner.popen(
+        self._process = spawner.popen(  # (its children's sys.stdout is the zygote's: unbuffered)
             [sys.executable, "-m", "services.launcher.zygote", str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, env=python_env(os.environ),
         )  # fmt: skip
         assert self._process.stdin is not None and self._process.stdout is not None
         self._requests: IO[bytes] = self._process.stdin
@@ -277,7 +284,6 @@ def start(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> ForkedP
     this process ends: forked by the zygote where it runs a ``services`` module (the zygote is
     started on first use, and again if it died), else its own interpreter or binary started
     from the spawner thread through ``orphan_guard``."""
-    global _zygote
     command = module_of(argv)
     if command is None or os.environ.get(ENV) == "0":
         guarded = [sys.executable, "-m", "services.launcher.orphan_guard", str(os.getpid()), "--", *argv]
@@ -286,17 +292,19 @@ def start(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> ForkedP
                 guarded, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=env, cwd=cwd, start_new_session=True,
             )  # fmt: skip
-    for attempt in (1, 2):  # a zygote found dead is replaced, once
-        with _lock:
-            if _zygote is None or not _zygote.alive:
-                _zygote = Zygote()
-            zygote = _zygote
-        try:
-            return zygote.spawn(*command, env=env, cwd=cwd, log=log)
-        except ZygoteGone:
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+    try:
+        return _running_zygote().spawn(*command, env=env, cwd=cwd, log=log)
+    except ZygoteGone:  # it died since it was last asked: once more, with a new one
+        return _running_zygote().spawn(*command, env=env, cwd=cwd, log=log)
+
+
+def _running_zygote() -> Zygote:
+    """This process's zygote, started on first use and again if it died."""
+    global _zygote
+    with _lock:
+        if _zygote is None or not _zygote.alive:
+            _zygote = Zygote()
+        return _zygote
 
 
 def _forget_in_child() -> None:
