@@ -87,8 +87,10 @@ def launch(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
 
 @pytest.fixture(scope="module")
 def two_regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One two-region cluster shared by a test module (tests use distinct keys)."""
-    cluster = Cluster(load_topology("two-region.toml"), tmp_path_factory.mktemp("two-regions"))
+    """One two-region cluster shared by a test module (tests use distinct keys). It takes WAN
+    faults, so that a test can hold the link to fix an arrival order (test_data_model.py)."""
+    folder = tmp_path_factory.mktemp("two-regions")
+    cluster = Cluster(load_topology("two-region.toml"), folder, wan_control=True)
     with cluster:
         yield cluster
 

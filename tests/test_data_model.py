@@ -11,6 +11,7 @@ import pytest
 from helpers.waiting import eventually, unique
 
 from causal_client import CausalClient, InvalidRequest, Label, Mutation, ReadSpec, Row
+from loadtest.check.nemesis import write_wan_control
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
@@ -37,6 +38,15 @@ def ahead_of_every_gear(sessions, seconds: float) -> int:
     """A ts ``seconds`` ahead of both the clock and every gear's last label (they only go up)."""
     latest = [sessions[r].write("all", unique("warm"), {"c": "x"}).ts for r in REGIONS]
     return max(*latest, int(time.time() * 1e6)) + int(seconds * 1e6)
+
+
+def hold_the_link(cluster, seconds: float = 1.5) -> None:
+    """Every message between the two regions held for ``seconds``, then let through in order: a
+    write made at one region cannot reach the other before the test's next step, however long a
+    loaded machine keeps this process from running (the link's 20 ms was not always enough)."""
+    now = time.time()
+    write_wan_control(cluster, {"partitions": [{"sites": ["A", "B"], "from": now, "until": now + seconds}]})
+    time.sleep(0.2)  # every process has read the control file (it is looked at every 50 ms)
 
 
 def text_everywhere(sessions, row: str, column: str) -> dict[str, str | None]:
@@ -69,6 +79,7 @@ def test_equal_timestamps_are_broken_by_source(sessions, client_for, two_regions
     # any valid source will do: the gear takes ts = client ts + 1 when that is above its clock
     in_a = client.session("a", label=Label(ts=ahead, src="b/0"))
     in_b = client.session("b", label=Label(ts=ahead, src="a/0"))
+    hold_the_link(two_regions)  # neither write reaches the other region before both are made
     la = in_a.write("all", row, {"c": "from-a"})
     lb = in_b.write("all", row, {"c": "from-b"})
     assert la.ts == lb.ts == ahead + 1
@@ -83,6 +94,7 @@ def test_a_write_with_a_smaller_label_loses_even_when_it_arrives_last(sessions, 
     row = unique("lww-det")
     ahead = Label(ts=ahead_of_every_gear(sessions, 5), src="b/0")
     late_writer = client_for(two_regions).session("b")  # connected first: the write must not wait
+    hold_the_link(two_regions)  # the loser is made before the winner reaches b
     winner = client_for(two_regions).session("a", label=ahead).write("all", row, {"c": "winner"})
     loser = late_writer.write("all", row, {"c": "loser"})  # before the winner reaches b (its clock)
     assert loser < winner
@@ -124,8 +136,9 @@ def test_tombstone_from_the_future_beats_a_write_made_afterwards(sessions, clien
     replicated(sessions, "a")
     ahead = Label(ts=ahead_of_every_gear(sessions, 5), src="a/0")
     late_writer = client_for(two_regions).session("b")  # connected first: the write must not wait
+    hold_the_link(two_regions)  # the late write is made before the delete reaches b
     tombstone = client_for(two_regions).session("a", label=ahead).delete("all", row, ["c"])
-    late = late_writer.write("all", row, {"c": "late"})  # for a connection while the delete travels
+    late = late_writer.write("all", row, {"c": "late"})
     assert late < tombstone
     replicated(sessions, "b")
     replicated(sessions, "a")
@@ -138,6 +151,7 @@ def test_an_older_increment_arriving_after_a_delete_stays_deleted(sessions, clie
     replicated(sessions, "a")
     ahead = Label(ts=ahead_of_every_gear(sessions, 5), src="a/0")
     late_writer = client_for(two_regions).session("b")  # connected first: the write must not wait
+    hold_the_link(two_regions)  # the increment is made before the delete reaches b
     tombstone = client_for(two_regions).session("a", label=ahead).delete("all", row, ["n"])
     late = late_writer.increment("all", row, "n", 5)
     assert late < tombstone
