@@ -3,6 +3,7 @@
 #
 #   compose/build.sh                 # base image from the registry if it can be pulled, else made here
 #   compose/build.sh --local-base    # make the base image here from Debian's packages (no registry)
+#   compose/build.sh --fresh-base    # the same, not from the one made here in the last week
 #   compose/build.sh --relock        # first remake compose/requirements.lock from pyproject.toml
 #
 # The Python dependencies are downloaded on this machine as wheels for the image's Python
@@ -20,12 +21,13 @@ BASE=python:3.11-slim-bookworm
 # newer Python leaves it out.
 ASYNC_TIMEOUT='async-timeout==5.0.1 ; python_full_version < "3.11.3"'
 IMAGE=${IMAGE:-saturn-twissandra:latest}
-local_base="" relock=""
+local_base="" relock="" fresh_base=""
 for arg in "$@"; do
   case "$arg" in
     --local-base) local_base=1 ;;
+    --fresh-base) local_base=1 fresh_base=1 ;;
     --relock) relock=1 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) fail "unknown option $arg (see --help)" ;;
   esac
 done
@@ -65,18 +67,38 @@ mirror() {  # the Debian mirror apt uses here
   echo "${uri:-http://deb.debian.org/debian}"
 }
 
+PACKAGES=python3,python3-venv,redis-server,ca-certificates
+# A base made here is kept (as a tar of its files) for a week, like a pulled image: a Docker
+# engine of its own (the container tests) has no image to reuse, and debootstrap takes most of a
+# build. Keyed by the mirror and the packages; --fresh-base remakes it.
+BASE_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/saturn-twissandra
+BASE_MAX_AGE_DAYS=7
+
 make_base() {
+  local key tarball
+  key=$(printf '%s\n' "$BASE" "$(mirror)" "$PACKAGES" | sha256sum | cut -c1-12)
+  tarball=$BASE_CACHE/base-$key.tar
+  if [ -n "$fresh_base" ] || [ ! -f "$tarball" ] || [ -n "$(find "$tarball" -mtime +$((BASE_MAX_AGE_DAYS - 1)))" ]; then
+    debootstrap_base "$tarball"
+  else
+    say "making $BASE from the one made here $(( ($(date +%s) - $(stat -c %Y "$tarball")) / 3600 )) h ago ($tarball; remade after $BASE_MAX_AGE_DAYS days, or with --fresh-base)"
+  fi
+  docker import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'CMD ["python3"]' - "$BASE" < "$tarball" >/dev/null
+}
+
+debootstrap_base() {  # $1: the tar of the base's files, made anew
   [ "$(id -u)" = 0 ] || fail "making the base image needs root (debootstrap); or pull $BASE"
   command -v debootstrap >/dev/null || { say "installing debootstrap"; apt-get install -y -qq debootstrap >/dev/null; }
   local root; root=$(mktemp -d /var/tmp/saturn-base.XXXXXX)
   say "making $BASE here: debootstrap bookworm from $(mirror) (about a minute)"
-  debootstrap --variant=minbase --include=python3,python3-venv,redis-server,ca-certificates \
+  debootstrap --variant=minbase --include="$PACKAGES" \
     bookworm "$root" "$(mirror)" > compose/.build/debootstrap.log 2>&1 \
     || { tail -20 compose/.build/debootstrap.log >&2; rm -rf "$root"; fail "debootstrap failed"; }
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* \
          "$root"/usr/share/man/* "$root"/usr/share/locale/*
-  tar -C "$root" -c . | docker import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'CMD ["python3"]' - "$BASE" >/dev/null
+  mkdir -p "$(dirname "$1")"
+  tar -C "$root" -c . > "$1.tmp" && mv "$1.tmp" "$1"
   rm -rf "$root"
 }
 

@@ -8,8 +8,8 @@ bash scripts/setup.sh dev
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .  # the code as `ruff format` writes it (`# fmt: skip` marks aligned tables)
 .venv/bin/mypy  # the type hints, where [tool.mypy] in pyproject.toml says they are checked
-# PYTEST_WORKERS=2 runs two test files at a time (pytest-xdist, a file to a worker, so that a
-# module's cluster starts once; the longest files first, tests/helpers/core_share.py), a module
-# marked `exclusive` alone. One at a time is still the default: on two cores two at a time saves
-# a fifth, and only its latest run was green (docs/OPERATIONS.md, "Tests"). --durations: the slowest tests at the end of every run.
-exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-0}" --dist loadfile --no-loadscope-reorder --durations=25 "$@"
+# Two test files at a time (pytest-xdist, a file to a worker, so that a module's cluster starts
+# once; the longest files first, a module marked `exclusive` alone: tests/helpers/core_share.py).
+# PYTEST_WORKERS=0 runs one file at a time (docs/OPERATIONS.md, "Tests"). --durations: the 20
+# slowest tests at the end of every run.
+exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=20 "$@"

@@ -26,14 +26,13 @@ from typing import IO
 
 import pytest
 
-LONG_FILES = {  # seconds each took in a run with two workers (2026-11-30); a rough order is enough
-    "test_soak.py": 231, "test_counting_benches.py": 230, "test_web_browser.py": 219,
-    "test_web_regions.py": 152,
-    "test_loadtest_run.py": 93, "test_serializer_replicas.py": 81, "test_tls_wire.py": 68,
-    "test_saturn_faults.py": 66, "test_reconfigure.py": 66, "test_exactly_once.py": 61,
-    "test_crash_safety.py": 55, "test_bench.py": 52, "test_relay.py": 47, "test_check_run.py": 30,
-    "test_configure.py": 28, "test_transactions.py": 25, "test_saturn_causality.py": 23,
-    "test_saturn_migration.py": 23,
+LONG_FILES = {  # seconds each took in a run with two workers (2026-11-30, 11de560); a rough order is enough
+    "test_soak.py": 202, "test_web_browser.py": 185, "test_counting_benches.py": 159,
+    "test_transactions.py": 104, "test_web_regions.py": 95, "test_loadtest_run.py": 78,
+    "test_saturn_faults.py": 77, "test_floor_benches.py": 70, "test_saturn_causality.py": 70,
+    "test_serializer_replicas.py": 67, "test_saturn_migration.py": 50, "test_exactly_once.py": 45,
+    "test_session_resume.py": 44, "test_bench.py": 38, "test_reconfigure.py": 38, "test_tls_wire.py": 34,
+    "test_web_views.py": 28, "test_store_cluster.py": 27, "test_web_reactions.py": 24, "test_launcher.py": 23,
 }  # fmt: skip
 
 
