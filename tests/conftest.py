@@ -16,12 +16,15 @@ from helpers.process_guard import refusing_processes, starts_processes
 from helpers.topologies import load_topology
 
 from causal_client import CausalClient
+from loadtest.harness.ports import SLICE_ENV
 from services.launcher.cluster import Cluster
 from services.launcher.redis_binary import find_redis_server
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(CoreShare(), "core-share")  # tests/helpers/core_share.py
+    if worker := os.environ.get("PYTEST_XDIST_WORKER"):  # ports of its own (loadtest/harness/ports.py)
+        os.environ[SLICE_ENV] = f"{int(worker.removeprefix('gw'))}/{os.environ['PYTEST_XDIST_WORKER_COUNT']}"
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from causal_client import CausalClient, direct
+from loadtest.harness import ports
 from loadtest.harness.experiment import BenchError
 from loadtest.harness.report import say
 from services import auth
@@ -39,27 +39,25 @@ def with_bandwidth(topology: Topology, mbit: float, priority: bool = False) -> T
     return with_overrides(topology, bandwidth_mbit=table, priority=priority)
 
 
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex((host, port)) != 0
-
-
-# Blocks of ports for started clusters: below Linux's ephemeral range (32768-60999, where an
-# outgoing connection may take any port a cluster wants), away from the shipped topologies' own
-# ports (7000-7999: someone may run one by hand) and from the test suite's (10000-32767).
-PORT_BLOCKS = [*range(2000, 7000, 200), *range(8000, 10000, 200)]
+# Ports for started clusters: below Linux's ephemeral range (32768-60999, where an outgoing
+# connection may take any port a cluster wants), away from the shipped topologies' own ports
+# (7000-7999: someone may run one by hand) and from the test suite's (10000-32767).
+PORT_RANGES = ((2000, 7000), (8000, 10000))
 
 
 def find_base_port(topology: Topology) -> int:
-    """A base port where every port of the topology is free, starting at a per-process offset so
-    that two benchmarks started together do not pick the same."""
-    offset = os.getpid() % len(PORT_BLOCKS)
-    for base in PORT_BLOCKS[offset:] + PORT_BLOCKS[:offset]:
-        candidate = with_overrides(topology, base_port=base)
-        addresses = candidate.all_addresses()
-        if max(p for _, _, p in addresses) < 10000 and all(_port_free(h, p) for _, h, p in addresses):
+    """A base port where every port of the topology is free, in this process's part of the
+    ranges (loadtest/harness/ports.py), starting at a per-process offset so that two benchmarks
+    started together do not pick the same."""
+    offsets = ports.offsets_of(topology)
+    for low, high in PORT_RANGES:
+        bases = ports.my_part(low, high)
+        if bases and (base := ports.free_base(offsets, bases, first=os.getpid())) is not None:
             return base
-    raise BenchError("no free block of ports in 2000-6999 or 8000-9999; pass --base-port")
+    raise BenchError(
+        f"no free block of ports in 2000-6999 or 8000-9999 (${ports.SLICE_ENV}: this process's part); "
+        "pass --base-port"
+    )
 
 
 DESCRIBE_TIMEOUT_S = 10.0
@@ -113,7 +111,7 @@ def one_serializer_topology() -> Topology:
     below the ephemeral range (the bench's cluster picker: a port chosen from an ephemeral one
     could be any outgoing connection's)."""
     topology = Topology.from_dict({
-        "name": "serializer-bench", "protocol": "saturn", "base_port": PORT_BLOCKS[0],
+        "name": "serializer-bench", "protocol": "saturn", "base_port": PORT_RANGES[0][0],
         "regions": [{"name": "a", "site": "X"}, {"name": "b", "site": "X"}],
         "groups": {"all": ["*"]},
         "serializers": [{"name": "s", "site": "X"}],

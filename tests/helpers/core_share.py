@@ -73,7 +73,7 @@ class CoreShare:
         """The lock, shared or alone. An exclusive file first holds the gate while it waits, so
         that files asking to share after it wait for it (flock alone would let the other
         worker's files, one after another, keep it out until the end)."""
-        cache = item.config.cache
+        cache = getattr(item.config, "cache", None)  # (None under -p no:cacheprovider)
         folder = cache.mkdir("core-share") if cache is not None else Path(tempfile.gettempdir())
         with open(folder / "gate", "a") as gate:
             fcntl.flock(gate, fcntl.LOCK_EX)

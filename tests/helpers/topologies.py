@@ -2,38 +2,37 @@
 
 from __future__ import annotations
 
-import itertools
 import os
-import socket
 from pathlib import Path
 
+from loadtest.harness import ports
 from services.topology import Topology
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGIES = ROOT / "topologies"
-_port_blocks = itertools.count(0)
+# Clusters of the suite take ports in 10000-32767: below Linux's ephemeral ports (32768 on), where
+# an outgoing connection (a health check, say) could take a port a cluster needs, and above the
+# benches' (loadtest/harness/cluster.py). Each worker has its part (loadtest/harness/ports.py).
+TEST_PORTS = (10000, 32768)
+SPAN = 600  # ports a cluster may use above its base, relays included, where its topology is not known
+_next = [os.getpid()]  # where this process looks next: past the cluster it placed last
 
 
-def _block_free(base: int, span: int = 200) -> bool:
-    for port in range(base, base + span):
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return False
-    return True
+def free_base_port(span: int = SPAN) -> int:
+    """A base port with ``span`` free ports above it, in this worker's part of the range."""
+    return _place([("127.0.0.1", offset) for offset in range(span)])
 
 
-def free_base_port() -> int:
-    """A base port whose block of 200 ports is unused (one block per cluster in this run).
-
-    Blocks stay below 32768, where Linux's ephemeral ports for outgoing connections start: an
-    outgoing connection (a health check, say) could otherwise take a port a cluster needs."""
-    start = 10000 + (os.getpid() % 20) * 1000
-    while True:
-        base = start + next(_port_blocks) * 200
-        if base + 200 > 32768:
-            base = 10000 + (base % 22000)
-        if _block_free(base):
-            return base
+def _place(offsets: list[tuple[str, int]]) -> int:
+    """A base for a cluster with ports at ``offsets``, with room for ``SPAN`` above it (a test may
+    add relays to a placed topology: ``with_bandwidth``)."""
+    offsets = [*offsets, ("127.0.0.1", SPAN - 1)]
+    bases = ports.my_part(*TEST_PORTS)
+    base = ports.free_base(offsets, bases, first=_next[0])
+    if base is None:
+        raise RuntimeError(f"no free ports for a cluster in {bases.start}-{bases.stop - 1}")
+    _next[0] = bases.index(base) + 1 + max(offset for _, offset in offsets) // ports.STEP
+    return base
 
 
 def load_topology(name_or_dict: str | dict, **overrides) -> Topology:
@@ -42,8 +41,10 @@ def load_topology(name_or_dict: str | dict, **overrides) -> Topology:
     else:
         data = Topology.load(TOPOLOGIES / name_or_dict).model_dump()
     data.update(overrides)
-    if "base_port" not in overrides:
-        data["base_port"] = free_base_port()
+    topology = Topology.from_dict(data)
+    if "base_port" in overrides:
+        return topology
+    data["base_port"] = _place(ports.offsets_of(topology))
     return Topology.from_dict(data)
 
 
