@@ -9,6 +9,7 @@ import asyncio
 import pytest
 import redis
 from helpers.topologies import load_topology
+from helpers.waiting import eventually
 
 from causal_client import wire
 from causal_client.data import Mutation
@@ -139,7 +140,6 @@ def test_a_store_that_restarts_is_read_again_where_the_tail_was(tmp_path):
     read left its sender shipping nothing, once)."""
     import socket
     import subprocess
-    import time
 
     from services.launcher.redis_binary import find_redis_server
 
@@ -150,12 +150,16 @@ def test_a_store_that_restarts_is_read_again_where_the_tail_was(tmp_path):
     argv = [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path),
             "--appendonly", "yes", "--appendfsync", "always", "--save", ""]  # fmt: skip
 
+    def answers() -> bool:  # (a restarted server refuses commands while it loads its AOF)
+        try:
+            with redis.Redis.from_url(url) as client:
+                return bool(client.ping())
+        except redis.RedisError:
+            return False
+
     def start() -> subprocess.Popen:
         server = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.02)
+        eventually(answers, timeout=10)
         return server
 
     server = start()
