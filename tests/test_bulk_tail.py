@@ -142,6 +142,7 @@ def test_a_store_that_restarts_is_read_again_where_the_tail_was(tmp_path):
     import subprocess
 
     from services.launcher.redis_binary import find_redis_server
+    from services.probes import redis_ping
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -150,16 +151,9 @@ def test_a_store_that_restarts_is_read_again_where_the_tail_was(tmp_path):
     argv = [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path),
             "--appendonly", "yes", "--appendfsync", "always", "--save", ""]  # fmt: skip
 
-    def answers() -> bool:  # (a restarted server refuses commands while it loads its AOF)
-        try:
-            with redis.Redis.from_url(url) as client:
-                return bool(client.ping())
-        except redis.RedisError:
-            return False
-
     def start() -> subprocess.Popen:
         server = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-        eventually(answers, timeout=10)
+        eventually(lambda: redis_ping("127.0.0.1", port), timeout=10)  # (its AOF loaded: not LOADING)
         return server
 
     server = start()

@@ -13,9 +13,9 @@ import pytest
 from helpers.clusters import Writer, region_processes
 from helpers.topologies import load_topology, with_groups
 from helpers.waiting import eventually, expect_caught, unique
+from helpers.wan_faults import partition
 
 from causal_client import CausalClient
-from loadtest.check.nemesis import write_wan_control
 from services.c3.sender import DirectLabelSender
 from services.launcher.cluster import Cluster
 from services.proto import saturn_pb2
@@ -62,11 +62,7 @@ def test_an_update_does_not_wait_for_an_independent_one_whose_payload_is_late(tm
         at_a, at_b = client.session("a", auto_migrate=False), client.session("b", auto_migrate=False)
         reader = client.session("c", auto_migrate=False)
         u_row, v_row = unique("u"), unique("v")
-        now = time.time()
-        write_wan_control(
-            cluster, {"partitions": [{"sites": ["A", "C"], "from": now, "until": now + PARTITION_S}]}
-        )
-        time.sleep(0.2)  # every process has read the control file (it is looked at every 50 ms)
+        partition(cluster, ("A", "C"), PARTITION_S)
         at_a.write("ac", u_row, {"text": "u"})
         time.sleep(0.05)  # u's label is on its way to c (via the tree under saturn)
         at_b.write("bc", v_row, {"text": "v"})

@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from helpers.waiting import eventually, unique
+from helpers.wan_faults import partition
 
 from causal_client import CausalClient, InvalidRequest, Label, Mutation, ReadSpec, Row
-from loadtest.check.nemesis import write_wan_control
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
 
@@ -40,13 +40,11 @@ def ahead_of_every_gear(sessions, seconds: float) -> int:
     return max(*latest, int(time.time() * 1e6)) + int(seconds * 1e6)
 
 
-def hold_the_link(cluster, seconds: float = 1.5) -> None:
-    """Every message between the two regions held for ``seconds``, then let through in order: a
-    write made at one region cannot reach the other before the test's next step, however long a
-    loaded machine keeps this process from running (the link's 20 ms was not always enough)."""
-    now = time.time()
-    write_wan_control(cluster, {"partitions": [{"sites": ["A", "B"], "from": now, "until": now + seconds}]})
-    time.sleep(0.2)  # every process has read the control file (it is looked at every 50 ms)
+def hold_the_link(cluster) -> None:
+    """A write made at one region cannot reach the other before the test's next step, however
+    long a loaded machine keeps this process from running (the link's 20 ms was not always
+    enough): the link held for 1.5 s, then let through in order."""
+    partition(cluster, ("A", "B"), 1.5)
 
 
 def text_everywhere(sessions, row: str, column: str) -> dict[str, str | None]:

@@ -23,9 +23,9 @@ import pytest
 from helpers.clusters import metric_sum
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
+from helpers.wan_faults import partition
 
 from causal_client import CausalClient, Mutation
-from loadtest.check.nemesis import write_wan_control
 from services.launcher.cluster import Cluster
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
@@ -42,11 +42,7 @@ def test_a_receiver_killed_while_it_holds_payloads_loses_none_and_doubles_none(t
         Cluster(topology, tmp_path / "run", wan_control=True) as cluster,
         CausalClient.connect(topology.client_address("b")) as client,
     ):
-        heals_at = time.time() + PARTITION_S
-        write_wan_control(
-            cluster, {"partitions": [{"sites": ["A", "C"], "from": time.time(), "until": heals_at}]}
-        )
-        time.sleep(0.2)  # every process has read the control file (it is looked at every 50 ms)
+        heals_at = partition(cluster, ("A", "C"), PARTITION_S)
         at_a, at_b = client.session("a", auto_migrate=False), client.session("b", auto_migrate=False)
         at_c = client.session("c", auto_migrate=False)
         x, count = unique("x"), unique("count")
