@@ -51,6 +51,14 @@ def env_file(project: Path) -> dict[str, str]:
     return env
 
 
+@contextmanager
+def timed(what: str) -> Iterator[None]:
+    """Says how long the body took."""
+    began = time.monotonic()
+    yield
+    say(f"{what} in {time.monotonic() - began:.1f} s")
+
+
 def short_root(name: str) -> Path:
     """A short directory (dockerd's sockets must fit a unix socket path)."""
     return Path(tempfile.mkdtemp(prefix=f"sat{name}-", dir="/var/tmp"))
@@ -89,16 +97,14 @@ def one_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OneHost]:
     work = tmp_path_factory.mktemp("compose")
     engine = Engine(f"satd{os.getpid() % 100000}", short_root("d"))
     try:
-        began = time.monotonic()
-        engine.start()
-        say(f"engine started in {time.monotonic() - began:.1f} s")
+        with timed("engine started"):
+            engine.start()
         began = time.monotonic()
         build = run(["bash", "compose/build.sh"], timeout=900, env=engine.env, cwd=ROOT)
         say(build.stdout.strip().splitlines()[-1] + f" (the whole build {time.monotonic() - began:.0f} s)")
         image_tar = work / "image.tar"
-        began = time.monotonic()
-        engine.docker("save", "-o", str(image_tar), IMAGE, timeout=300)
-        say(f"image saved in {time.monotonic() - began:.1f} s")
+        with timed("image saved"):
+            engine.docker("save", "-o", str(image_tar), IMAGE, timeout=300)
         project = work / "demo"
         assert generate_compose([TOPOLOGY, "--out", str(project)]) == 0
         yield OneHost(engine, project, image_tar)
@@ -214,15 +220,11 @@ def test_three_hosts_one_region_each_its_store_a_redis_cluster(one_host, tmp_pat
     bridge = Bridge(f"satb{os.getpid() % 100000}").start()
     engines = [Engine(f"sath{os.getpid() % 100000}x{i}", short_root(f"h{i}")) for i in range(3)]
     try:
-        began = time.monotonic()
-        for engine in engines:
-            engine.start(bridge)
-        say(f"three engines started in {time.monotonic() - began:.1f} s")
-
-        began = time.monotonic()
-        with ThreadPoolExecutor(len(engines)) as pool:  # (a failed load raises here)
+        with timed("three engines started"):
+            for engine in engines:
+                engine.start(bridge)
+        with timed("the image loaded by the three engines"), ThreadPoolExecutor(len(engines)) as pool:
             list(pool.map(lambda e: e.docker("load", "-i", str(one_host.image_tar), timeout=300), engines))
-        say(f"the image loaded by the three engines in {time.monotonic() - began:.1f} s")
         virginia, ireland, frankfurt = (e.address for e in engines)
         hosts = {"virginia": virginia, "ireland": ireland, "frankfurt": frankfurt, "s-eu": ireland}
         args = [CLUSTER_TOPOLOGY, "--per-region", "--out", str(tmp_path)]
