@@ -150,6 +150,10 @@ def _service(layout: Layout, module: str, region: str, index: int = 0) -> list[s
     ]  # fmt: skip
 
 
+# gunicorn's default access line and the time the request took (a slow page shows where)
+ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(M)sms'
+
+
 def _web(t: Topology, layout: Layout) -> list[ProcessSpec]:
     specs = [_redis(t, layout, f"{r.name}.broker", r.name, t.broker_port(r.name)) for r in t.regions]
     for r in t.regions:
@@ -158,7 +162,8 @@ def _web(t: Topology, layout: Layout) -> list[ProcessSpec]:
             f"{r.name}.web",
             [layout.python, "-m", "gunicorn", "webapp.wsgi:application",
              "--bind", f"{t.bind_host(r.name)}:{t.web_port(r.name)}", "--workers", "2", "--threads", "4",
-             "--access-logfile", "-", "--graceful-timeout", "5", *_gunicorn_tls(layout, r.name)],
+             "--access-logfile", "-", "--access-logformat", ACCESS_LOG_FORMAT, "--graceful-timeout", "5",
+             *_gunicorn_tls(layout, r.name)],
             "http", t.web_port(r.name), r.name, env,
         ))  # fmt: skip
         specs.append(ProcessSpec(

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.close_calls import CloseCalls
 from helpers.core_share import CoreShare
 from helpers.process_guard import refusing_processes, starts_processes
 from helpers.topologies import load_topology
@@ -23,6 +24,7 @@ from services.launcher.redis_binary import find_redis_server
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(CoreShare(), "core-share")  # tests/helpers/core_share.py
+    config.pluginmanager.register(CloseCalls(), "close-calls")  # tests/helpers/close_calls.py
     if worker := os.environ.get("PYTEST_XDIST_WORKER"):  # ports of its own (loadtest/harness/ports.py)
         os.environ[SLICE_ENV] = f"{int(worker.removeprefix('gw'))}/{os.environ['PYTEST_XDIST_WORKER_COUNT']}"
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 import re
 import secrets
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -16,9 +15,10 @@ from dataclasses import dataclass
 from http.cookiejar import CookieJar
 
 from causal_client import tls
+from helpers.deadlines import scaled, wait_for
 
 PASSWORD = "pw-12345678"
-HTTP_TIMEOUT_S = 60.0  # an attach may wait (saturn) on a loaded machine
+HTTP_TIMEOUT_S = 60.0  # an attach may wait (saturn) on a loaded machine (scaled)
 ANOMALY = 'data-anomaly="missing-original"'  # a reply shown before its original
 
 
@@ -75,7 +75,7 @@ class Browser:
         if origin:
             request.add_header("Origin", origin)
         try:
-            with self.opener.open(request, timeout=HTTP_TIMEOUT_S) as response:
+            with self.opener.open(request, timeout=scaled(HTTP_TIMEOUT_S)) as response:
                 status, headers, raw = response.status, response.headers, response.read()
         except urllib.error.HTTPError as exc:  # 3xx (not followed), 4xx, 5xx: a page all the same
             status, headers, raw = exc.code, exc.headers, exc.read()
@@ -149,14 +149,8 @@ def new_name(prefix: str = "u") -> str:
 
 
 def poll(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f}s")
-        time.sleep(interval)
+    """Waits for ``predicate`` (tests/helpers/deadlines.py: the deadline scaled to the machine)."""
+    return wait_for(predicate, timeout, what, interval)
 
 
 # -- reading pages -----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from helpers.http_browser import poll
+from helpers.deadlines import wait_for
 
 
 def expect_caught(protocol: str, failures: int, rounds: int, what: str) -> None:
@@ -32,9 +32,12 @@ def play_until_caught(
     expect_caught(protocol, misses, played, what)
 
 
-def eventually(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.01):
-    """Polls until ``predicate()`` is truthy; returns its value or fails with a clear message."""
-    return poll(predicate, timeout, "condition", interval)
+def eventually(
+    predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.01, what: str = ""
+):
+    """Polls until ``predicate()`` is truthy; returns its value or fails with a clear message.
+    ``timeout`` is the reference machine's (tests/helpers/deadlines.py scales it)."""
+    return wait_for(predicate, timeout, what or "condition", interval)
 
 
 def unique(prefix: str) -> str:
