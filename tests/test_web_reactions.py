@@ -11,7 +11,7 @@ from helpers.pages import bodies, counts, first_tweet_path, html, new_user, repo
 from helpers.waiting import eventually
 from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (fixtures)
 
-from causal_client.errors import Conflict
+from causal_client.errors import Conflict, OutcomeUnknown
 from webapp.context import current
 from webapp.social_values import entries_of
 
@@ -189,6 +189,41 @@ def test_the_live_view_takes_a_few_threads_at_most_and_gives_them_back(django_re
     assert again.status_code == 200
     for reply in [*opened[1:], again]:
         reply.close()
+
+
+@pytest.mark.parametrize("commit", ["landed", "lost"])
+def test_a_repost_whose_claim_was_cut_short_is_settled_not_refused(django_region, monkeypatch, commit):  # noqa: F811
+    """The repost register's insert-if-absent is cut short (its reply lost: ``OutcomeUnknown``,
+    which racing tabs on a loaded machine get when a concurrent claim overtakes a commit that
+    reached one region), once, after its commit took effect or before. The repost is settled by
+    sending the claim again, not refused with a 503 for a repost that may have happened: one
+    repost, under the id the register holds."""
+    from helpers.pages import data_layer
+
+    from causal_client.client import Session
+    from webapp.social_core import REPOSTS
+
+    _, author_name = new_user("cutorig")
+    _, reposter_name = new_user("cutshort")
+    social = data_layer()
+    original = social.post(social.account(author_name), "claimed, then the reply was lost")
+    reposter = social.account(reposter_name)
+    real_execute, cut = Session.execute, []
+
+    def cut_short_once(self, namespace, key, command):
+        if namespace == REPOSTS and not cut:
+            cut.append(key)
+            if commit == "landed":
+                real_execute(self, namespace, key, command)
+            raise OutcomeUnknown(f"register {namespace}/{key}: the reply was lost (injected)")
+        return real_execute(self, namespace, key, command)
+
+    monkeypatch.setattr(Session, "execute", cut_short_once)
+    shared = social.repost(reposter, original)
+    assert cut and shared is not None
+    raw = entries_of(social.session.slice(reposter.home_group, f"userline:{reposter_name}", limit=100))
+    assert [e.id for e in raw if e.original_id == original.id] == [shared.id]
+    assert social.session.strong_read(REPOSTS, cut[0]).value == shared.id
 
 
 def test_reposts_from_tabs_racing_give_one_repost(django_region):  # noqa: F811

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.hashers import check_password, make_password
 
-from causal_client import Conflict, InsertIfAbsent, OutcomeUnknown, Session
+from causal_client import Conflict, InsertIfAbsent, Session
 from webapp.causal import CausalRequest
 from webapp.social_values import Account, NoSuchUser
 
@@ -53,17 +53,13 @@ def register(causal: CausalRequest, username: str, password: str) -> Account:
 
 def claim_name(session: Session, username: str, holder: str) -> str | None:
     """Who holds the name after an insert-if-absent of ``holder``: its holder's token. A cut
-    short insert is settled by reading the register (it is the same insert when tried again)."""
+    short insert is settled by sending it again (``Session.execute_settled``)."""
     for _ in range(CLAIM_TRIES - 1):
         try:
-            return session.execute(USERNAMES, username, InsertIfAbsent(holder)).value
-        except OutcomeUnknown:
-            settled = session.strong_read(USERNAMES, username).value
-            if settled is not None:
-                return settled
+            return session.execute_settled(USERNAMES, username, InsertIfAbsent(holder)).value
         except Conflict:
             continue  # concurrent sign-ups for the name: one of them wins, try again to see which
-    return session.execute(USERNAMES, username, InsertIfAbsent(holder)).value
+    return session.execute_settled(USERNAMES, username, InsertIfAbsent(holder)).value
 
 
 @dataclass(frozen=True)

@@ -81,8 +81,8 @@ class SocialReactions(SocialCore):
         key, fresh = f"{me.username}/{tweet_id}", new_tweet_id()
         command: InsertIfAbsent | CompareAndSet = InsertIfAbsent(fresh)
         for _ in range(4):  # an undo racing each try could keep the register moving
-            claim = self.session.execute(REPOSTS, key, command)
-            if claim.applied:
+            claim = self.session.execute_settled(REPOSTS, key, command)  # (a cut-short try: settled)
+            if claim.value == fresh:  # set now, or by a try of ours cut short
                 return fresh
             if claim.value is None:  # the register was left empty: only a bug could
                 raise Conflict(f"the repost register of {key} is empty")
@@ -101,7 +101,7 @@ class SocialReactions(SocialCore):
         if repost_id is None:
             return False
         key = f"{me.username}/{tweet_id}"
-        self.session.execute(REPOSTS, key, CompareAndSet(repost_id, UNDONE + repost_id))
+        self.session.execute_settled(REPOSTS, key, CompareAndSet(repost_id, UNDONE + repost_id))
         shared = replace(original, id=repost_id, reposted_by=me.username, original_id=tweet_id)
         now = str(time.time_ns() // 1000)
         mine = Mutation(me.home_group, f"reposted:{me.username}").delete(tweet_id)
