@@ -48,11 +48,16 @@ def test_each_service_is_forked_by_one_zygote_as_a_process_of_its_own(launch):
     for name, pid in services.items():
         assert command_of(pid) == cluster.specs[name].argv  # ps shows the service
         assert Path(os.readlink(f"/proc/{pid}/cwd")) == cluster.run_dir
-        assert cluster.processes[name].log_path.stat().st_size > 0, name
+        log = cluster.processes[name].log_path  # (a worker with no port is started, not yet heard)
+        eventually(lambda log=log: log.stat().st_size > 0, timeout=10, what=f"{name}'s first log line")
     for region in cluster.topology.region_names:  # its environment: each region's metrics apart
-        writers = {int(f.stem.rsplit("_", 1)[1]) for f in cluster.metrics_dir(region).glob("*_*.db")}
+
+        def writers(region: str = region) -> set[int]:
+            return {int(f.stem.rsplit("_", 1)[1]) for f in cluster.metrics_dir(region).glob("*_*.db")}
+
         mine = {pid for name, pid in services.items() if cluster.specs[name].region == region}
-        assert writers and writers <= mine, (region, writers, mine)
+        eventually(writers, timeout=10, what=f"a metrics file at {region}")
+        assert writers() <= mine, (region, writers(), mine)
 
 
 def test_a_services_exit_status_reaches_the_launcher(launch):
