@@ -12,6 +12,7 @@ import urllib.request
 
 import pytest
 import redis
+from helpers.deadlines import scaled
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 
@@ -70,7 +71,10 @@ def test_with_a_secret_everything_wants_it(launch, monkeypatch):
     with CausalClient.connect(t.client_address("a"), secret=SECRET) as client:
         row = unique("authed")
         label = client.session("a").write("all", row, {"v": "1"})  # replicates over authenticated
-        eventually(lambda: client.session("b", label=label).read("all", row).text("v") == "1")  # links
+        eventually(
+            lambda: client.session("b", label=label).read("all", row).text("v") == "1",
+            what="the write at b, over authenticated links",
+        )
     for wrong in ("", "guess"):
         with pytest.raises(AccessDenied, match="credentials"):
             CausalClient.connect(t.client_address("a"), secret=wrong)
@@ -79,7 +83,7 @@ def test_with_a_secret_everything_wants_it(launch, monkeypatch):
     with redis.Redis(host=t.host, port=t.redis_port("a"), password=SECRET) as store:
         assert store.ping()
     with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(t.metrics_url("a"), timeout=5)
+        urllib.request.urlopen(t.metrics_url("a"), timeout=scaled(5))
     assert refused.value.code == 401
     forged = saturn_pb2.Hello(node="s").SerializeToString()  # a forged tree neighbour
     for wrong in ("", "guess"):

@@ -7,6 +7,7 @@ import time
 
 import grpc
 import pytest
+from helpers.deadlines import scaled
 from helpers.waiting import eventually, unique
 
 from causal_client import (
@@ -47,7 +48,7 @@ def still_works(session, row: str, *, replicated: bool = True) -> None:
         other = CausalClient.connect(session.client.region("b").stores[0])
         try:
             reader = other.session("b")
-            eventually(lambda: reader.read("all", probe))
+            eventually(lambda: reader.read("all", probe), what="the probe row at b")
             assert len(reader.read("all", row)) == 0
         finally:
             other.close()
@@ -59,7 +60,7 @@ def good_mutation(row: str) -> store_pb2.Mutation:
 
 def rpc_error(call, request) -> grpc.RpcError:
     with pytest.raises(grpc.RpcError) as info:
-        call(request, timeout=5)
+        call(request, timeout=scaled(5))
     return info.value
 
 
@@ -254,7 +255,7 @@ def test_label_a_little_ahead_is_accepted_over_raw_grpc(stub, session):
     ahead = int((time.time() + 5) * 1e6)
     reply = stub.Write(
         store_pb2.WriteRequest(label=store_pb2.Label(ts=ahead, src="b/0"), mutation=good_mutation(row)),
-        timeout=5,
+        timeout=scaled(5),
     )
     assert reply.label.ts > ahead and reply.label.src == "a/0"
     assert session.read("all", row).text("c") == "v"

@@ -10,13 +10,13 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import redis
+from helpers.deadlines import scaled, wait_for
 
 from causal_client import OutcomeUnknown, RegionUnavailable
 from causal_client.direct import call_gear, connect
@@ -41,15 +41,17 @@ def redis_server(port: int, directory: Path, *options: str) -> Iterator[subproce
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 10
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.02)
+        wait_for(lambda: listens(port), 10, "redis-server listening", interval=0.02)
         yield server
     finally:
         server.send_signal(signal.SIGCONT)
         server.kill()
-        server.wait(10)
+        server.wait(scaled(10))
+
+
+def listens(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def a_write(store: redis.Redis) -> None:

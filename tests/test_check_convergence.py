@@ -32,7 +32,10 @@ def test_a_write_lost_behind_a_later_write_of_the_same_key_is_found(two_regions,
             region="a", start=0.0, end=0.0, label=(label.ts, label.src),
         )  # fmt: skip
     reader = client.session("b", label=session.token)
-    eventually(lambda: reader.read(group, row, [VALUE_COLUMN]).text(VALUE_COLUMN) == "0.3")
+    eventually(
+        lambda: reader.read(group, row, [VALUE_COLUMN]).text(VALUE_COLUMN) == "0.3",
+        what="the last write at b",
+    )
     # The middle write taken away at b behind the system's back, as a lost update would be.
     shard = t.shard_of("b", group, row)
     data, index, _ = gears.row_keys(t.shard_tag("b", shard), group, row)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers.deadlines import Deadline, scaled, wait_for
 from helpers.docker_engine import Bridge, Engine, run, unavailable
 
 from services.compose.__main__ import main as generate_compose
@@ -33,6 +34,9 @@ CLUSTER_TOPOLOGY = "topologies/demo-3region-cluster.toml"
 IMAGE = "saturn-twissandra:latest"
 PYTHON = sys.executable
 STATE_FORMAT = "{{.RestartCount}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}"
+# Of a checked history, what runs before the harm is done (a crash, a reconfiguration), so that
+# the history has operations from before it as well as after: a hold, not a deadline (unscaled).
+BEFORE_HARM_S = 4.0
 
 pytestmark = [pytest.mark.docker, pytest.mark.cluster, pytest.mark.exclusive, pytest.mark.timeout(1200)]
 
@@ -66,13 +70,59 @@ def short_root(name: str) -> Path:
 
 def wait_healthy(engine: Engine, container: str, restarts_before: int, timeout: float = 90) -> float:
     """Until Docker has started ``container`` again and its check passes; returns the seconds."""
-    began, deadline = time.monotonic(), time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    deadline = Deadline(timeout, f"{container} restarted and healthy")
+    while not deadline.expired():
         state = engine.docker("inspect", "-f", STATE_FORMAT, container, check=False).stdout.split()
         if len(state) == 3 and int(state[0]) > restarts_before and state[1:] == ["running", "healthy"]:
-            return time.monotonic() - began
+            deadline.met()
+            return deadline.elapsed()
         time.sleep(0.5)
-    raise AssertionError(f"{container} not restarted and healthy within {timeout:.0f} s: {state}")
+    raise deadline.fail(f"its state {state}")
+
+
+class RunningCheck:
+    """``python -m loadtest check --running`` (a checked random history) in an engine's namespace,
+    its output read as it comes."""
+
+    def __init__(self, engine: Engine, project: Path, env: dict[str, str], seconds: int, out: Path):
+        self.process = subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{engine.name}", PYTHON, "-m", "loadtest", "check",
+             "--running", str(project), "--duration", str(seconds), "--sessions", "6", "--out", str(out)],
+            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        self.output: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        self.output.extend(self.process.stdout)  # type: ignore[arg-type]
+
+    def text(self) -> str:
+        return "".join(self.output)
+
+    def history_began(self) -> None:
+        """Until its sessions run (the line it says as it starts them), then BEFORE_HARM_S more."""
+
+        def began() -> bool:
+            if any(" sessions over " in line for line in self.output):
+                return True
+            assert self.process.poll() is None, (
+                "the checker ended before its history:\n" + self.text()[-4000:]
+            )
+            return False
+
+        wait_for(began, 60, "the checker's history running", interval=0.1)
+        time.sleep(BEFORE_HARM_S)  # a hold (module constant)
+
+    def finish(self, timeout: float) -> int:
+        """Its exit status, within ``timeout`` seconds (the reference machine's)."""
+        return self.process.wait(scaled(timeout))
+
+    def stop(self) -> None:
+        """Killed if it still runs; its output read to the end."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.reader.join(scaled(5))
 
 
 @dataclass
@@ -131,23 +181,21 @@ def checked_history(one_host: OneHost, name: str, seconds: int) -> Iterator[None
     """A checked random history (``python -m loadtest check --running``) runs while the body
     does its harm; afterwards the checker must pass (no causal violation, nothing lost or
     doubled, every replica the same) and the client probe too."""
-    checker = subprocess.Popen(
-        ["nsenter", f"--net=/run/netns/{one_host.engine.name}", PYTHON, "-m", "loadtest", "check",
-         "--running", str(one_host.project / "client"), "--duration", str(seconds), "--sessions", "6",
-         "--out", str(one_host.project.parent / name)],
-        env=one_host.client_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    output: list[str] = []
-    reader = threading.Thread(target=lambda: output.extend(checker.stdout), daemon=True)  # type: ignore[arg-type]
-    reader.start()
+    checker = RunningCheck(
+        one_host.engine,
+        one_host.project / "client",
+        one_host.client_env,
+        seconds,
+        one_host.project.parent / name,
+    )
     try:
+        checker.history_began()
         yield
-        assert checker.wait(240) == 0, "the checker failed:\n" + "".join(output)[-4000:]
+        status = checker.finish(240)
     finally:
-        if checker.poll() is None:
-            checker.kill()
-        reader.join(5)
-    say("".join(output)[-1500:])
+        checker.stop()
+    assert status == 0, "the checker failed:\n" + checker.text()[-4000:]
+    say(checker.text()[-1500:])
     probe = one_host.engine.inside(
         [PYTHON, str(ROOT / "tests" / "compose_probe.py"), str(one_host.project / "client")],
         env=one_host.client_env,
@@ -161,7 +209,6 @@ def test_crashed_store_serializer_and_web_app_restart_and_lose_nothing(one_host)
     same."""
     services = ("virginia-redis0", "s-eu", "ireland-web")
     with checked_history(one_host, "check", seconds=24):
-        time.sleep(6)
         restarts = {service: one_host.engine.crash(one_host.container(service)) for service in services}
         crashed_at = time.monotonic()
         for service, before in restarts.items():
@@ -175,7 +222,6 @@ def test_reconfigure_moves_the_running_demo_to_another_tree(one_host):
     removed, and the history shows no violation, nothing lost or doubled."""
     names = "{{.Names}}"
     with checked_history(one_host, "check-reconfigure", seconds=26):
-        time.sleep(5)
         began = time.monotonic()
         moved = one_host.engine.inside(
             [PYTHON, "-m", "services.compose", "reconfigure", str(one_host.project),
@@ -243,7 +289,7 @@ def test_three_hosts_one_region_each_its_store_a_redis_cluster(one_host, tmp_pat
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(400)
+            thread.join(scaled(400))
         assert not failures, failures
         say(f"three hosts: every service healthy {time.monotonic() - began:.1f} s after `up`")
         env = {**os.environ, **env_file(projects[0]), "PYTHONPATH": str(ROOT)}
@@ -253,25 +299,17 @@ def test_three_hosts_one_region_each_its_store_a_redis_cluster(one_host, tmp_pat
         say(probe.stdout)
         assert "all checks passed" in probe.stdout
         master = "demo-3region-cluster-virginia-virginia-redis0-1"
-        crashed: list[float] = []
-
-        def crash_a_master() -> None:
-            time.sleep(6)
+        check = RunningCheck(engines[0], projects[0], env, 20, tmp_path / "check")
+        try:
+            check.history_began()
             restarts = engines[0].crash(master)
-            crashed.append(wait_healthy(engines[0], master, restarts))
-
-        crasher = threading.Thread(target=crash_a_master)
-        crasher.start()
-        check = engines[0].inside(
-            [PYTHON, "-m", "loadtest", "check", "--running", str(projects[0]), "--duration", "20",
-             "--sessions", "6", "--out", str(tmp_path / "check")],
-            env=env, timeout=180, check=False,
-        )  # fmt: skip
-        crasher.join(120)
-        say(check.stdout[-1500:])
-        assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-2000:]
-        assert crashed, "the master was not restarted and healthy again"
-        say(f"crashed a master of virginia's store cluster: restarted and healthy in {crashed[0]:.1f} s")
+            crashed = wait_healthy(engines[0], master, restarts)
+            status = check.finish(180)
+        finally:
+            check.stop()
+        say(check.text()[-1500:])
+        assert status == 0, check.text()[-5000:]
+        say(f"crashed a master of virginia's store cluster: restarted and healthy in {crashed:.1f} s")
         for engine, project in zip(engines, projects, strict=True):
             engine.compose(project, "down", "-v", "--timeout", "5")
     finally:

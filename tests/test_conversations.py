@@ -53,7 +53,7 @@ def listed_without_its_tweet(regions: dict[str, RegionContext]) -> bool:
     author, replier = person("op"), person("re")
     tweet = social_at(regions["a"]).post(author, "anyone?")
     at_b = social_at(regions["b"])
-    seen = eventually(lambda: at_b.tweet(tweet.group, tweet.id), timeout=10)
+    seen = eventually(lambda: at_b.tweet(tweet.group, tweet.id), timeout=10, what="the tweet at b")
     reply = at_b.post(replier, f"@{author.username} yes", reply_to=seen)
     at_c = social_at(regions["c"]).session
     specs = [
@@ -65,7 +65,7 @@ def listed_without_its_tweet(regions: dict[str, RegionContext]) -> bool:
         found, replies = at_c.multi_read(specs)
         return (found, replies) if reply.id in replies else None
 
-    found, _ = eventually(snapshot, timeout=10, interval=0.001)
+    found, _ = eventually(snapshot, timeout=10, interval=0.001, what="the reply listed at c")
     return "entry" not in found
 
 
@@ -83,9 +83,11 @@ def deleted_before_its_reply_shows(regions: dict[str, RegionContext]) -> bool:
     author, replier = person("op"), person("re")
     at_b, at_a = social_at(regions["b"]), social_at(regions["a"])
     tweet = at_b.post(author, "soon deleted")
-    seen = eventually(lambda: at_a.tweet(tweet.group, tweet.id), timeout=10)
+    seen = eventually(lambda: at_a.tweet(tweet.group, tweet.id), timeout=10, what="the tweet at a")
     reply = at_a.post(replier, f"@{author.username} noted", reply_to=seen)
-    eventually(lambda: at_b.tweet(reply.group, reply.id), timeout=10)  # the author saw the reply
+    eventually(
+        lambda: at_b.tweet(reply.group, reply.id), timeout=10, what="the reply at b (its author saw it)"
+    )
     at_b.delete(author, tweet)
     at_c = social_at(regions["c"]).session
     specs = [
@@ -97,7 +99,7 @@ def deleted_before_its_reply_shows(regions: dict[str, RegionContext]) -> bool:
         deleted, replied = at_c.multi_read(specs)
         return ("entry" in replied,) if "deleted" in deleted else None  # a tuple: truthy either way
 
-    (reply_shown,) = eventually(snapshot, timeout=10, interval=0.001)
+    (reply_shown,) = eventually(snapshot, timeout=10, interval=0.001, what="the tombstone at c")
     return not reply_shown
 
 

@@ -18,6 +18,7 @@ import time
 import pytest
 import redis
 from helpers.clusters import bulk_stream_length, metric_sum
+from helpers.deadlines import Deadline
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 
@@ -37,8 +38,9 @@ ROWS = 4  # the stream's updates are spread over this many rows
 GROUP = "all"  # replicated at a and b
 COUNTER = "n"
 SHARD = wire.shard_tag(0)  # the one shard of the stores these tests fill by hand
-SETTLE_S = 0.3  # after a kill: let whatever was already in flight land
-DOWN_S = 0.5  # how long the killed side stays down (the writer goes on meanwhile)
+SETTLE_S = 0.3  # after a kill: let whatever was already in flight land (a fixed time: a receiver
+# says nowhere that it has taken the last of a dead sender's connection)
+DOWN_S = 0.5  # how long the killed side stays down (the writer goes on meanwhile): a window
 RECEIVER, SENDER = "b.bulk-receiver", "a.bulk-sender"
 
 
@@ -87,12 +89,14 @@ class Stream:
         """Lets the writer do ``more`` updates (after a restart: shipping must resume with new
         writes too), then stops it."""
         target = self.written + more
-        deadline = time.monotonic() + timeout
-        while self.written < target and self.thread.is_alive() and time.monotonic() < deadline:
+        deadline = Deadline(timeout, f"{more} more updates, then the writer stopped")
+        while self.written < target and self.thread.is_alive() and not deadline.expired():
             time.sleep(0.01)
         self._stop.set()
-        self.thread.join(max(0.0, deadline - time.monotonic()))
-        assert not self.thread.is_alive(), f"writer stuck after {self.written} updates"
+        self.thread.join(deadline.left())
+        if self.thread.is_alive():
+            raise deadline.fail(f"writer stuck after {self.written} updates")
+        deadline.met()
         assert self.error is None, f"writer failed after {self.written} updates: {self.error!r}"
         assert self.written >= self.minimum
         self.n = self.written
@@ -229,6 +233,8 @@ def test_the_trimmer_empties_a_backlog_longer_than_one_approximate_trim(redis_ur
 
         async def one_pass() -> None:
             stop = asyncio.Event()
+            # Not a deadline: a stop only cuts the trimmer's sleep short, and the pass after its
+            # first sleep runs whole whenever the stop comes.
             asyncio.get_running_loop().call_later(0.5, stop.set)
             await trimmer.run(stop, period_s=0.1)
 

@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from helpers.deadlines import scaled
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 
@@ -64,9 +65,9 @@ def test_a_killed_store_comes_back_with_every_acknowledged_write(launch, client_
     writer = RetryingWriter(client, "a", 400).start()
     eventually(lambda: writer.done >= 100, timeout=60)
     cluster.kill(victim)
-    time.sleep(0.3)
+    time.sleep(0.3)  # down a while, a fixed time: the writer meets the dead store and retries
     cluster.restart(victim)
-    writer.thread.join(120)
+    writer.thread.join(scaled(120))
     assert writer.done == writer.n
     for region in ("a", "b", "c"):
         reader = client.session(region)

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` 
 
 N = 20
 HELD_S = 2.5  # how long c holds the y before the kill: the sender's trimmer runs every second
+# (a fixed hold: a trimmer's passes show nowhere, in no metric or log, to be waited for)
 PARTITION_S = 9.0  # A and C cut off this long (messages sent meanwhile are held until it ends)
 
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.deadlines import scaled
 
 from loadtest import paper
 from loadtest.cli import main as loadtest_main
@@ -78,7 +79,7 @@ def test_bench_list_names_every_experiment_with_its_minutes():
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert listed.returncode == 0, listed.stderr
     for name in registry.names():

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers.deadlines import scaled
 
 from loadtest.bench import fractured, vivace_strong
 from loadtest.harness import registry
@@ -45,7 +46,7 @@ def test_twissandra_on_strong_registers_runs_under_a_flooded_prioritised_link(tm
 def test_the_page_bench_times_a_page_with_and_without_likes_and_reposts():
     done = subprocess.run(
         [sys.executable, "-m", "loadtest", "bench", "page", "--rounds", "2"],
-        capture_output=True, text=True, timeout=240, check=False,
+        capture_output=True, text=True, timeout=scaled(240), check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = {line.split("  ")[0]: line.split() for line in done.stdout.splitlines() if "  " in line}
@@ -58,7 +59,9 @@ def test_the_thread_bench_times_a_conversation_and_checks_its_target(tmp_path):
     impossible target makes it exit 1."""
     argv = [sys.executable, "-m", "loadtest", "bench", "thread", "--replies", "4", "--depth", "2",
             "--rounds", "2", "--out", str(tmp_path)]  # fmt: skip
-    done = subprocess.run([*argv, "--target-ms", "0.001"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*argv, "--target-ms", "0.001"], capture_output=True, text=True, timeout=scaled(300)
+    )
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert "a tweet with 4 replies" in done.stdout and "MISSED" in done.stdout
     rows = json.loads((tmp_path / "thread.json").read_text())
@@ -70,7 +73,7 @@ def test_the_finding_bench_times_search_a_tag_and_a_profile_with_its_picture(tmp
     budget beside it."""
     argv = [sys.executable, "-m", "loadtest", "bench", "finding", "--tweets", "3", "--rounds", "2",
             "--out", str(tmp_path)]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=scaled(300))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = json.loads((tmp_path / "finding.json").read_text())
     assert [r["page"] for r in rows] == ["search", "tag", "profile", "picture"]

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.deadlines import Deadline, scaled
 from helpers.topologies import ROOT, TOPOLOGIES, free_base_port, load_topology
 from helpers.waiting import eventually
 
@@ -118,18 +119,20 @@ class Up:
         return "\n".join(self.lines)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout, "`up` ready")
         while "press Ctrl-C" not in self.output:
             if self.popen.poll() is not None:
-                self._reader.join(5)
+                self._reader.join(scaled(5))
                 pytest.fail(f"`up` exited with {self.popen.returncode}:\n{self.output}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"`up` not ready after {timeout}s:\n{self.output}")
+            if deadline.expired():
+                raise deadline.fail(f"\n{self.output}")
             time.sleep(0.05)
+        deadline.met()
 
     def wait(self, timeout: float = 30.0) -> int:
-        code = self.popen.wait(timeout)
-        self._reader.join(5)
+        """The launcher's exit code, once it exits within ``timeout`` (the reference machine's)."""
+        code = self.popen.wait(scaled(timeout))
+        self._reader.join(scaled(5))
         return code
 
     def cleanup(self) -> None:
@@ -138,7 +141,7 @@ class Up:
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGTERM)
             try:
-                self.popen.wait(20)
+                self.popen.wait(scaled(20))
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait()
@@ -179,7 +182,7 @@ def orphans_gone(tree: dict[int, str], run_dir: Path, timeout: float = 10.0) -> 
     try:
         eventually(lambda: not alive(tree) and not mentioning(run_dir.resolve()), timeout, 0.1)
     except AssertionError:
-        pytest.fail(f"orphans {timeout:.0f} s after the launcher died: {alive(tree)}, "
+        pytest.fail(f"orphans {scaled(timeout):.0f} s after the launcher died: {alive(tree)}, "
                     f"{mentioning(run_dir.resolve())}")  # fmt: skip
 
 
@@ -215,7 +218,9 @@ def test_cli_up_status_and_ctrl_c(start_up):
     with CausalClient.connect(topology.client_address("b")) as client:  # the endpoint printed serves
         assert set(client.regions) == {"a", "b"}
 
-    status = subprocess.run(cli(up.run_dir, "status"), cwd=ROOT, capture_output=True, text=True, timeout=60)
+    status = subprocess.run(
+        cli(up.run_dir, "status"), cwd=ROOT, capture_output=True, text=True, timeout=scaled(60)
+    )
     assert status.returncode == 0, status.stdout + status.stderr
     report = {line.split()[0]: line.split()[-1] for line in status.stdout.splitlines()[1:]}
     assert report == {name: "running" if name.endswith("sender") else "healthy" for name in EXPECTED}
@@ -228,7 +233,9 @@ def test_cli_up_status_and_ctrl_c(start_up):
     assert listening(topology.host, [port for _, port in topology.all_ports()]) == []
     assert not (up.run_dir / STATE_FILE).exists()
 
-    status = subprocess.run(cli(up.run_dir, "status"), cwd=ROOT, capture_output=True, text=True, timeout=60)
+    status = subprocess.run(
+        cli(up.run_dir, "status"), cwd=ROOT, capture_output=True, text=True, timeout=scaled(60)
+    )
     assert status.returncode != 0
     assert "nothing running" in status.stdout
 
@@ -251,7 +258,7 @@ def test_malformed_topology_is_rejected(tmp_path, old, new, expected):
     run_dir = tmp_path / "run"
     result = subprocess.run(
         cli(run_dir, "up", str(bad), "--base-port", str(free_base_port())),
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, capture_output=True, text=True, timeout=scaled(60),
     )  # fmt: skip
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.startswith("error: "), result.stderr
@@ -270,7 +277,7 @@ def test_port_in_use_is_a_clear_error(tmp_path):
         blocker.listen()
         result = subprocess.run(
             cli(run_dir, "up", str(TWO_REGION), "--base-port", str(base)),
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
+            cwd=ROOT, capture_output=True, text=True, timeout=scaled(60),
         )  # fmt: skip
         others = [port for _, port in topology.all_ports() if port != taken]
         assert listening(topology.host, others) == [], "started something despite the port clash"
@@ -314,7 +321,7 @@ def test_metrics_survive_a_process_killed_while_creating_its_file(launch):
 
     def scrape() -> int:
         try:
-            return urllib.request.urlopen(url, timeout=5).status
+            return urllib.request.urlopen(url, timeout=scaled(5)).status
         except urllib.error.HTTPError as exc:
             return exc.code
 
@@ -359,9 +366,9 @@ def test_a_process_restarted_from_a_thread_outlives_the_thread(launch):
     cluster: Cluster = launch("two-region.toml")
     worker = threading.Thread(target=cluster.restart, args=("b.frontend0",))
     worker.start()
-    worker.join(30)
+    worker.join(scaled(30))
     restarted = cluster.processes["b.frontend0"]
-    time.sleep(1.5)  # a SIGTERM at the thread's exit takes effect within the grace period
+    time.sleep(1.5)  # a window: a SIGTERM at the thread's exit takes effect within the grace period
     assert restarted.popen.poll() is None, f"exited with {restarted.popen.returncode}"
     assert cluster.is_healthy(restarted.spec)
     with CausalClient.connect(cluster.topology.client_address("b")) as client:
@@ -376,7 +383,9 @@ def test_status_shows_a_restarted_process(start_up):
     os.kill(pid, signal.SIGKILL)
 
     def reported() -> str:
-        out = subprocess.run(cli(up.run_dir, "status"), cwd=ROOT, capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            cli(up.run_dir, "status"), cwd=ROOT, capture_output=True, text=True, timeout=scaled(60)
+        )
         line = next(x for x in out.stdout.splitlines() if x.strip().startswith("a.frontend0"))
         return line if "restarts 1" in line and line.endswith("healthy") else ""
 

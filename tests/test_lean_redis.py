@@ -11,6 +11,7 @@ import time
 from urllib.parse import quote
 
 import pytest
+from helpers.deadlines import Deadline, scaled, wait_for
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 
 from services.launcher.redis_binary import find_redis_server
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.cluster  # starts Redis servers
 
 
 def run(coroutine):
-    return asyncio.run(asyncio.wait_for(coroutine, 20))
+    return asyncio.run(asyncio.wait_for(coroutine, scaled(20)))
 
 
 def test_pipelined_calls_get_their_own_replies(redis_url: str):
@@ -45,7 +46,12 @@ def test_a_blocking_read_does_not_hold_up_other_calls(redis_url: str):
         read = asyncio.ensure_future(
             client.execute_blocking("XREAD", "BLOCK", 5000, "STREAMS", "s", "$", block_s=5)
         )
-        await asyncio.sleep(0.1)
+        blocked = Deadline(5, "the XREAD blocked at the server")  # (else it misses the XADD below)
+        while b"blocked_clients:1" not in await writer.execute("INFO", "clients"):
+            if blocked.expired():
+                raise blocked.fail()
+            await asyncio.sleep(0.01)
+        blocked.met()
         started = time.monotonic()
         assert await client.execute("PING") == b"PONG"  # the shared connection is free
         assert time.monotonic() - started < 1
@@ -69,10 +75,7 @@ def test_credentials_are_presented_and_wrong_ones_refused(tmp_path):
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 10
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_for(lambda: listens(port), 10, "redis-server listening", interval=0.02)
 
         async def scenario():
             good = LeanRedis(f"redis://:{quote(secret, safe='')}@127.0.0.1:{port}/0")
@@ -86,7 +89,12 @@ def test_credentials_are_presented_and_wrong_ones_refused(tmp_path):
         run(scenario())
     finally:
         server.terminate()
-        server.wait(10)
+        server.wait(scaled(10))
+
+
+def listens(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_an_unreachable_store_and_a_stuck_one_raise_redis_errors(redis_url: str):

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.deadlines import scaled
 from helpers.topologies import free_base_port
 
 from loadtest.cli import main
@@ -37,7 +38,9 @@ def web_cluster(plan_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     """The plan's topology under saturn, with the web tier."""
     plan = Plan.load(plan_dir)
     data = {**plan.topology.model_dump(), "protocol": "saturn", "base_port": free_base_port()}
-    cluster = Cluster(Topology.from_dict(data), tmp_path_factory.mktemp("run"), web=True).start(timeout=60)
+    cluster = Cluster(Topology.from_dict(data), tmp_path_factory.mktemp("run"), web=True).start(
+        timeout=scaled(60)
+    )
     try:
         yield cluster
     finally:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.topologies import with_groups
-from helpers.waiting import expect_caught, unique
+from helpers.waiting import play_until_caught, unique
 
 from causal_client import CausalClient
 
@@ -31,9 +31,9 @@ def topology(protocol: str) -> dict:
 @pytest.mark.parametrize("protocol", ["eventual", "saturn", "gentlerain", "cure", "c3"])
 def test_a_past_through_a_region_that_lacks_part_of_it(launch, protocol):
     cluster = launch(topology(protocol))
-    missed = 0
     with CausalClient.connect(cluster.topology.client_address("a")) as client:
-        for _ in range(ROUNDS):
+
+        def missed() -> bool:
             u_row, w_row = unique("u"), unique("w")
             writer = client.session("a", auto_migrate=False)
             writer.write("ac", u_row, {"text": "u"})
@@ -42,5 +42,6 @@ def test_a_past_through_a_region_that_lacks_part_of_it(launch, protocol):
             reader = client.session("b", auto_migrate=False)
             assert reader.read("ab", w_row).text("text") == "w, after u"
             reader.migrate("c")
-            missed += len(reader.read("ac", u_row)) == 0
-    expect_caught(protocol, missed, ROUNDS, "a past through a region that lacks part of it")
+            return len(reader.read("ac", u_row)) == 0
+
+        play_until_caught(protocol, missed, "a past through a region that lacks part of it", ROUNDS)

@@ -12,6 +12,7 @@ import time
 import pytest
 import tomli_w
 from helpers.clusters import metric_sum
+from helpers.deadlines import scaled
 from helpers.topologies import ROOT, TOPOLOGIES, free_base_port
 from helpers.waiting import eventually, unique
 from test_saturn_faults import Writer, proxy_mode
@@ -59,10 +60,10 @@ class CausalRounds:
         while not self.stopping:
             x, y = unique("x"), unique("y")
             self.a.write("all", x, {"v": "x"})
-            eventually(lambda x=x: self.b.read("all", x), timeout=60)
+            eventually(lambda x=x: self.b.read("all", x), timeout=60, what="x at b")
             self.b.write("all", y, {"v": "y"})
             try:
-                eventually(lambda y=y: self.c.read("all", y), timeout=self.SHOWN_WITHIN_S)
+                eventually(lambda y=y: self.c.read("all", y), timeout=self.SHOWN_WITHIN_S, what="y at c")
             except AssertionError:
                 self.violations += 1
                 self.stuck = True
@@ -76,7 +77,7 @@ class CausalRounds:
 
     def stop(self) -> None:
         self.stopping = True
-        self.thread.join(120)
+        self.thread.join(scaled(120))
         assert not self.thread.is_alive()
 
 
@@ -85,7 +86,7 @@ def switch_b_first(cluster: Cluster, window_s: float) -> tuple[int, int]:
     in between has x's label on the old tree and y's on the new one. Returns the rounds played
     in that window (at least one) and the violations seen overall."""
     old = cluster.topology
-    new = reconfigure.start_tree(cluster, fast_tree(old), timeout=30)
+    new = reconfigure.start_tree(cluster, fast_tree(old), timeout=scaled(30))
     client = CausalClient.connect(cluster.topology.client_address("a"))
     try:
         rounds = CausalRounds(client).start()
@@ -93,14 +94,14 @@ def switch_b_first(cluster: Cluster, window_s: float) -> tuple[int, int]:
         epochs.publish(new, regions=["b"])  # b's sink sends on the new tree, a's not yet
         eventually(lambda: epochs.progress(new)["b"]["sink"] == new.epoch, timeout=10)
         before = rounds.rounds
-        time.sleep(window_s)
+        time.sleep(window_s)  # the window (a fixed time): x's label on the old tree, y's on the new
         epochs.publish(new, regions=["a", "c"])
-        reconfigure.wait_moved(new, timeout=30)
+        reconfigure.wait_moved(new, timeout=scaled(30))
         eventually(lambda: rounds.rounds >= before + 3 or rounds.stuck, timeout=60)  # some on the new tree
         rounds.stop()
     finally:
         client.close()
-    reconfigure.finish(cluster, old, new, timeout=30)
+    reconfigure.finish(cluster, old, new, timeout=scaled(30))
     return rounds.rounds - before, rounds.violations
 
 
@@ -125,9 +126,9 @@ def test_switch_under_a_stream_of_writes_loses_and_doubles_nothing(launch, clien
     before = metric_sum(cluster, "c", "causal_remote_updates_applied_total", region="c", origin="a")
     writer = Writer(client, 3000).start()
     eventually(lambda: writer.done >= 100, timeout=60)
-    reconfigure.reconfigure(cluster, fast_tree(cluster.topology), timeout=30, report=print)
+    reconfigure.reconfigure(cluster, fast_tree(cluster.topology), timeout=scaled(30), report=print)
     assert writer.done < writer.n, "the switch must land in the middle of the stream"
-    writer.thread.join(120)
+    writer.thread.join(scaled(120))
     eventually(lambda: len(reader.read("all", writer.row)) == writer.n, timeout=60)
     row = reader.read("all", writer.row)
     assert [c.column for c in row] == [f"u{i:05d}" for i in range(writer.n)]
@@ -139,7 +140,9 @@ def test_switch_under_a_stream_of_writes_loses_and_doubles_nothing(launch, clien
         assert proxy_mode(cluster, region) == 1
         assert metric_sum(cluster, region, "causal_proxy_tree_epoch", region=region) == 1
     # And back to a tree like the first: epochs go on, odd and even trees take turns on ports.
-    back = reconfigure.reconfigure(cluster, Topology.load(TOPOLOGIES / "causality-3region.toml"), timeout=30)
+    back = reconfigure.reconfigure(
+        cluster, Topology.load(TOPOLOGIES / "causality-3region.toml"), timeout=scaled(30)
+    )
     assert back.epoch == 2 and sorted(cluster.processes) == sorted(cluster.specs)
     x = unique("after")
     client.session("a").write("all", x, {"v": "1"})
@@ -150,7 +153,7 @@ def test_reconfigure_refuses_other_regions(launch):
     cluster = launch("causality-3region.toml")
     other = Topology.load(TOPOLOGIES / "two-region.toml")
     with pytest.raises(ValueError, match="regions"):
-        reconfigure.reconfigure(cluster, other, timeout=10)
+        reconfigure.reconfigure(cluster, other, timeout=scaled(10))
     assert cluster.topology.epoch == 0
 
 
@@ -168,15 +171,15 @@ def test_command_line_reconfigures_a_running_launcher(tmp_path):
     try:
         eventually(lambda: (run_dir / "state.json").exists(), timeout=60)
         done = subprocess.run(
-            [*launcher, "reconfigure", str(tmp_path / "new.toml"), "--timeout", "30"],
-            cwd=ROOT, capture_output=True, text=True, timeout=120,
+            [*launcher, "reconfigure", str(tmp_path / "new.toml"), "--timeout", f"{scaled(30):.0f}"],
+            cwd=ROOT, capture_output=True, text=True, timeout=scaled(120),
         )  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
         assert "done in" in done.stdout
         assert "serializer.e1.s-new" in (run_dir / "state.json").read_text()
     finally:
         up.terminate()
-        up.wait(30)
+        up.wait(scaled(30))
         log.close()
 
 

@@ -22,7 +22,7 @@ from services.launcher.cluster import Cluster
 pytestmark = pytest.mark.cluster
 
 NS = "redblue"
-HELD_S = 1.0  # how long x's payload is held back from C
+HELD_S = 1.0  # how long x's payload is held back from C (a hold that sets the arrival order)
 
 
 @pytest.fixture(scope="module", params=["saturn", "saturn+token", "eventual"])

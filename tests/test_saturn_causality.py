@@ -22,8 +22,9 @@ from collections.abc import Iterator
 import pytest
 from helpers.causality import POLL_S, question_and_answer, visible, wait_visible
 from helpers.clusters import bulk_stream_length
+from helpers.deadlines import Deadline, scaled, wait_for
 from helpers.topologies import TOPOLOGIES, load_topology
-from helpers.waiting import unique
+from helpers.waiting import play_until_caught, unique
 
 from causal_client import CausalClient, Session
 from services.launcher.cluster import Cluster
@@ -67,13 +68,9 @@ def test_topology_has_the_anomaly_built_in():
 def test_answer_is_never_seen_before_the_question(cluster, client):
     protocol = cluster.topology.protocol
     writer, relay, observer = client.session("a"), client.session("b"), client.session("c")
-    outcomes = [question_and_answer(writer, relay, observer) for _ in range(ROUNDS)]
-    violations = sum(violation for violation, _ in outcomes)
-    if protocol == "eventual":
-        # The test can fail: it detects the anomaly when the protocol allows it.
-        assert violations >= 1, f"eventual: no violation in {ROUNDS} rounds; the test cannot see one"
-    else:
-        assert violations == 0, f"{protocol}: {violations} of {ROUNDS} rounds saw y in C without x"
+    play_until_caught(  # (eventual: until caught, so that the test can fail)
+        protocol, lambda: question_and_answer(writer, relay, observer)[0], "y seen in C without x", ROUNDS
+    )
 
 
 def test_answer_waits_for_the_question_but_not_much_longer(cluster, client):
@@ -120,13 +117,14 @@ def reply_chain(topology: Topology, alice: Session, bob: Session, observer: Sess
     w1, w2, w3 = (row_on_shard(topology, shard, f"chain{i}") for i, shard in ((1, 0), (2, 1), (3, 0)))
     observations: list[list[bool]] = []
     done = threading.Event()
+    deadline = Deadline(10, "w3 visible at c")
 
     def observe() -> None:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        while not deadline.expired():
             seen = [visible(observer, row) for row in (w3, w2, w1)][::-1]  # [w1, w2, w3]
             observations.append(seen)
             if seen[2]:
+                deadline.met()
                 done.set()
                 return
             time.sleep(POLL_S)
@@ -138,8 +136,9 @@ def reply_chain(topology: Topology, alice: Session, bob: Session, observer: Sess
     bob.write("all", w2, {"text": "reply", "to": w1})
     wait_visible(alice, w2)
     alice.write("all", w3, {"text": "reply to the reply", "to": w2})
-    watcher.join(15)
-    assert done.is_set(), f"w3 not visible at C within 10 s: {observations[-1:]}"
+    watcher.join(deadline.left() + scaled(5))
+    if not done.is_set():
+        raise deadline.fail(f"last seen {observations[-1:]}")
     return observations
 
 
@@ -155,14 +154,12 @@ def test_reply_chain_across_regions_and_shards(launch, protocol):
     assert all(topology.region(r).shards == 2 for r in topology.region_names)
     with CausalClient.connect(topology.client_address("a")) as client:
         alice, bob, observer = client.session("a"), client.session("b"), client.session("c")
-        broken = 0
-        for _ in range(CHAIN_ROUNDS):
+
+        def broken() -> bool:
             observations = reply_chain(topology, alice, bob, observer)
-            broken += any(not causally_closed(seen) for seen in observations)
-    if protocol == "eventual":
-        assert broken >= 1, f"eventual: no broken chain in {CHAIN_ROUNDS} rounds; the test cannot see one"
-    else:
-        assert broken == 0, f"{protocol}: {broken} of {CHAIN_ROUNDS} chains seen out of causal order at C"
+            return any(not causally_closed(seen) for seen in observations)
+
+        play_until_caught(protocol, broken, "a reply chain seen in causal order at C", CHAIN_ROUNDS)
 
 
 # -- a slow shard under eventual: no cascade -----------------------------------------------------
@@ -190,10 +187,12 @@ def test_a_paused_shard_holds_back_only_its_own_part_under_eventual(launch):
             for a, b in zip(held, free, strict=True):  # one origin gear's stream each, interleaved
                 writer.write("all", a, {"v": "1"})
                 writer.write("all", b, {"v": "1"})
-            began = time.monotonic()
-            while not all(visible(reader, row) for row in free):
-                assert time.monotonic() - began < 3.0, "b's running shard waited on its stopped one"
-                time.sleep(POLL_S)
+            wait_for(
+                lambda: all(visible(reader, row) for row in free),
+                3.0,
+                "b's running shard showing its rows while the other is stopped",
+                interval=POLL_S,
+            )
         finally:
             os.kill(master, signal.SIGCONT)
         for row in held:
@@ -206,7 +205,9 @@ def test_a_paused_shard_holds_back_only_its_own_part_under_eventual(launch):
     def untrimmed() -> int:
         return sum(bulk_stream_length(cluster, "a", shard) for shard in range(2))
 
-    began = time.monotonic()
-    while untrimmed():
-        assert time.monotonic() - began < 10.0, f"a's streams still hold {untrimmed()} applied entries"
+    trimmed = Deadline(10.0, "a's streams trimmed to their ends")
+    while left := untrimmed():
+        if trimmed.expired():
+            raise trimmed.fail(f"they still hold {left} applied entries")
         time.sleep(POLL_S)
+    trimmed.met()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 
 import pytest
-from helpers.clusters import Writer, metric_sum, region_processes
+from helpers.clusters import Writer, bulk_stream_length, metric_sum, region_processes
+from helpers.deadlines import scaled
 from helpers.topologies import TOPOLOGIES
 from helpers.waiting import eventually, unique
 
@@ -55,7 +57,7 @@ def test_tree_down_updates_still_apply_in_timestamp_order(saturn3):
     assert proxy_mode(cluster, "c") == 1
     # In the tree's order nobody needs bulk heartbeats: idle senders send none.
     quiet = bulk_heartbeats(cluster)
-    time.sleep(1.0)
+    time.sleep(1.0)  # a window (a fixed time) in which none may be sent
     assert bulk_heartbeats(cluster) == quiet
     cluster.kill("serializer.s-b")
     eventually(lambda: proxy_mode(cluster, "c") == 0, timeout=5)
@@ -81,14 +83,14 @@ def test_a_region_gone_does_not_stall_the_others(saturn3, while_writing):
     if while_writing:
         writer = Writer(client, 100_000).start()
         eventually(lambda: writer.done > 50, timeout=10)
-    else:
-        time.sleep(0.5)  # the rounds' payloads have all left a
+    else:  # the rounds' payloads have all left a: b and c acknowledged them, a's stream is empty
+        eventually(lambda: bulk_stream_length(cluster, "a") == 0, timeout=10, what="a's stream trimmed")
     names = region_processes(cluster, "a")
     for name in reversed(names):
         cluster.kill(name)
     b, c = client.session("b", auto_migrate=False), client.session("c", auto_migrate=False)
     ends = time.monotonic() + 3 * cluster.topology.saturn.tree_silence_s
-    while time.monotonic() < ends:  # past the silence that would have switched them
+    while time.monotonic() < ends:  # past the silence that would have switched them (a window)
         for writer, reader in ((b, c), (c, b)):
             row = unique("gone")
             writer.write("all", row, {"v": "1"})
@@ -135,13 +137,29 @@ def test_services_stop_promptly_while_their_tree_neighbour_is_down(saturn3):
     """A sink whose serializer is gone keeps trying to connect; SIGTERM must still stop it at once
     (a connection attempt that ignored the stop once held the launcher for its 10 s timeout)."""
     cluster, _ = saturn3
+    named = zip("ac", sinks(cluster, "ac"), strict=True)
+    logs = {region: cluster.processes[name].log_path for region, name in named}
+    ends = {region: log.stat().st_size for region, log in logs.items()}
     cluster.kill("serializer.s-b")
-    time.sleep(0.5)  # the sinks are now retrying their link to s-b
+
+    def retrying() -> bool:  # each sink's link to s-b failed since: its connection's end, then a try
+        return all(retries(log, ends[region], region) >= 2 for region, log in logs.items())
+
+    eventually(retrying, timeout=5, interval=0.05, what="the sinks retrying their link to s-b")
     for name in sinks(cluster, "ac"):
         started = time.monotonic()
         cluster.kill(name, signal.SIGTERM)  # waits for the exit (at most 10 s)
         assert time.monotonic() - started < 3, f"{name} took {time.monotonic() - started:.1f}s to stop"
         assert cluster.processes[name].popen.returncode == 0, f"{name} did not exit cleanly"
+
+
+def retries(log: Path, offset: int, region: str) -> int:
+    """How often a region's sink said, in its process's log past ``offset``, that its link to s-b
+    failed and it tries again (services/labelpath/links.py)."""
+    with log.open("rb") as file:
+        file.seek(offset)
+        lines = file.read().decode(errors="replace").splitlines()
+    return sum(f"{region} → s-b " in line and "; retrying in " in line for line in lines)
 
 
 def sinks(cluster: Cluster, regions: str) -> list[str]:
@@ -188,10 +206,10 @@ def crash_and_restart_lose_and_double_nothing(
         cluster.kill(name)
     seen_at_kill = len(reader.read("all", writer.row))
     assert 0 < seen_at_kill < writer.n, "the kill must land in the middle of the stream"
-    time.sleep(0.5)
+    time.sleep(0.5)  # down a while (a fixed time): the writer goes on meanwhile
     for name in victims:
         cluster.restart(name)
-    writer.thread.join(120)
+    writer.thread.join(scaled(120))
     assert writer.done == writer.n, writer.error
 
     def converged() -> bool:

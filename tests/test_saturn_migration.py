@@ -163,7 +163,7 @@ def fig3_round(dc1: Session, dc3: Session, client: CausalClient) -> dict[str, fl
     a, b = unique("a"), unique("b")
     t_a = time.monotonic()
     dc1.write("g14", a, {"v": "a"})
-    time.sleep(UNIT_S)
+    time.sleep(UNIT_S)  # the scenario's order (a fixed time): b one unit after a
     dc3.write("g34", b, {"v": "b"})
     mover = client.session("dc3")
     assert mover.read("g34", b).text("v") == "b"

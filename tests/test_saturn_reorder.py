@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
+from helpers.deadlines import scaled, wait_for
 from helpers.topologies import load_topology
 
 from services.launcher.redis_binary import find_redis_server
@@ -41,18 +41,17 @@ def redis_url(topology) -> Iterator[str]:
         [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 10
-    while True:
+
+    def listens() -> bool:
         with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        assert time.monotonic() < deadline, "redis-server did not start"
-        time.sleep(0.02)
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
     try:
+        wait_for(listens, 10, "redis-server listening", interval=0.02)
         yield topology.redis_url(REGION, 0)
     finally:
         server.terminate()
-        server.wait(10)
+        server.wait(scaled(10))
 
 
 def update(origin: str, ts: int, row: str) -> RemoteUpdate:

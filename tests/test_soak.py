@@ -13,6 +13,7 @@ import sys
 from collections import defaultdict
 
 import pytest
+from helpers.deadlines import scaled
 
 from loadtest.check.nemesis import CLUSTER_STORE_FAULTS, FAULTS
 from loadtest.check.soak import KINDS, MIN_SEGMENT_OPS, PROTOCOLS, TREE_FAULTS, Shares, Soak, applies, legs
@@ -73,7 +74,7 @@ def test_a_short_soak_runs_every_nemesis_under_saturn_and_finds_nothing(tmp_path
     out = tmp_path / "soak"
     command = [sys.executable, "-m", "loadtest", "soak", "--ops", "6000", "--protocols", "saturn",
                "--outage-seconds", "5", "--out", str(out)]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=scaled(900))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     data = json.loads((out / "soak.json").read_text())
     ran = {row["nemesis"] for row in data["table"]}

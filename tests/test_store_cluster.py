@@ -16,6 +16,7 @@ from collections.abc import Callable
 import pytest
 import redis
 from helpers.clusters import metric_sum
+from helpers.deadlines import scaled
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
@@ -250,7 +251,7 @@ def test_a_shard_moves_to_another_master_while_the_region_serves(clustered):
     moving.start()
     for i, row in enumerate(rows[10:], start=10):  # during the move and after it
         eventually(until_available(lambda r=row, v=str(i): writer.write("all", r, {"v": v}) is not None))
-    moving.join(30)
+    moving.join(scaled(30))
     assert moved == [0] and master_of(t, "a", 0, None) == 1
     specs = [ReadSpec("all", r) for r in rows]
     for region in t.region_names:
@@ -319,6 +320,12 @@ def test_a_write_its_replica_never_had_is_never_shipped_before_a_failover_loses_
     shard = next(k for k in range(SHARDS) if master_of(t, "a", k, None) == master)
     rows = [r for r in (unique("lost") for _ in range(300)) if t.shard_of("a", "all", r) == shard][:2]
     lost, later = rows
+    replicated = gears.shard_key(gears.REPLICATED_KEY, t.shard_tag("a", shard))
+
+    def reads_waiting() -> int:  # a service's read of the shard's streams, each counted before its WAIT
+        with node(cluster, "a", master) as at_master:
+            return int(at_master.get(replicated) or 0)
+
     with CausalClient.connect(t.client_address("b"), timeout=2.0) as client:
         writer = client.session("a")
         stopped = cluster.processes[f"a.redis{replica}"].popen
@@ -326,9 +333,12 @@ def test_a_write_its_replica_never_had_is_never_shipped_before_a_failover_loses_
         try:
             with node(cluster, "a", master) as at_master:  # (what it sent before is in the
                 at_master.execute_command("CLIENT", "KILL", "TYPE", "replica")  # replica's socket)
+            before = reads_waiting()
             with pytest.raises(OutcomeUnknown, match="no replica confirmed it"):
                 writer.write("all", lost, {"v": "never-replicated"})
-            time.sleep(1.0)  # the sink and the bulk sender have read it and wait for the replica
+            # The sink and the bulk sender (one read in one process, services/bulk/tail.py) have
+            # read it and wait for the replica.
+            eventually(lambda: reads_waiting() > before, timeout=10, what="a's services reading the write")
             cluster.kill(f"a.redis{master}")
         finally:
             stopped.send_signal(signal.SIGCONT)
@@ -343,6 +353,18 @@ def test_a_write_its_replica_never_had_is_never_shipped_before_a_failover_loses_
         eventually(until_available(lambda: reader.read("all", later).text("v") == "after"), timeout=20)
         assert client.session("a").read("all", lost).text("v") is None, "the write was not lost"
         assert reader.read("all", lost).text("v") is None, "b shows a write its home region lost"
+
+
+def marked_failed(cluster: Cluster, k: int, by: list[int]) -> bool:
+    """Whether each of region a's nodes ``by`` says node ``k`` has failed (CLUSTER NODES)."""
+    address = f"{cluster.topology.node_host('a')}:{cluster.topology.redis_port('a', k)}@"
+    for j in by:
+        with node(cluster, "a", j) as store:
+            lines = store.execute_command("CLUSTER", "NODES").decode().splitlines()
+        flags = next(line.split()[2] for line in lines if line.split()[1].startswith(address))
+        if "fail" not in flags.split(","):
+            return False
+    return True
 
 
 def _replica_of(cluster: Cluster, k: int) -> int | None:
@@ -377,7 +399,10 @@ def test_a_killed_masters_replica_takes_over_and_loses_nothing_acknowledged(clus
         held_replica.send_signal(signal.SIGSTOP)
         try:
             cluster.kill("a.redis0")  # SIGKILL, held down: its replica must take over
-            time.sleep(t.store.node_timeout_ms / 1000 * 2)  # the cluster has marked it failed
+            up = [k for k in range(t.store_nodes("a")) if k not in (0, MASTERS)]
+            eventually(
+                lambda: marked_failed(cluster, 0, up), timeout=10, what="the cluster marking a.redis0 failed"
+            )
             _connects_and_serves_while_a_master_is_down(cluster, client, elsewhere)
         finally:
             held_replica.send_signal(signal.SIGCONT)
@@ -504,7 +529,7 @@ def test_many_threads_on_one_client_see_only_typed_errors_while_masters_die_and_
         finally:
             stop.set()
             for thread in threads:
-                thread.join(10)
+                thread.join(scaled(10))
     assert raw == []
 
 

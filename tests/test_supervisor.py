@@ -52,10 +52,29 @@ def test_processes_that_die_come_back_and_the_store_works_on(launch, client_for)
         eventually(lambda region=region: client.session(region).read("all", row).text("v") == "1", timeout=20)
 
 
+def checks_from_now(cluster: Cluster) -> list[float]:
+    """When the cluster's supervisor checks its processes from now on (its own ``check``,
+    wrapped to note the time each begins)."""
+    supervisor = cluster.supervisor
+    assert supervisor is not None
+    began: list[float] = []
+    check = supervisor.check
+
+    def noted() -> None:
+        began.append(time.monotonic())
+        check()
+
+    supervisor.check = noted  # type: ignore[method-assign]
+    return began
+
+
 def test_a_process_stopped_on_purpose_stays_down_until_restarted(launch):
     cluster: Cluster = launch("two-region.toml")
     cluster.kill("b.frontend0")
-    time.sleep(1.5)  # several supervisor checks
+    checks = checks_from_now(cluster)
+    # Supervisor checks over 1.5 s: long enough for one that took the kill for a death (at its
+    # first check) to restart it (the first delay, 0.5 s, at a later check).
+    eventually(lambda: checks and checks[-1] - checks[0] >= 1.5, timeout=10, what="supervisor checks")
     assert cluster.processes["b.frontend0"].popen.poll() is not None
     assert state(cluster)["b.frontend0"]["state"] == "stopped"
     cluster.restart("b.frontend0")
@@ -102,7 +121,7 @@ def test_a_process_that_keeps_dying_young_is_given_up_after_backoff(monkeypatch,
     gaps = [b - a for a, b in zip(flaky.restarted_at, flaky.restarted_at[1:], strict=False)]
     assert gaps[0] >= 0.1 - 0.02 and gaps[-1] >= 0.2 - 0.02  # the delay doubled, up to its cap
     assert "keeps dying" in caplog.text and "last exit code 3" in caplog.text
-    time.sleep(0.3)
+    time.sleep(0.3)  # a window (a fixed time) in which it must not be tried again
     assert len(flaky.restarted_at) == supervision.GIVE_UP_AFTER - 1  # given up: no more tries
 
 

@@ -12,11 +12,11 @@ import os
 import re
 import secrets
 import threading
-import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from helpers.deadlines import scaled, wait_for
 from helpers.http_browser import Browser
 from helpers.topologies import load_topology
 
@@ -45,12 +45,12 @@ class Recorder:
 
     def start(self) -> Recorder:
         self.thread.start()
-        assert self.ready.wait(10), "the recording relay did not start"
+        assert self.ready.wait(scaled(10)), "the recording relay did not start"
         return self
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
+        self.thread.join(scaled(5))
 
     def seen(self) -> bytes:
         return b"".join(bytes(b) for b in self.bytes.values())
@@ -119,10 +119,7 @@ def play(cluster: Cluster, tmp_path: Path) -> dict[str, bytes]:
     )
     assert browser.sign_up("virginia", name, password).status == 302
     browser.tweet("virginia", tweet)
-    deadline = time.monotonic() + 15
-    while tweet not in browser.get("ireland", f"/u/{name}/").text:
-        assert time.monotonic() < deadline, "the tweet never reached ireland"
-        time.sleep(0.2)
+    wait_for(lambda: tweet in browser.get("ireland", f"/u/{name}/").text, 15, "the tweet at ireland", 0.2)
     session = browser.cookie("session_virginia")
     assert session
     secure = {c.name: c.secure for c in browser.jar}

@@ -99,7 +99,7 @@ def test_a_region_down_stops_red_operations_which_name_it(three):
             with pytest.raises(NoQuorum) as refused:
                 for _ in range(len("abc") + 1):  # at most until the token must pass to a
                     s.strong_write(NS, key, "while c is down")
-                    time.sleep(HOLD_MS / 1000)
+                    time.sleep(HOLD_MS / 1000)  # a hold (a fixed time): the token moves on
             assert refused.value.missing == ("c",) and "token" in str(refused.value)
         finally:
             three.restart("c.redis0")

@@ -16,6 +16,7 @@ import time
 
 import pytest
 import redis
+from helpers.deadlines import scaled
 from helpers.transactions import (
     count_fractured,
     rows_on_shards,
@@ -78,7 +79,7 @@ def test_the_gateway_runs_the_same_transactions(two_shards):
     cluster, _ = two_shards
     rows = the_rows(2)
     with CausalClient.connect_gateway(cluster.topology.frontend_endpoint("a")) as client:
-        written, tally = count_fractured(client, "a", rows, {"a": rows, "b": rows}, SECONDS)
+        written, tally = count_fractured(client, "a", rows, {"a": rows, "b": rows}, SECONDS, at_least=11)
     assert written > 10 and all(reads > 10 for reads, _ in tally.values()), tally
     assert sum(bad for _, bad in tally.values()) == 0, tally
 
@@ -113,15 +114,15 @@ def test_a_read_never_shows_a_row_without_the_causal_past_of_another(two_shards)
     thread = threading.Thread(target=write, daemon=True)
     thread.start()
     reader, broken, reads = client.session("a"), 0, 0
-    deadline = time.monotonic() + SECONDS
+    ends = time.monotonic() + SECONDS  # the run's length (a fixed time)
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < ends:
             got_x, got_y = reader.multi_read([ReadSpec("all", x), ReadSpec("all", y)])
             broken += int(got_y.text("v") or -1) > int(got_x.text("v") or -1)
             reads += 1
     finally:
         stop.set()
-        thread.join(10)
+        thread.join(scaled(10))
     assert reads > 50 and broken == 0, (reads, broken)
 
 
@@ -240,7 +241,7 @@ def test_a_writer_killed_in_the_middle_of_a_batch_leaves_it_whole_or_absent(
     pairs = [("all", r) for r in rows]
     child = start_stopping_writer(cluster.topology.client_address("a"), "a", pairs, stage)
     child.send_signal(signal.SIGKILL)
-    child.wait(10)
+    child.wait(scaled(10))
     expected = "1" if stage == "before-commit" else "2"
     specs = [ReadSpec(g, r) for g, r in pairs]
     for region in ("a", "b"):
@@ -258,11 +259,11 @@ def test_a_remote_proxy_killed_while_applying_batches_leaves_none_in_part(launch
     client = client_for(cluster)
     rows = the_rows(2)
 
-    def crash_twice() -> None:
+    def crash_twice() -> None:  # at fixed times, while the batches stream (5 s)
         for pause in (1.0, 1.0):
             time.sleep(pause)
             cluster.kill("b.bulk-receiver")
-            time.sleep(0.3)
+            time.sleep(0.3)  # down a while
             cluster.restart("b.bulk-receiver")
 
     killer = threading.Thread(target=crash_twice)
@@ -287,8 +288,8 @@ def test_a_shard_killed_between_commit_and_settle_comes_back_with_its_part(launc
     cohort = next(k for k in range(2) if staged_parts(cluster.topology, "a", k))
     cluster.kill(f"a.redis{cohort}")
     child.send_signal(signal.SIGKILL)
-    child.wait(10)
-    time.sleep(0.3)
+    child.wait(scaled(10))
+    time.sleep(0.3)  # down a while (a fixed time)
     cluster.restart(f"a.redis{cohort}")
     specs = [ReadSpec(g, r) for g, r in pairs]
     for region in ("a", "b"):
@@ -356,8 +357,8 @@ def test_parts_left_staged_while_no_sweeper_runs_never_fail_a_read(launch, clien
     writers.append(start_stopping_writer(address, "a", second, "before-commit"))
     for child in writers:
         child.send_signal(signal.SIGKILL)
-        child.wait(10)
-    time.sleep(wire.VERSIONS_KEPT_US / 1e6 + 1)
+        child.wait(scaled(10))
+    time.sleep(wire.VERSIONS_KEPT_US / 1e6 + 1)  # a fixed time: past how long versions are kept
     specs = [ReadSpec(g, r) for g, r in [*first, between, *second]]
     for _ in range(5):
         got = [x.text("v") for x in client.session("a").multi_read(specs)]
@@ -390,7 +391,7 @@ def test_the_sweeper_alone_settles_parts_as_their_coordinator_decided(launch, st
     rows = sorted((("all", r) for r in rows_on_shards(["all"] * 2, 2, unique("s"))), key=on_shard)
     child = start_stopping_writer(cluster.topology.client_address("a"), "a", rows, stage)
     child.send_signal(signal.SIGKILL)
-    child.wait(10)
+    child.wait(scaled(10))
     assert staged_parts(cluster.topology, "a", shard=1) == 1  # the cohort's part
     cluster.restart("a.bulk-receiver")
     eventually(lambda: staged_parts(cluster.topology, "a") == 0, timeout=15)

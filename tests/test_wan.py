@@ -120,7 +120,7 @@ def test_remote_updates_take_the_configured_latency(two_regions, client_for):
     row = unique("wan")
     for i in range(20):
         writer.write("all", row, {f"c{i}": "x"})
-        time.sleep(0.005)
+        time.sleep(0.005)  # pacing (a fixed time)
     eventually(lambda: len(reader.read("all", row)) == 20)
     after_sum, after_count = eventually(
         lambda: (v := _visibility(two_regions, "b", "a"))[1] >= before_count + 20 and v
@@ -196,7 +196,7 @@ def test_a_latency_spike_adds_to_the_link_while_it_lasts(tmp_path, monkeypatch):
     link.sleep_one_way()
     assert 0.16 <= time.monotonic() - started < 0.4
     write_control(control, spikes=[spike | {"until": now - 0.5}])
-    time.sleep(wan.CONTROL_REREAD_S * 2)
+    time.sleep(wan.CONTROL_REREAD_S * 2)  # a fixed time: the file is looked at again after this
     started = time.monotonic()
     link.sleep_one_way()
     assert time.monotonic() - started < 0.1  # over: the file was read again

@@ -36,7 +36,7 @@ def test_fan_out_reaches_followers_timelines(django_region):  # noqa: F811
         page = html(fan.get("/"))
         return page if body in bodies(page) else None
 
-    page = eventually(fan_sees_it, timeout=15, interval=0.1)
+    page = eventually(fan_sees_it, timeout=15, interval=0.1, what="the tweet on the fan's timeline")
     assert f'href="/u/{star_name}/">@{star_name}</a>' in page
     assert body not in bodies(html(bystander.get("/")))  # the one fan-out task has run: not here
 
@@ -67,8 +67,15 @@ def test_posting_with_the_queue_down_leaves_the_fan_out_to_the_sweeper(django_re
     reply = author.post("/post/", {"body": body, "reply_to": ""})
     assert reply.status_code == 302, html(reply)[:800]
     monkeypatch.undo()
-    eventually(lambda: body in bodies(html(follower.get("/"))), timeout=20, interval=0.2)
-    eventually(lambda: pending_here(current()) == 0, timeout=10, interval=0.2)
+    eventually(
+        lambda: body in bodies(html(follower.get("/"))),
+        timeout=20,
+        interval=0.2,
+        what="the swept tweet at the follower",
+    )
+    eventually(
+        lambda: pending_here(current()) == 0, timeout=10, interval=0.2, what="the outboxes here drained"
+    )
 
 
 def star_and_fan(prefix: str) -> tuple[Social, Account, Account]:
@@ -87,7 +94,12 @@ def test_a_post_whose_process_died_before_queueing_still_reaches_followers(djang
     ever queued, and the follower still gets the tweet (the sweeper finds its outbox cell)."""
     social, star, fan = star_and_fan("died")
     entry = social.post(star, "posted, then the process died")
-    eventually(lambda: entry.id in [e.id for e in social.timeline(fan).entries], timeout=20, interval=0.2)
+    eventually(
+        lambda: entry.id in [e.id for e in social.timeline(fan).entries],
+        timeout=20,
+        interval=0.2,
+        what="the swept tweet on the fan's timeline",
+    )
     assert entry.id in [e.id for e in social.public().entries]
 
 
@@ -159,4 +171,6 @@ def test_seed_demo_fills_the_region_and_fans_out_in_process(django_region):  # n
     assert alice.tweets >= 1 and alice.following >= 1
     own = {e.author for e in social.timeline(alice).entries}
     assert own - {"alice"}, "tweets of the people alice follows are on her timeline"
-    assert pending_here(current()) == 0 or eventually(lambda: pending_here(current()) == 0, timeout=10)
+    assert pending_here(current()) == 0 or eventually(
+        lambda: pending_here(current()) == 0, timeout=10, what="the outboxes here drained"
+    )

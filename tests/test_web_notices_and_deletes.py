@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 from django.test import Client
@@ -26,6 +25,7 @@ from helpers.web import django_region, fast_hashes, web_cluster  # noqa: F401  (
 from causal_client import ReadSpec
 from webapp import notices
 from webapp.context import current
+from webapp.fanout import pending_here
 from webapp.social_values import Entry, outbox_row
 
 pytestmark = pytest.mark.cluster  # starts processes: `pytest -m 'not cluster'` skips it
@@ -46,7 +46,9 @@ def wait_for_kinds(client: Client, wanted: list[str], timeout: float = 30) -> st
         reply = client.get("/live/?line=notices&since=")
         return (reply.status_code == 200 and json.loads(reply.content)["unread"] >= len(wanted)) or None
 
-    eventually(arrived, timeout=timeout, interval=0.3)
+    eventually(
+        arrived, timeout=timeout, interval=0.3, what=f"{len(wanted)} unread notices ({', '.join(wanted)})"
+    )
     return html(client.get("/notifications/"))
 
 
@@ -92,7 +94,12 @@ def test_a_users_actions_on_their_own_tweets_notify_nobody(django_region):  # no
     assert fan.post(path + "like/", {"next": path}).status_code == 302
     page = wait_for_kinds(me, ["like"])
     assert notice_kinds(page) == ["like"] and f"@{fan_name}" in page
-    time.sleep(0.5)  # anything of one's own queued before the fan's like has been delivered too
+    # Anything of one's own would be an outbox cell written before the fan's like: once this
+    # region's outboxes are empty, every such cell has been delivered (a drain deletes its cell
+    # after delivering it).
+    eventually(
+        lambda: pending_here(current()) == 0, timeout=10, interval=0.2, what="the outboxes here drained"
+    )
     assert notice_kinds(html(me.get("/notifications/"))) == ["like"]
 
 
@@ -238,7 +245,7 @@ def test_the_live_endpoint_counts_what_arrived_since_the_page(django_region):  #
     def two_new() -> bool | None:
         return json.loads(me.get(f"/live/?line=home&since={since}").content)["new"] == 2 or None
 
-    eventually(two_new, timeout=30, interval=0.3)
+    eventually(two_new, timeout=30, interval=0.3, what="2 new tweets on the live home line")
     path = first_tweet_path(html(other.get("/")))
     group, tweet_id = path.split("/")[2:4]
     thread = html(me.get(path))
@@ -298,7 +305,9 @@ def test_deleting_a_tweet_takes_its_reposts_away(django_region):  # noqa: F811
         rows = social.session.multi_read(social.relation_specs(me)[:1])
         return rows[0].size == 0 or None
 
-    eventually(reposter_lines_empty, timeout=30, interval=0.3)  # the repost left the reposter's userline
+    eventually(
+        reposter_lines_empty, timeout=30, interval=0.3, what="the repost gone from the reposter's userline"
+    )
     assert counts(html(reposter.get(f"/u/{reposter_name}/")))["tweets"] == 0
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 from helpers.clusters import metric_sum
+from helpers.deadlines import Deadline, scaled
 from helpers.http_browser import (
     HTTP_TIMEOUT_S,
     Browser,
@@ -78,13 +79,16 @@ def in_parallel(*calls: Callable[[], object], timeout: float = HTTP_TIMEOUT_S + 
             failures.append(exc)
 
     threads = [threading.Thread(target=run, args=(call,), daemon=True) for call in calls]
+    deadline = Deadline(timeout, f"{len(threads)} calls in parallel done")
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout)
+        thread.join(deadline.left())
     if failures:
         raise failures[0]
-    assert not any(t.is_alive() for t in threads), f"a thread still runs after {timeout:.0f}s"
+    if any(t.is_alive() for t in threads):
+        raise deadline.fail("a thread still runs")
+    deadline.met()
 
 
 # -- one cluster at a time ---------------------------------------------------------------------------
@@ -240,7 +244,7 @@ def race_for(cluster: Cluster, name: str, regions: tuple[str, str]) -> dict[str,
 
     def sign_up(region: str) -> None:
         attempt = attempts[region]
-        barrier.wait(timeout=30)
+        barrier.wait(timeout=scaled(30))
         attempt.reply = attempt.browser.sign_up(region, name, attempt.password)
 
     in_parallel(*(functools.partial(sign_up, r) for r in regions))
@@ -270,7 +274,7 @@ def test_quick_reloads_of_the_live_causality_view_are_not_turned_away(demo):
     statuses = []
     for _ in range(8):
         try:
-            with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as stream:
+            with urllib.request.urlopen(url, timeout=scaled(HTTP_TIMEOUT_S)) as stream:
                 statuses.append(stream.status)
                 stream.read(5)  # the stream began ("retry: ..."); the browser reloads
         except urllib.error.HTTPError as refused:
@@ -426,36 +430,41 @@ def causality_round(world: CausalityWorld, number: int) -> RoundResult:
     question = f"question {number} {nonce}"
     answer = f"@{world.alice_name} answer {number} {nonce}"
     started = time.monotonic()
-    deadline = started + 30
+    relay_deadline = Deadline(30, f"round {number}: A's tweet seen by B at b")
+    observe_deadline = Deadline(30, f"round {number}: the reply on C's timeline at c")
     times: dict[str, float] = {}
     first_sight: list[tuple[Shown, int]] = []
     relay_failed = threading.Event()
 
     def relay() -> None:  # B at b: as soon as A's tweet shows on A's page there, the reply
         try:
-            while time.monotonic() < deadline:
+            while not relay_deadline.expired():
                 seen = find(world.bob.get("b", f"/u/{world.alice_name}/").text, question)
                 if seen:
+                    relay_deadline.met()
                     world.bob.tweet("b", answer, reply_to=seen.ref)
                     times["replied"] = time.monotonic()
                     return
-            raise AssertionError(f"round {number}: B never saw A's tweet at b")
+            raise relay_deadline.fail()
         except BaseException:
             relay_failed.set()  # C need not wait for a reply that will not come
             raise
 
     def observe() -> None:  # C at c: its home timeline, as fast as it can, until the reply
         polls = 0
-        while time.monotonic() < deadline and not relay_failed.is_set():
+        while not observe_deadline.expired() and not relay_failed.is_set():
             page = world.carol.get("c", "/")
             polls += 1
             assert page.status == 200, (page.status, page.text[:300])
             seen = find(page.text, answer)
             if seen:
                 times["seen"] = time.monotonic()
+                observe_deadline.met()
                 first_sight.append((seen, polls))
                 return
-        raise AssertionError(f"round {number}: the reply never reached C's timeline at c")
+        if relay_failed.is_set():
+            raise AssertionError(f"round {number}: C stopped waiting, B never replied")
+        raise observe_deadline.fail()
 
     in_parallel(observe, relay, lambda: world.alice.tweet("a", question))
     shown, polls = first_sight[0]
@@ -519,17 +528,19 @@ def block_round(cluster: Cluster, number: int) -> bool:
         posted.set()
 
     def bob_reads() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        deadline = Deadline(30, f"round {number}: the post at c (Carol) and Bob's second after it")
+        while not deadline.expired():
             for path in ("/public/", f"/u/{ann_name}/"):
                 if find(bob.get("c", path).text, body):
                     seen_by_bob.append(path)
+            # Bob reads on for a fixed second after Carol saw it: a window, not a deadline
             if carol_saw and time.monotonic() > carol_saw[0] + 1.0:
+                deadline.met()
                 return
-        raise AssertionError(f"round {number}: the post never reached c (Carol)")
+        raise deadline.fail()
 
     def carol_reads() -> None:
-        posted.wait(30)
+        posted.wait(scaled(30))
         poll(lambda: find(carol.get("c", "/public/").text, body), 30, f"round {number}: the post at c")
         carol_saw.append(time.monotonic())
 

@@ -20,4 +20,7 @@ def test_sign_up_post_and_see_it_at_once(client, django_region):  # noqa: F811
     assert "hello &lt;script&gt;alert(1)&lt;/script&gt;" in page  # escaped, and there at once
     assert "<script>alert(1)" not in page
     assert f"@{name}" in page
-    eventually(lambda: "hello &lt;script&gt;" in client.get("/public/").content.decode())
+    eventually(
+        lambda: "hello &lt;script&gt;" in client.get("/public/").content.decode(),
+        what="the escaped tweet on the public line",
+    )

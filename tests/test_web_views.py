@@ -10,6 +10,7 @@ from urllib.parse import unquote
 import pytest
 from django.conf import settings as django_settings
 from django.test import Client
+from helpers.deadlines import scaled
 from helpers.pages import (
     PASSWORD,
     articles,
@@ -162,7 +163,7 @@ def test_tweets_are_escaped_everywhere(django_region):  # noqa: F811
         "tweet": html(client.get(f"/t/{group}/{tweet_id}/")),
         "replier": html(replier.get("/")),  # the original, quoted
     }
-    eventually(lambda: escaped in html(client.get("/public/")))
+    eventually(lambda: escaped in html(client.get("/public/")), what="the escaped tweet on the public line")
     pages["public"] = html(client.get("/public/"))
     for where, page in pages.items():
         assert "<script>alert(" not in page, where
@@ -421,7 +422,7 @@ def test_counts_equal_the_lists_under_concurrent_and_cross_region_follows(django
             return None
 
     for region in ("ireland", "frankfurt"):
-        eventually(lambda region=region: everyone_at(region), timeout=15)
+        eventually(lambda region=region: everyone_at(region), timeout=15, what=f"every account at {region}")
     with ThreadPoolExecutor(len(jobs)) as pool:
         list(pool.map(lambda job: follow(*job), jobs))
 
@@ -430,7 +431,7 @@ def test_counts_equal_the_lists_under_concurrent_and_cross_region_follows(django
         star = social.with_relations(social.account(star_name))
         return star.followers, len(social.followers(star))
 
-    eventually(lambda: shown() == (4, 4), timeout=15)
+    eventually(lambda: shown() == (4, 4), timeout=15, what="4 followers counted and listed")
     social = data_layer()
     social.unfollow(social.account(fans[0]), social.account(star_name))
     social.unfollow(social.account(fans[0]), social.account(star_name))  # twice: still one less
@@ -627,12 +628,14 @@ def test_a_request_after_one_at_the_same_region_does_not_attach(django_region, s
         except NoSuchUser:
             return None
 
-    me = eventually(account_there, timeout=10)
+    me = eventually(account_there, timeout=10, what="the account in ireland")
     body = f"written in ireland {unique('t')}"
     Social(current(), ireland).post(me, body)
     reader = Client()
     sign_up(reader, username("near"))
-    eventually(lambda: body in html(reader.get(f"/u/{poster_name}/")), timeout=10)
+    eventually(
+        lambda: body in html(reader.get(f"/u/{poster_name}/")), timeout=10, what="the ireland tweet here"
+    )
     assert reader.session["label"].startswith(f"{current().region}.")  # a token made here
     store_calls.clear()
     assert reader.get("/").status_code == 200
@@ -772,7 +775,9 @@ def test_a_mute_hides_someone_from_your_lines_and_notices_and_nobody_is_told(dja
     # the fan-out brings it into her timeline (the store has it), and her page leaves it out
     tweet_id = data_layer().userline(data_layer().account(bob_name)).entries[0].id
     eventually(
-        lambda: tweet_id in data_layer().session.read("all", f"timeline:{ann_name}") or None, timeout=30
+        lambda: tweet_id in data_layer().session.read("all", f"timeline:{ann_name}") or None,
+        timeout=30,
+        what="the muted tweet in ann's stored timeline",
     )
     assert not shown(ann, "/")
     assert "muted words" not in html(ann.get("/notifications/"))
@@ -909,12 +914,12 @@ def test_a_profile_of_ones_own_with_a_picture_that_every_region_serves(django_re
 
     def served_there() -> bytes | None:
         try:
-            with urllib.request.urlopen(elsewhere, timeout=5) as there:
+            with urllib.request.urlopen(elsewhere, timeout=scaled(5)) as there:
                 return there.read()
         except OSError:
             return None
 
-    assert eventually(served_there, timeout=20) == served.content
+    assert eventually(served_there, timeout=20, what="the picture served at ireland") == served.content
     # what is refused, and nothing changes
     for bad, why in (
         ({"avatar": upload("x.png", b"not a picture")}, "not a picture this site can read"),

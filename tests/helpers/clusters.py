@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from causal_client import CausalClient, wire
+from helpers.deadlines import scaled
 from helpers.topologies import load_topology
 from helpers.waiting import unique
 from services.auth import http_headers
@@ -26,8 +27,11 @@ def cluster_under(
 ) -> Iterator[Cluster]:
     """A module's cluster: ``topology`` under ``protocol``, stopped when the module is done."""
     topo = load_topology(topology, protocol=protocol)
-    with Cluster(topo, tmp_path_factory.mktemp(f"{topo.name}-{protocol}")) as cluster:
+    cluster = Cluster(topo, tmp_path_factory.mktemp(f"{topo.name}-{protocol}")).start(timeout=scaled(30))
+    try:
         yield cluster
+    finally:
+        cluster.stop()
 
 
 @contextlib.contextmanager
@@ -42,7 +46,9 @@ def connected_client(cluster: Cluster, entry: str) -> Iterator[CausalClient]:
 def metric_samples(cluster: Cluster, region: str) -> list[Sample]:
     """Every sample a region's /metrics serves (all its processes summed, dead ones included)."""
     url = cluster.topology.metrics_url(region)
-    with urllib.request.urlopen(urllib.request.Request(url, headers=http_headers()), timeout=5) as reply:
+    with urllib.request.urlopen(
+        urllib.request.Request(url, headers=http_headers()), timeout=scaled(5)
+    ) as reply:
         text = reply.read().decode()
     return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
 

@@ -21,7 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-COMPOSE_TIMEOUT_S = 300
+from helpers.deadlines import Deadline, scaled, wait_for
+
+COMPOSE_TIMEOUT_S = 300  # every timeout here is the reference machine's (run scales it)
 
 
 def compose_binary() -> Path | None:
@@ -58,13 +60,17 @@ def _apt_install(*packages: str) -> None:
     install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]
     for step in ([], ["apt-get", "update", "-qq"]):  # a fresh machine may have no package lists
         if step:
-            subprocess.run(step, env=env, capture_output=True, timeout=600, check=False)
-        if subprocess.run(install, env=env, capture_output=True, timeout=600, check=False).returncode == 0:
+            subprocess.run(step, env=env, capture_output=True, timeout=scaled(600), check=False)
+        installed = subprocess.run(install, env=env, capture_output=True, timeout=scaled(600), check=False)
+        if installed.returncode == 0:
             return
 
 
 def run(argv: list[str], timeout: float = 120, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
+    """``argv`` to its end, given ``timeout`` seconds of the reference machine (scaled here)."""
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=scaled(timeout), check=False, **kwargs
+    )
     if check and done.returncode != 0:
         raise AssertionError(
             f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
@@ -150,11 +156,14 @@ class Engine:
              "--iptables=false", "--ip6tables=false", "--bridge=none", "--ip-masq=false"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout, f"dockerd {self.name} answering")
         while self.docker("info", check=False).returncode != 0:
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"dockerd {self.name} did not start:\n{self.log_tail()}")
+            if self.process.poll() is not None:
+                raise AssertionError(f"dockerd {self.name} exited at its start:\n{self.log_tail()}")
+            if deadline.expired():
+                raise deadline.fail(f"\n{self.log_tail()}")
             time.sleep(0.2)
+        deadline.met()
         return self
 
     def log_tail(self, lines: int = 30) -> str:
@@ -178,13 +187,12 @@ class Engine:
     def crash(self, container: str) -> int:
         """SIGKILL to the container's process, as a crash would (``docker kill`` counts as a stop
         by hand: Docker's restart policy leaves such a container down). Returns its restart count."""
-        deadline = time.monotonic() + 60
         # A container between two runs (restarting) has pid 0, and kill(0) would signal this
         # test's own process group: wait for the container's process instead.
-        while (pid := int(self.docker("inspect", "-f", "{{.State.Pid}}", container).stdout)) <= 0:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{container} has had no running process for 60 s")
-            time.sleep(0.2)
+        pid = wait_for(
+            lambda: max(0, int(self.docker("inspect", "-f", "{{.State.Pid}}", container).stdout)),
+            60, f"{container} with a running process", interval=0.2,
+        )  # fmt: skip
         restarts = int(self.docker("inspect", "-f", "{{.RestartCount}}", container).stdout)
         os.kill(pid, signal.SIGKILL)
         return restarts
@@ -194,10 +202,10 @@ class Engine:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(60)
+                self.process.wait(scaled(60))
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
+                self.process.wait(scaled(10))
         run(["ip", "netns", "del", self.name], check=False)
         for mount in reversed(_mounts_under(self.root)):
             run(["umount", "-l", mount], check=False)

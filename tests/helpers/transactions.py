@@ -16,6 +16,7 @@ import redis
 
 from causal_client import CausalClient, Mutation, ReadSpec, transactions, wire
 from causal_client.wire import shard_of
+from helpers.deadlines import scaled, wait_for
 from helpers.topologies import load_topology
 from services.region import gears
 from services.topology import Topology
@@ -54,10 +55,13 @@ def count_fractured(
     readers: dict[str, list[tuple[str, str]]],
     seconds: float,
     atomic: bool = True,
+    at_least: int = 21,
 ) -> tuple[int, dict[str, tuple[int, int]]]:
     """Batches setting column v of every (group, row) of ``rows`` to one value, written at
     ``writer`` for ``seconds``, while each reader region multi-reads its rows: returns the
-    batches written and, per reader, (reads, fractured reads: rows that disagree)."""
+    batches written and, per reader, (reads, fractured reads: rows that disagree). The run goes
+    on past ``seconds`` until ``at_least`` batches and as many reads at each region were made
+    (a loaded machine makes fewer a second), under a deadline."""
     stop = threading.Event()
     written = [0]
     tally = {region: [0, 0] for region in readers}
@@ -90,10 +94,17 @@ def count_fractured(
     threads += [threading.Thread(target=guarded, args=(read, r), daemon=True) for r in readers]
     for thread in threads:
         thread.start()
-    time.sleep(seconds)
-    stop.set()
+    time.sleep(seconds)  # the run's length (a fixed time), then as long as it takes to have enough
+
+    def enough() -> bool:
+        return bool(failures) or (written[0] >= at_least and all(t[0] >= at_least for t in tally.values()))
+
+    try:
+        wait_for(enough, 60, f"{at_least} batches and as many reads at each region")
+    finally:
+        stop.set()
     for thread in threads:
-        thread.join(30)
+        thread.join(scaled(30))
     if failures:
         raise failures[0]
     return written[0], {region: (reads, bad) for region, (reads, bad) in tally.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from causal_client.wan import CONTROL_REREAD_S
 from loadtest.check.nemesis import write_wan_control
 from services.launcher.cluster import Cluster
 
@@ -14,5 +15,9 @@ def partition(cluster: Cluster, sites: tuple[str, str], seconds: float) -> float
     wall-clock time the partition heals."""
     now = time.time()
     write_wan_control(cluster, {"partitions": [{"sites": list(sites), "from": now, "until": now + seconds}]})
-    time.sleep(0.2)
+    # A fixed time, not a hope: a process looks at the file as it sends a message across sites,
+    # and looks again once CONTROL_REREAD_S has passed since its last look (causal_client/wan.py),
+    # so every message sent from here on is held, however busy the machine. (Nothing to wait on:
+    # a process reads the file only when it sends, and says nothing of what it read.)
+    time.sleep(4 * CONTROL_REREAD_S)
     return now + seconds

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from helpers.deadlines import scaled
 from helpers.topologies import load_topology
 from services.launcher.cluster import Cluster
 
 
 def start_web_cluster(tmp: Path, topology: str = "demo-3region.toml", **overrides) -> Cluster:
     """A topology with, per region, the store, gunicorn, a Celery worker and its broker."""
-    return Cluster(load_topology(topology, **overrides), tmp, web=True).start(timeout=60)
+    return Cluster(load_topology(topology, **overrides), tmp, web=True).start(timeout=scaled(60))
 
 
 @pytest.fixture(scope="module")
