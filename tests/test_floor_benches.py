@@ -70,14 +70,18 @@ def test_the_thread_bench_times_a_conversation_and_checks_its_target(tmp_path):
 
 def test_the_finding_bench_times_search_a_tag_and_a_profile_with_its_picture(tmp_path):
     """A few tweets (a test of the instrument, not a measurement): every page timed, with its
-    budget beside it."""
+    budget beside it, and the exit status says whether every median met its budget (which
+    this file, sharing the cores, does not ask of the machine: the bench itself is the check)."""
     argv = [sys.executable, "-m", "loadtest", "bench", "finding", "--tweets", "3", "--rounds", "2",
             "--out", str(tmp_path)]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=scaled(300))
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
     rows = json.loads((tmp_path / "finding.json").read_text())
     assert [r["page"] for r in rows] == ["search", "tag", "profile", "picture"]
     assert all(r["latency"]["p50_ms"] > 0 for r in rows) and rows[0]["budget_ms"] == 150.0
+    missed = [r["page"] for r in rows if r["budget_ms"] and r["latency"]["p50_ms"] > r["budget_ms"]]
+    assert done.returncode == (1 if missed else 0), done.stdout[-2000:]
+    assert ("MISSED by " + ", ".join(missed) if missed else "budgets: met") in done.stdout
 
 
 def test_the_fractured_read_bench_counts_reads_and_transactions_never_fracture(capsys):

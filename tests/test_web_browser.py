@@ -112,6 +112,21 @@ def cluster(web_cluster: Cluster) -> Cluster:  # noqa: F811  (the fixture it tak
     return web_cluster
 
 
+@pytest.fixture(autouse=True)
+def server_side(cluster: Cluster) -> Iterator[None]:
+    """The web apps' access lines written during the test (each says how long its request took),
+    printed at teardown: pytest shows them with a failure, so a page that was slow to come says
+    whether the server was slow, or the browser."""
+    logs = {name: r.log_path for name, r in cluster.processes.items() if name.endswith(".web")}
+    sizes = {name: path.stat().st_size for name, path in logs.items()}
+    yield
+    for name, path in logs.items():
+        with path.open("rb") as log:
+            log.seek(sizes[name])
+            lines = log.read().decode("utf-8", "replace").splitlines()
+        print(f"-- {name}: {len(lines)} lines during the test, the last 40 --", *lines[-40:], sep="\n")
+
+
 @pytest.fixture(scope="module")
 def urls(cluster: Cluster) -> dict[str, str]:
     return {region: cluster.topology.web_url(region) for region in cluster.topology.region_names}
