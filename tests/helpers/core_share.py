@@ -36,6 +36,9 @@ LONG_FILES = {  # seconds each took in a run with two workers (2026-11-30, 11de5
 }  # fmt: skip
 
 
+FILES_SHOWN = 25
+
+
 def longest_first(items: list[pytest.Item]) -> None:
     """Reorders ``items`` in place, file by file (a file's own tests keep their order)."""
 
@@ -68,6 +71,21 @@ class CoreShare:
         yield
         if nextitem is None or nextitem.nodeid.split("::", 1)[0] != here:
             self._release()  # (its module's fixtures are torn down by now)
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+        """The files that took longest (their tests' setup, call and teardown summed), exclusive
+        what LONG_FILES should say, and where the run's time went."""
+        if config.getoption("dist", "no") == "no":  # (one file at a time: nothing shared)
+            return
+        spent: dict[str, float] = {}
+        for reports in terminalreporter.stats.values():
+            for report in reports:
+                if isinstance(report, pytest.TestReport):
+                    name = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+                    spent[name] = spent.get(name, 0.0) + report.duration
+        longest = sorted(spent.items(), key=lambda kv: -kv[1])[:FILES_SHOWN]
+        terminalreporter.write_sep("=", f"the {len(longest)} longest files of {len(spent)} (seconds)")
+        terminalreporter.write_line(", ".join(f'"{name}": {seconds:.0f}' for name, seconds in longest))
 
     def _take(self, item: pytest.Item, alone: bool) -> None:
         """The lock, shared or alone. An exclusive file first holds the gate while it waits, so
