@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     )
     from causal_client.label import Label, LabelType
     from causal_client.session_token import SessionToken
-    from causal_client.strong import ExecuteResult, StrongResult
+    from causal_client.strong import ExecuteResult, StrongResult, execute_settled
 
 _HOME = {
     "AccessDenied": "causal_client.errors",
@@ -75,6 +75,7 @@ _HOME = {
     "SessionToken": "causal_client.session_token",
     "StoreTimeout": "causal_client.errors",
     "StrongResult": "causal_client.strong",
+    "execute_settled": "causal_client.strong",
     "UnknownRegion": "causal_client.errors",
     "VersionMismatch": "causal_client.errors",
     "WrongPlace": "causal_client.errors",
@@ -116,6 +117,7 @@ __all__ = [
     "UnknownRegion",
     "VersionMismatch",
     "WrongPlace",
+    "execute_settled",
 ]
 
 

@@ -31,10 +31,8 @@ from causal_client.commands import Command
 from causal_client.credentials import bearer_metadata, deployment_secret, store_password
 from causal_client.data import Mutation, ReadSpec, Row, Value
 from causal_client.errors import (
-    Conflict,
     InvalidRequest,
     NotReplicatedHere,
-    OutcomeUnknown,
     RegionUnavailable,
     UnknownRegion,
     WrongPort,
@@ -524,26 +522,6 @@ class Session:
         result = self.client.strong.execute(self.region, namespace, key, command, self.label.as_past())
         self._depend_on(result.label)
         return result
-
-    def execute_settled(self, namespace: str, key: str, command: Command, tries: int = 3) -> ExecuteResult:
-        """``execute`` for a command whose new value nobody else writes (an insert-if-absent or a
-        compare-and-set of a fresh id or a holder's token), so that sending it again tells what
-        the first did. A commit cut short (``OutcomeUnknown``: it reached some replicas, and may
-        yet take effect) is settled so: the register then holds that value if either try took
-        effect (the second finds it, or writes it above the first's timestamp, which can never
-        surface again), or another's if a concurrent one won. ``OutcomeUnknown`` if no try
-        settled it in ``tries``; ``Conflict`` only while no try was cut short (nothing happened)."""
-        unknown: OutcomeUnknown | None = None
-        for _ in range(tries):
-            try:
-                return self.execute(namespace, key, command)
-            except OutcomeUnknown as exc:
-                unknown = exc
-            except Conflict:
-                if unknown is None:
-                    raise
-        assert unknown is not None
-        raise unknown
 
     def _depend_on(self, label: Label) -> None:
         """Takes ``label`` into the session's past, first waiting here until every origin has

@@ -387,3 +387,32 @@ def text_of(value: bytes | str) -> str:
 
 
 __all__ = ["CommandResult", "ExecuteResult", "StrongRegisters", "StrongResult"]
+
+
+class Executes(Protocol):
+    """What ``execute_settled`` needs of a session (a ``Session`` is one)."""
+
+    def execute(self, namespace: str, key: str, command: Command) -> ExecuteResult: ...
+
+
+def execute_settled(
+    session: Executes, namespace: str, key: str, command: Command, tries: int = 3
+) -> ExecuteResult:
+    """``session.execute`` of a command whose new value nobody else writes (an insert-if-absent
+    or a compare-and-set of a fresh id or a holder's token), so that sending it again tells what
+    the first did. A commit cut short (``OutcomeUnknown``: it reached some replicas, and may yet
+    take effect) is settled so: the register then holds that value if either try took effect
+    (the second finds it, or writes it above the first's timestamp, which can never surface
+    again), or another's if a concurrent one won. ``OutcomeUnknown`` if no try settled it in
+    ``tries``; ``Conflict`` only while no try was cut short (nothing happened)."""
+    unknown: OutcomeUnknown | None = None
+    for _ in range(tries):
+        try:
+            return session.execute(namespace, key, command)
+        except OutcomeUnknown as exc:
+            unknown = exc
+        except Conflict:
+            if unknown is None:
+                raise
+    assert unknown is not None
+    raise unknown

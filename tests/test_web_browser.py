@@ -144,30 +144,27 @@ def browser() -> Iterator[Browser]:
             chromium.close()
 
 
-@pytest.fixture(scope="module")
-def open_context(browser: Browser, urls: dict[str, str]) -> Iterator[Callable[..., tuple]]:
-    """Factory: a fresh browser context (own cookies) and its tab; all closed at the end."""
-    contexts: list[BrowserContext] = []
+class Contexts:
+    """Browser contexts (each its own cookies) and their tabs, closed together. Every tab polls
+    its live line every few seconds while it is open (webapp/static/webapp/chirp.js): a test's
+    tabs are closed when it ends, so that a module's late tests do not share the web apps and the
+    CPU with every tab its earlier ones opened (dozens, polling: a click's page then took over
+    15 s to come on a loaded machine)."""
 
-    def make(**options) -> tuple[BrowserContext, Page]:
-        context = browser.new_context(**{"viewport": {"width": 1100, "height": 800}, **options})
+    def __init__(self, browser: Browser, urls: dict[str, str]):
+        self.browser, self.urls, self.open = browser, urls, []
+
+    def context(self, **options) -> tuple[BrowserContext, Page]:
+        context = self.browser.new_context(**{"viewport": {"width": 1100, "height": 800}, **options})
         context.set_default_timeout(scaled(20) * 1000)
         context.set_default_navigation_timeout(scaled(30) * 1000)
-        contexts.append(context)
+        self.open.append(context)
         return context, context.new_page()
 
-    yield make
-    for context in contexts:
-        context.close()
-
-
-@pytest.fixture(scope="module")
-def sign_up(open_context, urls: dict[str, str]) -> Callable[..., User]:
-    """Factory: a new user signed up through the sign-up form in ``region`` (own context)."""
-
-    def make(prefix: str, region: str = HOME) -> User:
-        context, page = open_context()
-        user = User(new_username(prefix), context, page, urls)
+    def sign_up(self, prefix: str, region: str = HOME) -> User:
+        """A new user signed up through the sign-up form in ``region`` (a context of its own)."""
+        context, page = self.context()
+        user = User(new_username(prefix), context, page, self.urls)
         user.goto(region, "/signup/")
         page.fill("#id_username", user.name)
         page.fill("#id_password", PASSWORD)
@@ -180,17 +177,47 @@ def sign_up(open_context, urls: dict[str, str]) -> Callable[..., User]:
         assert response.status == 200 and page.url == user.url(region), user.landing
         return user
 
-    return make
+    def close(self) -> None:
+        for context in self.open:
+            context.close()
+        self.open.clear()
 
 
 @pytest.fixture(scope="module")
-def alice(sign_up) -> User:
-    return sign_up("alice")
+def module_contexts(browser: Browser, urls: dict[str, str]) -> Iterator[Contexts]:
+    """The module's shared users' contexts (alice's, bob's)."""
+    contexts = Contexts(browser, urls)
+    yield contexts
+    contexts.close()
+
+
+@pytest.fixture
+def test_contexts(browser: Browser, urls: dict[str, str]) -> Iterator[Contexts]:
+    contexts = Contexts(browser, urls)
+    yield contexts
+    contexts.close()
+
+
+@pytest.fixture
+def open_context(test_contexts: Contexts) -> Callable[..., tuple[BrowserContext, Page]]:
+    """Factory: a fresh browser context (own cookies) and its tab, closed when the test ends."""
+    return test_contexts.context
+
+
+@pytest.fixture
+def sign_up(test_contexts: Contexts) -> Callable[..., User]:
+    """Factory: a new user signed up in ``region`` (a context closed when the test ends)."""
+    return test_contexts.sign_up
 
 
 @pytest.fixture(scope="module")
-def bob(sign_up) -> User:
-    return sign_up("bob")
+def alice(module_contexts: Contexts) -> User:
+    return module_contexts.sign_up("alice")
+
+
+@pytest.fixture(scope="module")
+def bob(module_contexts: Contexts) -> User:
+    return module_contexts.sign_up("bob")
 
 
 # -- tests -------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.hashers import check_password, make_password
 
-from causal_client import Conflict, InsertIfAbsent, Session
+from causal_client import Conflict, InsertIfAbsent, Session, execute_settled
 from webapp.causal import CausalRequest
 from webapp.social_values import Account, NoSuchUser
 
@@ -53,13 +53,13 @@ def register(causal: CausalRequest, username: str, password: str) -> Account:
 
 def claim_name(session: Session, username: str, holder: str) -> str | None:
     """Who holds the name after an insert-if-absent of ``holder``: its holder's token. A cut
-    short insert is settled by sending it again (``Session.execute_settled``)."""
+    short insert is settled by sending it again (``causal_client.execute_settled``)."""
     for _ in range(CLAIM_TRIES - 1):
         try:
-            return session.execute_settled(USERNAMES, username, InsertIfAbsent(holder)).value
+            return execute_settled(session, USERNAMES, username, InsertIfAbsent(holder)).value
         except Conflict:
             continue  # concurrent sign-ups for the name: one of them wins, try again to see which
-    return session.execute_settled(USERNAMES, username, InsertIfAbsent(holder)).value
+    return execute_settled(session, USERNAMES, username, InsertIfAbsent(holder)).value
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from causal_client import Conflict, InsertIfAbsent, Mutation
+from causal_client import Conflict, InsertIfAbsent, Mutation, execute_settled
 from causal_client.commands import CompareAndSet
 from webapp.notices import Notice, NoticeCell
 from webapp.social_core import DELETED_ROW, REPOSTS, UNDONE, SocialCore
@@ -81,7 +81,7 @@ class SocialReactions(SocialCore):
         key, fresh = f"{me.username}/{tweet_id}", new_tweet_id()
         command: InsertIfAbsent | CompareAndSet = InsertIfAbsent(fresh)
         for _ in range(4):  # an undo racing each try could keep the register moving
-            claim = self.session.execute_settled(REPOSTS, key, command)  # (a cut-short try: settled)
+            claim = execute_settled(self.session, REPOSTS, key, command)  # (a cut-short try: settled)
             if claim.value == fresh:  # set now, or by a try of ours cut short
                 return fresh
             if claim.value is None:  # the register was left empty: only a bug could
@@ -101,7 +101,7 @@ class SocialReactions(SocialCore):
         if repost_id is None:
             return False
         key = f"{me.username}/{tweet_id}"
-        self.session.execute_settled(REPOSTS, key, CompareAndSet(repost_id, UNDONE + repost_id))
+        execute_settled(self.session, REPOSTS, key, CompareAndSet(repost_id, UNDONE + repost_id))
         shared = replace(original, id=repost_id, reposted_by=me.username, original_id=tweet_id)
         now = str(time.time_ns() // 1000)
         mine = Mutation(me.home_group, f"reposted:{me.username}").delete(tweet_id)
