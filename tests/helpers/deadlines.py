@@ -137,13 +137,13 @@ def take_closest() -> Use | None:
     return found
 
 
-_HELPERS = ("deadlines.py", "waiting.py", "http_browser.py")
+_HELPERS = {str(Path(__file__).with_name(name)) for name in ("deadlines.py", "waiting.py", "http_browser.py")}
 
 
 def _caller() -> str:
     """The first frame outside the wait helpers: the test (or fixture) that waited."""
     frame = sys._getframe(2)
-    while frame.f_back is not None and frame.f_code.co_filename.endswith(_HELPERS):
+    while frame.f_back is not None and frame.f_code.co_filename in _HELPERS:
         frame = frame.f_back
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
