@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from services import auth
 from services.launcher import reconfigure, store_cluster
-from services.launcher.cluster import TOPOLOGY_FILE, Cluster, LaunchError, read_state
+from services.launcher.cluster import HEALTHY_WITHIN_S, TOPOLOGY_FILE, Cluster, LaunchError, read_state
 from services.launcher.redis_binary import RedisNotFound
 from services.pids import pid_alive
 from services.probes import grpc_serving, link_serving, redis_ping
@@ -171,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("topology")
     up.add_argument("--base-port", type=int, default=0, help="override the file's base port")
     up.add_argument("--protocol", choices=list(TRAITS))
-    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for health")
+    up.add_argument(
+        "--timeout", type=float, default=HEALTHY_WITHIN_S,
+        help=f"seconds to wait for health (default {HEALTHY_WITHIN_S:.0f})",
+    )  # fmt: skip
     up.add_argument(
         "--web", action="store_true", help="also the web app: per region gunicorn, a Celery worker and broker"
     )

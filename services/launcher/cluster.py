@@ -38,6 +38,11 @@ log = logging.getLogger("launcher")
 
 STATE_FILE = "state.json"
 TOPOLOGY_FILE = "topology.json"  # in the run directory: the topology every process reads
+#: How long a started process may take to answer its health check. A process that exits fails
+#: the start at once, so this bounds only one that runs and never answers; generous, because a
+#: web app's first answer (gunicorn's workers importing Django) took over 30 s on a loaded
+#: 2-core machine, and a start that fails there for want of patience is a false alarm.
+HEALTHY_WITHIN_S = 120.0
 
 
 class LaunchError(RuntimeError):
@@ -172,7 +177,7 @@ class Cluster:
         return self.run_dir / "metrics" / region
 
     # -- life cycle --------------------------------------------------------------------------
-    def start(self, timeout: float = 30.0, fresh: bool = False) -> Cluster:
+    def start(self, timeout: float = HEALTHY_WITHIN_S, fresh: bool = False) -> Cluster:
         """Starts every process and waits until all are healthy. The stores keep their data
         from an earlier start in the same run directory, unless ``fresh``."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -331,7 +336,7 @@ class Cluster:
         self._restore_tls()
 
     # -- changing the set of processes (reconfiguration) -------------------------------------
-    def add(self, specs: list[ProcessSpec], timeout: float = 30.0) -> None:
+    def add(self, specs: list[ProcessSpec], timeout: float = HEALTHY_WITHIN_S) -> None:
         """Starts more processes (supervised like the rest) and waits until they are healthy."""
         for spec in specs:
             with socket.socket() as sock:
@@ -373,7 +378,7 @@ class Cluster:
         running.popen.wait(10)
         self._write_state()
 
-    def restart(self, name: str, timeout: float = 30.0) -> None:
+    def restart(self, name: str, timeout: float = HEALTHY_WITHIN_S) -> None:
         with self._lock:
             if self.processes[name].popen.poll() is None:
                 self.kill(name, signal.SIGTERM)
