@@ -13,6 +13,11 @@ The files are handed out longest first (``longest_first``; scripts/test.sh turns
 order, which puts the files with the most tests first and left the soak, one long test, running
 alone at the end): the exclusive ones (the other worker waits meanwhile, whenever they come),
 then the files known to take long (LONG_FILES, seconds measured in a two-worker run), then the rest.
+
+The run ends with the files that took longest and those that cost the most CPU: the worker's own
+and its reaped children's (every cluster process a file started and stopped; not what Docker's
+daemon runs for it), read from ``os.times()`` at the file's first test and after its last teardown.
+On two cores a file's CPU, more than its wall time, is what it takes from the files beside it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,13 @@ LONG_FILES = {  # seconds each took in a run with two workers (2026-11-30, 11de5
 
 
 FILES_SHOWN = 25
+CPU_KEY = "file-cpu"
+
+
+def cpu_so_far() -> float:
+    """This process's CPU seconds and its reaped children's."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def longest_first(items: list[pytest.Item]) -> None:
@@ -53,6 +65,7 @@ class CoreShare:
     def __init__(self) -> None:
         self._lock: IO[str] | None = None
         self._file: str | None = None
+        self._cpu_at_start = 0.0
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         if "PYTEST_XDIST_WORKER" in os.environ:
@@ -68,9 +81,19 @@ class CoreShare:
             self._release()
             self._take(item, alone=item.get_closest_marker("exclusive") is not None)
             self._file = here
+            self._cpu_at_start = cpu_so_far()
         yield
         if nextitem is None or nextitem.nodeid.split("::", 1)[0] != here:
             self._release()  # (its module's fixtures are torn down by now)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+        """After a file's last teardown (its module's processes stopped and reaped), the file's CPU
+        goes into the report the controller gets."""
+        result = yield
+        if self._file is not None and (nextitem is None or nextitem.nodeid.split("::", 1)[0] != self._file):
+            item.user_properties.append((CPU_KEY, cpu_so_far() - self._cpu_at_start))
+        return result
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         """The files that took longest (their tests' setup, call and teardown summed), exclusive
@@ -78,14 +101,25 @@ class CoreShare:
         if config.getoption("dist", "no") == "no":  # (one file at a time: nothing shared)
             return
         spent: dict[str, float] = {}
+        cpu: dict[str, float] = {}
         for reports in terminalreporter.stats.values():
             for report in reports:
                 if isinstance(report, pytest.TestReport):
                     name = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
                     spent[name] = spent.get(name, 0.0) + report.duration
-        longest = sorted(spent.items(), key=lambda kv: -kv[1])[:FILES_SHOWN]
-        terminalreporter.write_sep("=", f"the {len(longest)} longest files of {len(spent)} (seconds)")
-        terminalreporter.write_line(", ".join(f'"{name}": {seconds:.0f}' for name, seconds in longest))
+                    for key, value in report.user_properties:
+                        if key == CPU_KEY:
+                            cpu[name] = cpu.get(name, 0.0) + value
+        self._write_top(terminalreporter, f"longest files of {len(spent)} (seconds)", spent)
+        if cpu:
+            total = sum(cpu.values())
+            self._write_top(terminalreporter, f"files by CPU, processes included (of {total:.0f} CPU-s)", cpu)
+
+    @staticmethod
+    def _write_top(terminalreporter, title: str, values: dict[str, float]) -> None:
+        top = sorted(values.items(), key=lambda kv: -kv[1])[:FILES_SHOWN]
+        terminalreporter.write_sep("=", f"the {len(top)} {title}")
+        terminalreporter.write_line(", ".join(f'"{name}": {seconds:.0f}' for name, seconds in top))
 
     def _take(self, item: pytest.Item, alone: bool) -> None:
         """The lock, shared or alone. An exclusive file first holds the gate while it waits, so
