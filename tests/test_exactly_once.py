@@ -20,7 +20,7 @@ import signal
 import time
 
 import pytest
-from helpers.clusters import metric_sum
+from helpers.clusters import applied_count, metric_sum
 from helpers.topologies import load_topology
 from helpers.waiting import eventually, unique
 from helpers.wan_faults import partition
@@ -68,5 +68,5 @@ def test_a_receiver_killed_while_it_holds_payloads_loses_none_and_doubles_none(t
         eventually(all_there, timeout=PARTITION_S + 30)
         assert at_c.read("all", count).counter("n") == N
         assert at_b.read("all", count).counter("n") == N
-        applied = metric_sum(cluster, "c", "causal_remote_updates_applied_total", origin="b")
+        applied = applied_count(cluster, "c", "b", at_least=N)
         assert applied == N, f"c applied {applied:g} updates of b's {N}"

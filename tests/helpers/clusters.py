@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -13,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from causal_client import CausalClient, wire
-from helpers.deadlines import scaled
+from helpers.deadlines import Deadline, scaled
 from helpers.topologies import load_topology
 from helpers.waiting import unique
 from services.auth import http_headers
@@ -60,6 +61,25 @@ def metric_sum(cluster: Cluster, at: str, name: str, **labels: str) -> float:
         for s in metric_samples(cluster, at)
         if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
     )
+
+
+def applied_count(
+    cluster: Cluster, at: str, origin: str, at_least: float, before: float = 0.0, timeout: float = 10.0
+) -> float:
+    """The remote updates from ``origin`` that region ``at`` counts as applied (since ``before``),
+    read once the count reaches ``at_least`` or the deadline passes: the receiver counts a batch
+    after the store applied it, so a reader can see the data a moment before the count moves. A
+    count above ``at_least`` is returned as it is (an update applied twice), not waited away."""
+
+    def count() -> float:
+        name = "causal_remote_updates_applied_total"
+        return metric_sum(cluster, at, name, region=at, origin=origin) - before
+
+    deadline = Deadline(timeout, f"{at} counting {at_least:g} updates from {origin} applied")
+    while (counted := count()) < at_least and not deadline.expired():
+        time.sleep(0.05)
+    deadline.met()  # (a short count is the caller's assertion to make, with its own message)
+    return counted
 
 
 def region_processes(cluster: Cluster, region: str) -> list[str]:
