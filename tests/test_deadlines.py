@@ -65,6 +65,16 @@ def test_a_missed_deadline_says_what_and_how_long_and_counts_as_the_closest(fact
     assert Use("w", "f:1", 1.0, 0.0, True).share == 1.0  # (no deadline: counted as used up)
 
 
+def test_a_probe_that_runs_out_is_a_finding_not_a_close_call(factor):
+    factor("1")
+    deadlines.take_closest()
+    with pytest.raises(AssertionError, match="y at c"):
+        wait_for(lambda: False, 0.05, "y at c", 0.01, probe=True)
+    assert deadlines.take_closest() is None
+    wait_for(lambda: True, 0.05, "y at c", 0.01, probe=True)  # one that is met counts as any wait
+    assert deadlines.take_closest() is not None
+
+
 def test_a_run_ends_with_its_close_calls_closest_first(pytester, factor):
     factor("1")
     pytester.makeconftest(

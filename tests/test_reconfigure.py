@@ -63,7 +63,8 @@ class CausalRounds:
             eventually(lambda x=x: self.b.read("all", x), timeout=60, what="x at b")
             self.b.write("all", y, {"v": "y"})
             try:
-                eventually(lambda y=y: self.c.read("all", y), timeout=self.SHOWN_WITHIN_S, what="y at c")
+                # (a probe: under the naive switch y may never show, and that is the finding)
+                eventually(lambda y=y: self.c.read("all", y), self.SHOWN_WITHIN_S, what="y at c", probe=True)
             except AssertionError:
                 self.violations += 1
                 self.stuck = True

@@ -33,11 +33,16 @@ def play_until_caught(
 
 
 def eventually(
-    predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.01, what: str = ""
+    predicate: Callable[[], object],
+    timeout: float = 10.0,
+    interval: float = 0.01,
+    what: str = "",
+    probe: bool = False,
 ):
     """Polls until ``predicate()`` is truthy; returns its value or fails with a clear message.
-    ``timeout`` is the reference machine's (tests/helpers/deadlines.py scales it)."""
-    return wait_for(predicate, timeout, what or "condition", interval)
+    ``timeout`` is the reference machine's (tests/helpers/deadlines.py scales it); a ``probe``
+    that runs out is the test's finding, not a close call."""
+    return wait_for(predicate, timeout, what or "condition", interval, probe)
 
 
 def unique(prefix: str) -> str:
