@@ -15,8 +15,8 @@ alone at the end): the exclusive ones (the other worker waits meanwhile, wheneve
 then the files known to take long (LONG_FILES, seconds measured in a two-worker run), then the rest.
 
 The run ends with the files that took longest and those that cost the most CPU: the worker's own
-and its reaped children's (every cluster process a file started and stopped; not what Docker's
-daemon runs for it), read from ``os.times()`` at the file's first test and after its last teardown.
+and its children's (every cluster process a file started and stopped; not what Docker's daemon
+runs for it), read at the file's first test and after its last teardown.
 On two cores a file's CPU, more than its wall time, is what it takes from the files beside it.
 """
 
@@ -46,9 +46,30 @@ CPU_KEY = "file-cpu"
 
 
 def cpu_so_far() -> float:
-    """This process's CPU seconds and its reaped children's."""
+    """This process's CPU seconds, its reaped children's, and its live children's with theirs:
+    the zygote (services/launcher/zygote.py) lives as long as the worker and reaps the services
+    it forks, so their CPU reaches the worker only through it. A child alive at the first read
+    and reaped by the second moves from one term to the other: counted once."""
     times = os.times()
-    return times.user + times.system + times.children_user + times.children_system
+    own = times.user + times.system + times.children_user + times.children_system
+    return own + sum(_tree_cpu(pid) for pid in _children(os.getpid()))
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:  # (not Linux, or gone)
+        return []
+
+
+def _tree_cpu(pid: int) -> float:
+    """A live process's CPU seconds and its reaped children's, from /proc/PID/stat."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()  # (after the command, which may hold spaces)
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
 
 
 def longest_first(items: list[pytest.Item]) -> None:
