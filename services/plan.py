@@ -162,6 +162,7 @@ def _web(t: Topology, layout: Layout) -> list[ProcessSpec]:
             f"{r.name}.web",
             [layout.python, "-m", "gunicorn", "webapp.wsgi:application",
              "--bind", f"{t.bind_host(r.name)}:{t.web_port(r.name)}", "--workers", "2", "--threads", "4",
+             "--preload",  # Django imported once, then forked (no channel or thread exists before)
              "--access-logfile", "-", "--access-logformat", ACCESS_LOG_FORMAT, "--graceful-timeout", "5",
              *_gunicorn_tls(layout, r.name)],
             "http", t.web_port(r.name), r.name, env,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers.deadlines import scaled
@@ -93,3 +94,15 @@ def test_the_fractured_read_bench_counts_reads_and_transactions_never_fracture(c
     assert all(r[-3] == "0" for r in rows.values()), f"batches and multi-reads are transactions: {table}"
     spread = fractured.rows_on_distinct_shards(4, 3, "x")
     assert len({fractured.shard_of("all", row, 4) for row in spread}) == 3
+
+
+def test_the_strong_bench_times_each_kind_of_strong_operation_against_a_majority_round_trip(tmp_path):
+    """demo-3region: from frankfurt the closest majority is itself and ireland (20 ms round trip),
+    from virginia itself and the nearer of the two (82 ms): no operation can be faster than one."""
+    topology = Path(__file__).resolve().parents[1] / "topologies" / "demo-3region.toml"
+    assert registry.run("strong", ["--topology", str(topology), "--rounds", "2", "--out", str(tmp_path)]) == 0
+    rows = {r["region"]: r for r in json.loads((tmp_path / "strong.json").read_text())}
+    assert set(rows) == {"virginia", "ireland", "frankfurt"}
+    assert rows["frankfurt"]["majority_rtt_ms"] == 20 and rows["virginia"]["majority_rtt_ms"] == 82
+    for row in rows.values():
+        assert row["majority_rtt_ms"] * 0.9 <= min(row["write_ms"], row["read_ms"], row["execute_ms"])

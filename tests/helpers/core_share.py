@@ -31,13 +31,17 @@ from typing import IO
 
 import pytest
 
-LONG_FILES = {  # seconds each took in a run with two workers (2026-11-30, 11de560); a rough order is enough
-    "test_soak.py": 202, "test_web_browser.py": 185, "test_counting_benches.py": 159,
-    "test_transactions.py": 104, "test_web_regions.py": 95, "test_loadtest_run.py": 78,
-    "test_saturn_faults.py": 77, "test_floor_benches.py": 70, "test_saturn_causality.py": 70,
-    "test_serializer_replicas.py": 67, "test_saturn_migration.py": 50, "test_exactly_once.py": 45,
-    "test_session_resume.py": 44, "test_bench.py": 38, "test_reconfigure.py": 38, "test_tls_wire.py": 34,
-    "test_web_views.py": 28, "test_store_cluster.py": 27, "test_web_reactions.py": 24, "test_launcher.py": 23,
+LONG_FILES = {  # seconds each took in a run with two workers (2026-12-03, fd575fc); a rough order is enough
+    "test_compose_docker.py": 383, "test_counting_benches.py": 241, "test_web_browser.py": 235,
+    "test_soak.py": 220, "test_transactions.py": 173, "test_web_regions.py": 153,
+    "test_figure_benches.py": 150, "test_saturn_faults.py": 124, "test_floor_benches.py": 125,
+    "test_loadtest_run.py": 89,
+    "test_saturn_causality.py": 86, "test_serializer_replicas.py": 86, "test_reconfigure.py": 67,
+    "test_saturn_migration.py": 63, "test_micro_benches.py": 60, "test_tls_wire.py": 53,
+    "test_exactly_once.py": 51,
+    "test_session_resume.py": 48, "test_web_views.py": 48, "test_launcher.py": 39, "test_bench.py": 37,
+    "test_store_cluster.py": 35, "test_web_reactions.py": 34, "test_web_notices_and_deletes.py": 33,
+    "test_c3.py": 28, "test_web_accounts.py": 26,
 }  # fmt: skip
 
 
