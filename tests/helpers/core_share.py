@@ -50,13 +50,24 @@ CPU_KEY = "file-cpu"
 
 
 def cpu_so_far() -> float:
-    """This process's CPU seconds, its reaped children's, and its live children's with theirs:
-    the zygote (services/launcher/zygote.py) lives as long as the worker and reaps the services
-    it forks, so their CPU reaches the worker only through it. A child alive at the first read
-    and reaped by the second moves from one term to the other: counted once."""
+    """This process's CPU seconds and its reaped children's, and every live descendant's with its
+    own reaped children's: the zygote (services/launcher/zygote.py) lives as long as the worker
+    and reaps the services it forks, so their CPU reaches the worker only through it. A process
+    alive at the first read and reaped by the second moves from one term to another: counted
+    once."""
     times = os.times()
     own = times.user + times.system + times.children_user + times.children_system
-    return own + sum(_tree_cpu(pid) for pid in _children(os.getpid()))
+    return own + sum(_process_cpu(pid) for pid in _descendants(os.getpid()))
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (the zygote is the spawner's child, not the worker's)."""
+    found, queue = [], _children(pid)
+    while queue:
+        child = queue.pop()
+        found.append(child)
+        queue += _children(child)
+    return found
 
 
 def _children(pid: int) -> list[int]:
@@ -66,7 +77,7 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _tree_cpu(pid: int) -> float:
+def _process_cpu(pid: int) -> float:
     """A live process's CPU seconds and its reaped children's, from /proc/PID/stat."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
