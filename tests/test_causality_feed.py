@@ -7,7 +7,7 @@ from itertools import pairwise
 
 from helpers.topologies import load_topology
 
-from webapp.causality_feed import Counts, frame, layout, parse, tree_path
+from webapp.causality_feed import Counts, baseline, frame, layout, parse, tree_path
 
 
 def metrics(applied: float, seen: float, spent_s: float, sent: float = 0) -> str:
@@ -34,6 +34,16 @@ def test_a_frame_is_the_difference_of_two_scrapes():
     assert shown["regions"]["ireland"]["up"] is False
     quiet = frame(now, now)["pairs"]["ireland>virginia"]
     assert quiet["applied"] == 0 and quiet["visibility_ms"] is None
+
+
+def test_a_scrape_that_failed_leaves_the_last_good_one_as_the_baseline():
+    good = {"virginia": parse(metrics(10, 10, 0.5))}
+    failed = {"virginia": Counts(up=False)}
+    after = baseline(good, failed)
+    assert after["virginia"] is good["virginia"]
+    again = {"virginia": parse(metrics(11, 11, 0.6))}
+    assert frame(after, again)["pairs"]["ireland>virginia"]["applied"] == 1  # the one new update, not 11
+    assert baseline(after, again)["virginia"] is again["virginia"]
 
 
 def test_the_layout_draws_every_node_and_paths_follow_the_tree():

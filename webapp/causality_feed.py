@@ -23,7 +23,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from services.auth import fetch_metrics
 from services.topology import Topology
 
-SCRAPE_TIMEOUT_S = 1.0
+#: a region's /metrics sums every process's file of counters: on a busy 2-core machine that took
+#: over 3 s, and a region whose scrape timed out showed as down, its frame lost (the live page's
+#: dots never came for a tweet made then); frames wait for a slow scrape instead
+SCRAPE_TIMEOUT_S = 5.0
 WATCHED = {
     "causal_remote_updates_applied_total": "applied",
     "causal_visibility_seconds_sum": "visibility_sum",
@@ -157,4 +160,10 @@ def frames(topology: Topology, count: int, every_s: float, sleep=None) -> Iterat
             sleep(every_s)
             now = scrape_all(topology, pool)
             yield frame(before, now)
-            before = now
+            before = baseline(before, now)
+
+
+def baseline(before: dict[str, Counts], now: dict[str, Counts]) -> dict[str, Counts]:
+    """What the next frame is measured from: each region's last scrape that answered (one that
+    failed would make the next good one count everything since the start as new)."""
+    return {region: counts if counts.up else before.get(region, counts) for region, counts in now.items()}
