@@ -33,6 +33,7 @@ from helpers.clusters import metric_sum
 from helpers.deadlines import Deadline, scaled
 from helpers.http_browser import (
     HTTP_TIMEOUT_S,
+    PASSWORD,
     Browser,
     Reply,
     Shown,
@@ -384,6 +385,39 @@ def test_no_tweet_is_lost_when_worker_and_broker_die_mid_stream(demo):
         poll(lambda: pending_here(ctx) == 0, 20, "the outboxes drained")
     finally:
         ctx.client.close()
+
+
+# -- 2c. leaving ---------------------------------------------------------------------------------------
+def test_a_deleted_accounts_tweet_is_gone_by_its_url_in_every_region(demo):
+    """Dan posts, Ann answers from another region, then Dan deletes his account. In every region,
+    once his tombstone is there (his profile a 410): his tweet's own URL is a 410 too, signed in or
+    not; Ann's answer shows it as a deleted tweet, never quoting it; it cannot be answered."""
+    regions = demo.topology.region_names
+    home, elsewhere = regions[0], regions[1]
+    dan, dan_name = signed_up(demo, home, "dan")
+    ann, _ = signed_up(demo, elsewhere, "ann")
+    visitor = Browser(demo)
+    body, answer = f"soon gone {secrets.token_hex(4)}", f"an answer {secrets.token_hex(4)}"
+    dan.tweet(home, body)
+    tweet = poll(lambda: find(dan.get(home, f"/u/{dan_name}/").text, body), 20, "the tweet on dan's page")
+    ann.tweet(elsewhere, answer, reply_to=tweet.ref)
+    reply = poll(lambda: find(ann.get(elsewhere, f"/t/{tweet.ref}/").text, answer), 20, "the answer")
+    for region in regions:  # (every region shows both before the delete: the test can fail)
+        poll(lambda r=region: find(visitor.get(r, f"/t/{reply.ref}/").text, body), 20, f"both at {region}")
+
+    left = dan.post(home, "/settings/delete/", {"confirm": f"@{dan_name}", "password": PASSWORD})
+    assert left.status == 302, (left.status, left.text[:300])
+    for region in regions:
+        gone = lambda r=region: visitor.get(r, f"/u/{dan_name}/").status == 410  # noqa: E731
+        poll(gone, 20, f"dan's account deleted at {region}")
+        for reader in (visitor, ann) if region == elsewhere else (visitor,):  # (ann signed in there)
+            page = reader.get(region, f"/t/{tweet.ref}/")
+            assert page.status == 410 and body not in page.text, (region, page.status, page.text[:300])
+        thread = visitor.get(region, f"/t/{reply.ref}/")
+        assert thread.status == 200 and body not in thread.text, (region, thread.status)
+        assert "The tweet this replies to was deleted." in thread.text, region
+    refused = ann.post(elsewhere, "/post/", {"body": "too late", "reply_to": tweet.ref})
+    assert refused.status == 400, (refused.status, refused.text[:300])
 
 
 # -- 3. the anomaly eventual allows, and saturn never shows ------------------------------------------

@@ -143,8 +143,21 @@ class Social(SocialProfiles):
                 break
             up = parent
             talk.ancestors.append(up)
+        self._leave_out_left_authors(talk)
         talk.ancestors.reverse()
         return talk
+
+    def _leave_out_left_authors(self, talk: Conversation) -> None:
+        """A deleted account's tweet is gone (TweetDeleted, a 410 as for a deleted tweet); up
+        its chain, the first one whose author left ends the chain as a deleted tweet would."""
+        left = self.authors_left([talk.tweet, *talk.ancestors])
+        if talk.tweet.author in left:
+            raise TweetDeleted(talk.tweet.id)
+        for i, up in enumerate(talk.ancestors):  # (nearest first)
+            if up.author in left:
+                del talk.ancestors[i:]
+                talk.cut, talk.parent_gone = True, True
+                break
 
     # -- following ---------------------------------------------------------------------------
     def is_following(self, follower: Account, followed: str) -> bool:

@@ -230,8 +230,19 @@ class SocialCore:
         return self.session.region
 
     def tweet(self, group: str, tweet_id: str) -> Entry | None:
-        """The tweet (None: none here, or deleted)."""
-        return tweet_of(tweet_id, self.session.read(group, f"tweet:{tweet_id}", ["entry", "deleted"]))
+        """The tweet (None: none here, deleted, or its author's account deleted: what a deleted
+        account wrote is gone everywhere its tombstone is, webapp/profiles.py)."""
+        entry = tweet_of(tweet_id, self.session.read(group, f"tweet:{tweet_id}", ["entry", "deleted"]))
+        if entry is None or self.authors_left([entry]):
+            return None
+        return entry
+
+    def authors_left(self, entries: Iterable[Entry]) -> set[str]:
+        """The authors of ``entries`` whose accounts were deleted, as far as this region knows
+        (read after the entries, so a tombstone that came before them is seen)."""
+        names = {e.author for e in entries}
+        gone = self.deleted_among(profiles.account_tombstone(name) for name in names)
+        return {name for name in names if profiles.account_tombstone(name) in gone}
 
     def line(
         self,
@@ -324,7 +335,23 @@ class SocialCore:
         shown_as = {a: Author(row.text("display") or "", row.text("avatar") or "") for a, row in seen_as}
         rest = rest[len(authors) :]
         reactions = parse(rest) if parse is not None else None
+        self._drop_parents_of_left_authors(found, gone, ids)
         return Lookups(gone, found, reactions, hidden, shown_as, unfollowed)
+
+    def _drop_parents_of_left_authors(
+        self, found: dict[str, Entry | None], gone: set[str], ids: set[str]
+    ) -> None:
+        """A tweet answered here whose author deleted the account is shown as a deleted tweet: not
+        quoted, its id among ``gone``. Its author is known only once it is read, so their
+        tombstones take one more read, where one was not read already (in ``ids``)."""
+        parents = {tweet_id: e for tweet_id, e in found.items() if e is not None}
+        unread = {profiles.account_tombstone(e.author) for e in parents.values()} - ids
+        if unread:
+            gone |= self.deleted_among(unread)
+        for tweet_id, e in parents.items():
+            if profiles.account_tombstone(e.author) in gone:
+                found[tweet_id] = None
+                gone.add(tweet_id)
 
     def hidden(self, me: Account | None) -> Hidden:
         """Whom ``me`` blocks, is blocked by and mutes (nobody for a visitor)."""
