@@ -71,10 +71,14 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:  # (not Linux, or gone)
-        return []
+    """The children of every thread of ``pid`` (the launcher forks from a thread of its own)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:  # (gone meanwhile)
+            continue
+    return found
 
 
 def _process_cpu(pid: int) -> float:
